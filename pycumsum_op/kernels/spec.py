@@ -1,0 +1,115 @@
+"""What a scan call means, checked before any data is touched.
+
+`ScanSpec` holds one op's parameters (axis, exclusive, reverse, dtype) and turns
+them, together with an input array, into a `ScanPlan`: the normalised axis and
+the result and accumulation dtypes. Every error names the op, the argument and
+the user's own shape, einops-style:
+
+>>> import numpy as np
+>>> ScanSpec("PyCumSum", axis=-1).plan(np.zeros((2, 3), np.int32)).result_dtype
+dtype('int64')
+>>> ScanSpec("PyCumSum", axis=2).plan(np.zeros((2, 3)))
+Traceback (most recent call last):
+...
+pycumsum_op.kernels.spec.ScanArgumentError: PyCumSum: axis=2 is out of range for an input of shape (2, 3) (rank 2); valid axes are -2..1
+"""
+import numbers
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+#: Caffe2 type names accepted by ``dtype=``, next to anything numpy understands.
+CAFFE2_DTYPE_NAMES = {
+    "float": np.float32,
+    "double": np.float64,
+    "int32": np.int32,
+    "int64": np.int64,
+}
+#: dtypes a scan may produce when asked with ``dtype=``.
+RESULT_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int32, np.int64))
+
+
+class ScanArgumentError(ValueError):
+    """A scan op was given an argument or input it cannot work with."""
+
+
+def _dtype_name(dtype) -> str:
+    return getattr(dtype, "__name__", None) or str(dtype)
+
+
+def resolve_dtype(op_name: str, dtype) -> Optional[np.dtype]:
+    """The numpy dtype for a user's ``dtype=`` (numpy dtype, numpy name or Caffe2 name), None stays None.
+
+    >>> resolve_dtype("PyCumSum", "double")
+    dtype('float64')
+    """
+    if dtype is None:
+        return None
+    if isinstance(dtype, str) and dtype in CAFFE2_DTYPE_NAMES:
+        return np.dtype(CAFFE2_DTYPE_NAMES[dtype])
+    try:
+        resolved = np.dtype(dtype)
+    except TypeError:
+        resolved = None
+    if resolved not in RESULT_DTYPES:
+        choices = ", ".join(sorted(CAFFE2_DTYPE_NAMES)) + ", " + ", ".join(t.name for t in RESULT_DTYPES)
+        raise ScanArgumentError(
+            "{}: unknown dtype={!r}; use one of {} (or the numpy dtype)".format(
+                op_name, _dtype_name(dtype), choices))
+    return resolved
+
+
+def check_axis_argument(op_name: str, axis) -> int:
+    """``axis`` must be a plain integer (bools are refused); returns it as int."""
+    if isinstance(axis, bool) or not isinstance(axis, numbers.Integral):
+        raise ScanArgumentError(
+            "{}: axis must be an integer (like torch.cumsum's dim), got axis={!r}".format(op_name, axis))
+    return int(axis)
+
+
+def gradient_dtype(x_dtype: np.dtype, grad_y_dtype: np.dtype) -> np.dtype:
+    """A scan's input gradient takes the input's dtype when that is floating (as in torch autograd)."""
+    return np.dtype(x_dtype) if np.dtype(x_dtype).kind == "f" else np.dtype(grad_y_dtype)
+
+
+class ScanPlan(NamedTuple):
+    """A checked scan over one input: where, and in which dtypes."""
+    axis: int                 # normalised, 0 <= axis < max(ndim, 1)
+    result_dtype: np.dtype    # dtype of the output tensor
+    accumulate_dtype: np.dtype  # dtype the running sum is kept in
+
+
+class ScanSpec(NamedTuple):
+    """The parameters of one scan op, as given by the user (``dtype`` resolved)."""
+    op_name: str
+    axis: int
+    exclusive: bool = False
+    reverse: bool = False
+    dtype: Optional[np.dtype] = None
+
+    @classmethod
+    def checked(cls, op_name, axis, exclusive=False, reverse=False, dtype=None) -> "ScanSpec":
+        """A spec whose arguments are validated now (at net construction)."""
+        return cls(op_name, check_axis_argument(op_name, axis), bool(exclusive), bool(reverse),
+                   resolve_dtype(op_name, dtype))
+
+    def plan(self, x: np.ndarray) -> ScanPlan:
+        """Check ``x`` against this spec; the result and accumulation dtypes follow torch.cumsum."""
+        if x.dtype.kind not in "biuf":
+            raise ScanArgumentError(
+                "{}: input of shape {} has dtype {}; expected a numeric or bool tensor".format(
+                    self.op_name, tuple(x.shape), x.dtype))
+        rank = x.ndim
+        span = max(rank, 1)  # a 0-d tensor scans like torch: dim 0 or -1
+        if not -span <= self.axis < span:
+            raise ScanArgumentError(
+                "{}: axis={} is out of range for an input of shape {} (rank {}); valid axes are {}..{}".format(
+                    self.op_name, self.axis, tuple(x.shape), rank, -span, span - 1))
+        if self.dtype is not None:
+            result = self.dtype
+        elif x.dtype.kind in "biu":
+            result = np.dtype(np.int64)
+        else:
+            result = x.dtype
+        accumulate = np.dtype(np.float64) if result.kind == "f" else np.dtype(np.int64)
+        return ScanPlan(self.axis % span, result, accumulate)

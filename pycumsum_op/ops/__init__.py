@@ -1,0 +1,13 @@
+"""The Caffe2 binding: Python-op builders, ``net.PyCumSum`` and ``brew.cumsum``."""
+from . import brew_helpers, net_ops
+from .builders import cumsum_bwd, cumsum_fwd, scan_backward, scan_forward
+from .net_ops import add_scan_op, cumsum
+
+
+def install():
+    """Install ``core.Net.PyCumSum`` and ``brew.cumsum``; idempotent."""
+    net_ops.install()
+    brew_helpers.install()
+
+
+__all__ = ["cumsum", "cumsum_fwd", "cumsum_bwd", "scan_forward", "scan_backward", "add_scan_op", "install"]

@@ -1,0 +1,71 @@
+"""`cumsum(net, ...)`, installed as ``core.Net.PyCumSum`` by ``import pycumsum_op``.
+
+>>> import numpy as np
+>>> from caffe2.python import core, workspace
+>>> import pycumsum_op
+>>> net = core.Net("doc_cumsum")
+>>> y = net.PyCumSum("doc_x", "doc_y", axis=1)
+>>> workspace.FeedBlob("doc_x", np.arange(6, dtype=np.float32).reshape(2, 3))
+True
+>>> workspace.RunNetOnce(net)
+True
+>>> workspace.FetchBlob("doc_y")
+array([[ 0.,  1.,  3.],
+       [ 3.,  7., 12.]], dtype=float32)
+"""
+from caffe2.python import core
+
+from ..kernels import SCAN_KERNELS, ScanArgumentError, ScanSpec
+from .builders import scan_backward, scan_forward
+
+
+def _single_blob(op_name: str, what: str, blobs, net):
+    """The one blob in ``blobs`` (a name, a BlobReference or a list of one)."""
+    listed = blobs if isinstance(blobs, (list, tuple)) else [blobs]
+    if len(listed) != 1:
+        raise ScanArgumentError("{}: takes exactly 1 {} blob, got {}: {}".format(
+            op_name, what, len(listed), [str(b) for b in listed]))
+    return listed[0]
+
+
+def _resolve_axis(op_name: str, axis, dim):
+    if axis is None and dim is None:
+        raise ScanArgumentError(
+            "{}: axis is required (like torch.cumsum's dim); pass axis=... or dim=...".format(op_name))
+    if axis is not None and dim is not None and axis != dim:
+        raise ScanArgumentError("{}: got both axis={!r} and dim={!r}; pass one".format(op_name, axis, dim))
+    return dim if axis is None else axis
+
+
+def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False,
+                dtype=None, dim=None):
+    """Append scan ``scan``'s Python op (forward + gradient builders) to ``net``; returns the output blob."""
+    kernel = SCAN_KERNELS[scan]
+    op_name = kernel.op_name
+    spec = ScanSpec.checked(op_name, _resolve_axis(op_name, axis, dim), exclusive, reverse, dtype)
+    blob_in = _single_blob(op_name, "input", blob_in, net)
+    if blob_out is None or blob_out == 1:
+        blob_out = net.NextName(prefix=op_name)
+    blob_out = _single_blob(op_name, "output", blob_out, net)
+    params = {"scan": scan, "axis": spec.axis, "exclusive": spec.exclusive, "reverse": spec.reverse,
+              "dtype": None if spec.dtype is None else spec.dtype.name}
+    make_op = net.Python((scan_forward, (), params), grad_f=(scan_backward, (), params))
+    return make_op([blob_in], [blob_out], name=op_name)
+
+
+def cumsum(net, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False, dtype=None, dim=None):
+    """Append ``blob_out = torch.cumsum(blob_in, axis)`` to ``net``; returns the output BlobReference.
+
+    axis (or its alias dim) is required; negative values count from the end.
+    exclusive / reverse follow ONNX CumSum. dtype (numpy dtype or "float",
+    "double", "int32", "int64") sets the result type; by default bool and
+    integer inputs give int64 and floats keep theirs, as in torch.
+    The op has a gradient, so ``net.AddGradientOperators`` works through it.
+    """
+    return add_scan_op(net, "cumsum", blob_in, blob_out, axis=axis, exclusive=exclusive,
+                       reverse=reverse, dtype=dtype, dim=dim)
+
+
+def install():
+    """Make ``net.PyCumSum(...)`` available on every ``core.Net``."""
+    core.Net.PyCumSum = cumsum
