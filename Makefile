@@ -24,7 +24,7 @@ $(STAMP): setup.py requirements-dev.txt scripts/find-python.sh
 	  echo "creating $(VENV) with $$py"; \
 	  "$$py" -m venv $(VENV); \
 	fi
-	$(VPY) -m pip install --quiet --upgrade pip setuptools wheel
+	$(VPY) -m pip install --quiet --upgrade pip "setuptools<82" wheel
 	$(VPY) -m pip install --quiet -r requirements-dev.txt
 	$(VPY) -m pip install --quiet -e .
 	touch $(STAMP)

@@ -10,7 +10,7 @@ True
 >>> workspace.RunNetOnce(net)
 True
 >>> workspace.FetchBlob("pkg_y")
-array([1, 3, 6])
+array([1, 3, 6], dtype=int64)
 """
 from ._runtime import require_caffe2
 
@@ -18,8 +18,11 @@ require_caffe2()
 
 from .kernels import ScanArgumentError  # noqa: E402
 from .ops import cumsum, cumsum_bwd, cumsum_fwd, install as _install  # noqa: E402
+from .serialization import UnsafeNetError, load_net, verify_net  # noqa: E402
+from . import doctor  # noqa: E402
 
 _install()
 
 __version__ = "0.1.0"
-__all__ = ["cumsum", "cumsum_fwd", "cumsum_bwd", "ScanArgumentError", "__version__"]
+__all__ = ["cumsum", "cumsum_fwd", "cumsum_bwd", "ScanArgumentError",
+           "UnsafeNetError", "load_net", "verify_net", "__version__"]

@@ -9,8 +9,15 @@ CAFFE2_HELP = (
 
 
 def require_caffe2() -> None:
-    """Import caffe2.python.core, raising one ImportError that says what to install."""
+    """Import caffe2.python.core, raising one ImportError that says what to install.
+
+    Caffe2's Python sources without their compiled extension call ``sys.exit(1)``
+    on import; that is turned into the same ImportError.
+    """
     try:
         from caffe2.python import core  # noqa: F401
     except ImportError as error:
         raise ImportError("{} (import failed with: {})".format(CAFFE2_HELP, error)) from None
+    except SystemExit:
+        raise ImportError("{} (caffe2.python is present but its compiled extension "
+                          "caffe2_pybind11_state could not be loaded)".format(CAFFE2_HELP)) from None

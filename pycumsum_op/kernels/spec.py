@@ -49,13 +49,14 @@ def resolve_dtype(op_name: str, dtype) -> Optional[np.dtype]:
         return np.dtype(CAFFE2_DTYPE_NAMES[dtype])
     try:
         resolved = np.dtype(dtype)
-    except TypeError:
+    except (TypeError, ValueError):  # not something numpy reads as a dtype
         resolved = None
-    if resolved not in RESULT_DTYPES:
-        choices = ", ".join(sorted(CAFFE2_DTYPE_NAMES)) + ", " + ", ".join(t.name for t in RESULT_DTYPES)
+    # `is None` first: numpy compares None equal to float64, so `None in RESULT_DTYPES` is True.
+    if resolved is None or resolved not in RESULT_DTYPES:
         raise ScanArgumentError(
-            "{}: unknown dtype={!r}; use one of {} (or the numpy dtype)".format(
-                op_name, _dtype_name(dtype), choices))
+            "{}: unknown dtype={!r}; use a Caffe2 name ({}) or a numpy dtype ({})".format(
+                op_name, _dtype_name(dtype), ", ".join(sorted(CAFFE2_DTYPE_NAMES)),
+                ", ".join(t.name for t in RESULT_DTYPES)))
     return resolved
 
 
@@ -65,6 +66,13 @@ def check_axis_argument(op_name: str, axis) -> int:
         raise ScanArgumentError(
             "{}: axis must be an integer (like torch.cumsum's dim), got axis={!r}".format(op_name, axis))
     return int(axis)
+
+
+def check_flag_argument(op_name: str, name: str, value) -> bool:
+    """A flag such as ``exclusive`` must be a bool (or 0/1, as Caffe2 stores flags); returns it as bool."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, numbers.Integral) and value in (0, 1)):
+        return bool(value)
+    raise ScanArgumentError("{}: {} must be True or False, got {}={!r}".format(op_name, name, name, value))
 
 
 def gradient_dtype(x_dtype: np.dtype, grad_y_dtype: np.dtype) -> np.dtype:
@@ -90,8 +98,9 @@ class ScanSpec(NamedTuple):
     @classmethod
     def checked(cls, op_name, axis, exclusive=False, reverse=False, dtype=None) -> "ScanSpec":
         """A spec whose arguments are validated now (at net construction)."""
-        return cls(op_name, check_axis_argument(op_name, axis), bool(exclusive), bool(reverse),
-                   resolve_dtype(op_name, dtype))
+        return cls(op_name, check_axis_argument(op_name, axis),
+                   check_flag_argument(op_name, "exclusive", exclusive),
+                   check_flag_argument(op_name, "reverse", reverse), resolve_dtype(op_name, dtype))
 
     def plan(self, x: np.ndarray) -> ScanPlan:
         """Check ``x`` against this spec; the result and accumulation dtypes follow torch.cumsum."""

@@ -72,6 +72,9 @@ def scan_backward(scan, axis, exclusive=False, reverse=False, dtype=None):
         _check_blob_count(spec, "input", inputs, 3)
         _check_blob_count(spec, "output", outputs, 1)
         x, grad_y = inputs[0].data, inputs[2].data
+        if grad_y.shape != x.shape:
+            raise ScanArgumentError("{}: the output's gradient has shape {}, the input has shape {}".format(
+                spec.op_name, tuple(grad_y.shape), tuple(x.shape)))
         spec.plan(grad_y)
         grad_dtype = gradient_dtype(x.dtype, grad_y.dtype)
         grad_y = _input_array(inputs, 2, outputs, grad_dtype)

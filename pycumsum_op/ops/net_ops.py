@@ -19,13 +19,24 @@ from ..kernels import SCAN_KERNELS, ScanArgumentError, ScanSpec
 from .builders import scan_backward, scan_forward
 
 
-def _single_blob(op_name: str, what: str, blobs, net):
-    """The one blob in ``blobs`` (a name, a BlobReference or a list of one)."""
+def _single_blob(op_name: str, what: str, blobs) -> core.BlobReference:
+    """The one blob in ``blobs`` (a name, a BlobReference or a list of one); names get the NameScope."""
     listed = blobs if isinstance(blobs, (list, tuple)) else [blobs]
     if len(listed) != 1:
         raise ScanArgumentError("{}: takes exactly 1 {} blob, got {}: {}".format(
             op_name, what, len(listed), [str(b) for b in listed]))
-    return listed[0]
+    return core.ScopedBlobReference(listed[0]) if isinstance(listed[0], str) else listed[0]
+
+
+def _output_blob(net, op_name: str, blob_out):
+    """The output blob; None or 1 (Caffe2's "one output, name it for me") gets a fresh name."""
+    if isinstance(blob_out, int) and not isinstance(blob_out, bool):
+        if blob_out != 1:
+            raise ScanArgumentError("{}: takes exactly 1 output blob, got blob_out={}".format(op_name, blob_out))
+        blob_out = None
+    if blob_out is None:
+        return net.NextName(prefix=op_name)
+    return _single_blob(op_name, "output", blob_out)
 
 
 def _resolve_axis(op_name: str, axis, dim):
@@ -43,10 +54,12 @@ def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, r
     kernel = SCAN_KERNELS[scan]
     op_name = kernel.op_name
     spec = ScanSpec.checked(op_name, _resolve_axis(op_name, axis, dim), exclusive, reverse, dtype)
-    blob_in = _single_blob(op_name, "input", blob_in, net)
-    if blob_out is None or blob_out == 1:
-        blob_out = net.NextName(prefix=op_name)
-    blob_out = _single_blob(op_name, "output", blob_out, net)
+    blob_in = _single_blob(op_name, "input", blob_in)
+    blob_out = _output_blob(net, op_name, blob_out)
+    if spec.dtype is not None and str(blob_out) == str(blob_in):
+        raise ScanArgumentError(
+            "{}: dtype={} cannot be used in place (blob_out == blob_in == {!r}): the overwritten input's "
+            "dtype is needed for its gradient; write to a new blob".format(op_name, spec.dtype.name, str(blob_in)))
     params = {"scan": scan, "axis": spec.axis, "exclusive": spec.exclusive, "reverse": spec.reverse,
               "dtype": None if spec.dtype is None else spec.dtype.name}
     make_op = net.Python((scan_forward, (), params), grad_f=(scan_backward, (), params))

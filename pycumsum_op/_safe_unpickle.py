@@ -1,0 +1,185 @@
+"""Read a Caffe2 Python-op builder pickle without importing or calling anything in it.
+
+Caffe2's ``net.Python((func, args, kwargs))`` stores ``pickle.dumps((func, args, kwargs))``
+in the op; Caffe2 unpickles it with plain ``pickle.loads`` and calls ``func(*args, **kwargs)``
+when the net is created. `inspect_builder` answers "what would that do?" safely:
+
+- a static pass (`pickletools.genops`, pure parsing) refuses opcodes that reach objects
+  without ``find_class`` (EXT1/2/4 read copyreg's extension cache, PERSID/BINPERSID, out-of-band
+  buffers);
+- `_RestrictedUnpickler.find_class` records every global the pickle names and refuses any
+  that is not allowed. Allowed globals are *not imported*: the unpickler returns an inert
+  `Global` placeholder, so REDUCE / INST / OBJ "call" the placeholder, which only records a
+  `Call` (and refuses it unless the callable was listed as callable); BUILD on a `Call` only
+  stores the state; NEWOBJ needs a real class and fails. Nothing in the pickle ever runs.
+
+>>> import pickle
+>>> from pycumsum_op.ops.builders import scan_forward
+>>> data = pickle.dumps((scan_forward, (), {"scan": "cumsum", "axis": 1}))
+>>> inspect_builder(data, {"pycumsum_op.ops.builders.scan_forward"}).builder
+'pycumsum_op.ops.builders.scan_forward'
+>>> import os
+>>> inspect_builder(pickle.dumps((os.system, ("echo hi",), {})), set())
+Traceback (most recent call last):
+...
+pycumsum_op._safe_unpickle.RefusedPickle: references posix.system, which is not allowed
+"""
+import _compat_pickle
+import io
+import pickle
+import pickletools
+from typing import FrozenSet, NamedTuple, Optional, Tuple
+
+#: Opcodes that produce objects without going through find_class, or need outside help.
+FORBIDDEN_OPCODES = frozenset(["EXT1", "EXT2", "EXT4", "PERSID", "BINPERSID", "NEXT_BUFFER",
+                               "READONLY_BUFFER"])
+
+
+class RefusedPickle(Exception):
+    """A builder pickle that must not be unpickled; ``callable`` names the culprit when there is one."""
+
+    def __init__(self, reason: str, callable_name: Optional[str] = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.callable = callable_name
+
+
+class Global(object):
+    """Stands in for a global the pickle references; the real object is never imported."""
+    __slots__ = ("name", "_callable")
+
+    def __init__(self, name: str, callable_: bool):
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "_callable", callable_)
+
+    def __setattr__(self, key, value):  # BUILD with slot state would land here
+        raise RefusedPickle("sets attribute {!r} on {}".format(key, self.name), self.name)
+
+    def __call__(self, *args, **kwargs):  # REDUCE, INST and OBJ land here
+        if not self._callable:
+            raise RefusedPickle("calls {} while unpickling; only callables listed in allow= may be "
+                                "called there".format(self.name), self.name)
+        return Call(self, args, kwargs)
+
+    def __repr__(self):
+        return "<global {}>".format(self.name)
+
+
+class Call(object):
+    """Records ``func(*args)`` that plain unpickling would have made (and any BUILD state)."""
+    __slots__ = ("func", "args", "kwargs", "states")
+
+    def __init__(self, func: Global, args: tuple, kwargs: dict):
+        for key, value in (("func", func), ("args", args), ("kwargs", kwargs), ("states", [])):
+            object.__setattr__(self, key, value)
+
+    def __setattr__(self, key, value):
+        raise RefusedPickle("sets attribute {!r} on the result of {}".format(key, self.func.name), self.func.name)
+
+    def __setstate__(self, state):  # BUILD
+        self.states.append(state)
+
+    def __repr__(self):
+        return "<call {}>".format(self.func.name)
+
+
+class BuilderInfo(NamedTuple):
+    """What a builder pickle holds: the builder's dotted name, every global named, every call made."""
+    builder: str
+    globals: Tuple[str, ...]
+    calls: Tuple[str, ...]
+    args: tuple
+    kwargs: dict
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    """find_class records each global and refuses those not allowed; allowed ones stay placeholders."""
+
+    def __init__(self, file, protocol: int, allowed: FrozenSet[str], callable_at_load: FrozenSet[str]):
+        super().__init__(file)
+        self._protocol = protocol
+        self._allowed = allowed
+        self._callable_at_load = callable_at_load
+        self.referenced = []
+
+    def find_class(self, module, name):
+        if self._protocol < 3:  # as pickle.loads does (fix_imports): Python 2 names -> Python 3 names
+            if (module, name) in _compat_pickle.NAME_MAPPING:
+                module, name = _compat_pickle.NAME_MAPPING[(module, name)]
+            elif module in _compat_pickle.IMPORT_MAPPING:
+                module = _compat_pickle.IMPORT_MAPPING[module]
+        dotted = "{}.{}".format(module, name)
+        self.referenced.append(dotted)
+        if dotted not in self._allowed:
+            raise RefusedPickle("references {}, which is not allowed".format(dotted), dotted)
+        return Global(dotted, dotted in self._callable_at_load)
+
+    def persistent_load(self, pid):
+        raise RefusedPickle("uses a persistent id, which a builder never needs")
+
+
+def _static_check(data: bytes) -> int:
+    """Refuse forbidden opcodes (parsing only); returns the pickle protocol (0 without PROTO)."""
+    protocol = 0
+    try:
+        for opcode, arg, position in pickletools.genops(data):
+            if opcode.name in FORBIDDEN_OPCODES:
+                raise RefusedPickle("uses pickle opcode {} at byte {}, which builders never need and "
+                                    "which can reach objects without naming them".format(opcode.name, position))
+            if opcode.name == "PROTO":
+                if position != 0:
+                    raise RefusedPickle("has a PROTO opcode at byte {}; pickle writes it only at byte 0".format(
+                        position))
+                protocol = arg
+    except RefusedPickle:
+        raise
+    except Exception as error:  # pickletools raises ValueError (and others) on malformed input
+        raise RefusedPickle("is malformed ({}: {})".format(type(error).__name__, error))
+    return protocol
+
+
+def _calls_in(value, found, depth=0):
+    """Append the callables of every `Call` inside ``value`` (args, kwargs, states) to ``found``."""
+    if depth > 200:
+        raise RefusedPickle("nests data deeper than 200 levels")
+    if isinstance(value, Call):
+        found.append(value.func.name)
+        children = [value.args, value.kwargs, value.states]
+    elif isinstance(value, dict):
+        children = list(value.keys()) + list(value.values())
+    elif isinstance(value, (tuple, list, set, frozenset)):
+        children = list(value)
+    else:
+        return found
+    for child in children:
+        _calls_in(child, found, depth + 1)
+    return found
+
+
+def inspect_builder(data: bytes, allowed, callable_at_load=frozenset()) -> BuilderInfo:
+    """Unpickle builder bytes with placeholders only; raise `RefusedPickle` unless every global
+    is in ``allowed``, every call made while unpickling is in ``callable_at_load`` and the result
+    has the shape Caffe2 needs: ``(callable, tuple, dict)``."""
+    if not isinstance(data, bytes):
+        raise RefusedPickle("is not bytes but {}".format(type(data).__name__))
+    protocol = _static_check(data)
+    unpickler = _RestrictedUnpickler(io.BytesIO(data), protocol, frozenset(allowed), frozenset(callable_at_load))
+    try:
+        value = unpickler.load()
+    except RefusedPickle:
+        raise
+    except Exception as error:
+        raise RefusedPickle("could not be read as a builder ({}: {})".format(type(error).__name__, error))
+    if not (isinstance(value, tuple) and len(value) == 3):
+        raise RefusedPickle("holds {!r}, not a builder tuple (func, args, kwargs)".format(type(value).__name__))
+    func, args, kwargs = value
+    if not isinstance(func, (Global, Call)):
+        raise RefusedPickle("names no callable as its builder (found {})".format(type(func).__name__))
+    if not isinstance(args, tuple) or not isinstance(kwargs, dict):
+        raise RefusedPickle("holds a builder tuple whose args/kwargs are {}/{}, not tuple/dict".format(
+            type(args).__name__, type(kwargs).__name__))
+    if not all(isinstance(key, str) for key in kwargs):
+        raise RefusedPickle("holds builder kwargs with non-string keys")
+    builder = func.name if isinstance(func, Global) else func.func.name
+    calls = tuple(_calls_in(value, []))
+    return BuilderInfo(builder, tuple(unpickler.referenced), calls, args, kwargs)

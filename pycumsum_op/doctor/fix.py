@@ -1,0 +1,138 @@
+"""``fix(net, losses)``: a copy of the net on which ``AddGradientOperators(losses)`` succeeds.
+
+Two cures, both keeping every external blob name and every other op as it was:
+
+- ``strategy="ensure_dense"`` (the general one): an ``EnsureDense`` in front of
+  the op that makes the gradient sparse, on the input that receives it. Its
+  gradient turns the GradientSlice into a dense tensor.
+- ``strategy="pycumsum"``: each Transpose → SparseLengthsSum → Transpose cumsum
+  idiom becomes one PyCumSum (exclusive where the idiom is) writing the same
+  output blob; anything else gets EnsureDense.
+
+>>> from caffe2.python import core
+>>> from pycumsum_op.idioms import add_sparse_lengths_cumsum
+>>> net, init = core.Net("doc_fix"), core.Net("doc_fix_init")
+>>> _ = add_sparse_lengths_cumsum(net, "doc_f", 3, init_net=init)
+>>> _ = net.SumElements("doc_f_cumsum", "doc_f_loss")
+>>> [op.type for op in fix(net, ["doc_f_loss"]).op]
+['Transpose', 'EnsureDense', 'SparseLengthsSum', 'Transpose', 'SumElements']
+>>> [op.type for op in fix(net, ["doc_f_loss"], init, strategy="pycumsum").op]
+['Python', 'SumElements']
+"""
+from caffe2.python import core
+from caffe2.proto import caffe2_pb2
+
+from ..ops import cumsum
+from .diagnose import as_netdef, diagnose, normalize_losses
+
+STRATEGIES = ("ensure_dense", "pycumsum")
+_MAX_ROUNDS = 8
+
+
+class UnfixableError(ValueError):
+    """The net's backward pass fails in a way no edit of the net can cure; the message says why."""
+
+
+def _blob_names(netdef) -> set:
+    names = set(netdef.external_input) | set(netdef.external_output)
+    for op in netdef.op:
+        names.update(op.input)
+        names.update(op.output)
+    return names
+
+
+def _fresh_name(base: str, taken: set) -> str:
+    name, counter = base, 1
+    while name in taken:
+        counter += 1
+        name = "{}_{}".format(base, counter)
+    taken.add(name)
+    return name
+
+
+def _with_ops(netdef, ops) -> caffe2_pb2.NetDef:
+    """A copy of ``netdef`` (name, arguments, external blobs) holding copies of ``ops``."""
+    fixed = caffe2_pb2.NetDef()
+    fixed.CopyFrom(netdef)
+    del fixed.op[:]
+    fixed.op.extend(ops)
+    return fixed
+
+
+def _same_device(op, like) -> None:
+    """Give ``op`` the device option of ``like``, if that has one."""
+    if like.HasField("device_option"):
+        op.device_option.CopyFrom(like.device_option)
+
+
+def _insert_ensure_dense(netdef, findings) -> caffe2_pb2.NetDef:
+    """EnsureDense on each sparse-gradient source's input, just in front of the source op."""
+    sources = sorted({(finding.source_index, finding.source_input_index) for finding in findings})
+    taken = _blob_names(netdef)
+    new_ops = []
+    for index, op in enumerate(netdef.op):
+        copied = caffe2_pb2.OperatorDef()
+        copied.CopyFrom(op)
+        op = copied
+        for input_index in [position for source_index, position in sources if source_index == index]:
+            dense = _fresh_name(op.input[input_index] + "_dense", taken)
+            ensure_dense = core.CreateOperator("EnsureDense", [op.input[input_index]], [dense])
+            _same_device(ensure_dense, op)
+            new_ops.append(ensure_dense)
+            op.input[input_index] = dense
+        new_ops.append(op)
+    return _with_ops(netdef, new_ops)
+
+
+def _pycumsum_op(idiom, like) -> caffe2_pb2.OperatorDef:
+    """The PyCumSum OperatorDef equal to ``idiom``, on ``like``'s device."""
+    scratch = core.Net("doctor_pycumsum")
+    cumsum(scratch, idiom.blob_in, idiom.blob_out, axis=idiom.axis, exclusive=idiom.exclusive)
+    op = scratch.Proto().op[0]
+    _same_device(op, like)
+    return op
+
+
+def _replace_idioms(netdef, idioms) -> caffe2_pb2.NetDef:
+    """Each idiom's three ops become one PyCumSum where its last Transpose was."""
+    dropped = {index for idiom in idioms for index in (idiom.first_transpose, idiom.sparse_lengths_sum)}
+    replaced = {idiom.last_transpose: idiom for idiom in idioms}
+    new_ops = []
+    for index, op in enumerate(netdef.op):
+        if index in replaced:
+            new_ops.append(_pycumsum_op(replaced[index], op))
+        elif index not in dropped:
+            new_ops.append(op)
+    return _with_ops(netdef, new_ops)
+
+
+def _refuse_unfixable(findings) -> None:
+    unfixable = [finding for finding in findings if not finding.fixable]
+    if unfixable:
+        raise UnfixableError("the net cannot be fixed by editing it:\n" + "\n".join(str(f) for f in unfixable))
+
+
+def fix(net, losses, init_net=None, strategy: str = "ensure_dense") -> caffe2_pb2.NetDef:
+    """A fixed copy (NetDef) of forward net ``net``; ``net`` itself is not changed.
+
+    A healthy net comes back equal to the input. Raises UnfixableError (a
+    ValueError) for failures no net edit can cure, e.g. a two-character loss
+    gradient name: rename that blob instead.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError("strategy={!r}: use one of {}".format(strategy, ", ".join(STRATEGIES)))
+    losses = normalize_losses(losses)
+    fixed = caffe2_pb2.NetDef()
+    fixed.CopyFrom(as_netdef(net))
+    for _ in range(_MAX_ROUNDS):
+        findings = diagnose(fixed, losses, init_net)
+        if not findings:
+            return fixed
+        _refuse_unfixable(findings)
+        idioms = {f.idiom for f in findings if f.idiom is not None} if strategy == "pycumsum" else set()
+        fixed = _replace_idioms(fixed, idioms) if idioms else _insert_ensure_dense(fixed, findings)
+    raise RuntimeError("pycumsum_op.doctor.fix: still failing after {} rounds:\n{}".format(
+        _MAX_ROUNDS, "\n".join(str(f) for f in diagnose(fixed, losses, init_net))))
+
+
+__all__ = ["fix", "STRATEGIES", "UnfixableError"]
