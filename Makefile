@@ -11,7 +11,7 @@ demo: $(STAMP)
 	$(VENV)/bin/pycumsum-op demo
 
 test: $(STAMP)
-	$(VPY) -m pytest
+	$(VPY) -m pytest -q
 
 bench: $(STAMP)
 	$(VPY) benchmarks/run.py
@@ -24,7 +24,7 @@ $(STAMP): setup.py requirements-dev.txt scripts/find-python.sh
 	  echo "creating $(VENV) with $$py"; \
 	  "$$py" -m venv $(VENV); \
 	fi
-	$(VPY) -m pip install --quiet --upgrade pip "setuptools<82" wheel
+	$(VPY) -m pip install --quiet --upgrade pip "setuptools<80" wheel
 	$(VPY) -m pip install --quiet -r requirements-dev.txt
 	$(VPY) -m pip install --quiet -e .
 	touch $(STAMP)

@@ -21,8 +21,8 @@ setup(
     # No bare torch requirement: installing into a training environment must keep its Caffe2 build.
     install_requires=["numpy>=1.19,<1.24", "protobuf>=3.12,<4", "six", "future", "typing-extensions"],
     extras_require={
-        # torch 1.10.2 imports pkg_resources, which setuptools 82 removed.
-        "caffe2": ["torch==1.10.2", "setuptools<82"],
+        # torch 1.10.2 imports pkg_resources: setuptools 82 removed it, 80.9+ warns on every import.
+        "caffe2": ["torch==1.10.2", "setuptools<80"],
         "onnx": ["onnx==1.10.2"],
     },
     entry_points={"console_scripts": ["pycumsum-op=pycumsum_op.cli:main"]},

@@ -1,5 +1,4 @@
 """Shared test fixtures: a clean Caffe2 workspace, running nets, and the torch oracle."""
-import os
 
 import caffe2.python.hypothesis_test_util  # noqa: F401  (imported first: it loads its own hypothesis profile)
 import numpy as np
@@ -11,7 +10,7 @@ from hypothesis import HealthCheck, Verbosity, settings
 # Loaded after Caffe2's test utilities so that their verbose "dev" profile does not win.
 settings.register_profile("pycumsum_op", deadline=None, database=None, verbosity=Verbosity.normal,
                           suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile(os.getenv("PYCUMSUM_HYPOTHESIS_PROFILE", "pycumsum_op"))
+settings.load_profile("pycumsum_op")
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 from caffe2.python import core, workspace
 
-import pycumsum_op
 from pycumsum_op import ScanArgumentError
 
 

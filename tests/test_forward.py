@@ -71,7 +71,7 @@ def assert_same_result(actual, reference):
         np.testing.assert_array_equal(actual, reference)
 
 
-@settings(max_examples=300)
+@settings(max_examples=500)
 @given(case=scan_cases(), in_place=st.booleans())
 def test_matches_torch_cumsum(case, in_place, torch_scan, to_torch_dtype):
     x, axis, exclusive, reverse, override = case

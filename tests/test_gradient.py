@@ -60,7 +60,7 @@ def assert_gradient_close(actual, reference, dtype):
     np.testing.assert_allclose(actual, reference, rtol=tolerance, atol=tolerance * 100)
 
 
-@settings(max_examples=250)
+@settings(max_examples=400)
 @given(case=gradient_cases(), in_place=st.booleans())
 def test_gradient_matches_torch_autograd(case, in_place, torch_scan):
     x, w, axis, exclusive, reverse, override = case

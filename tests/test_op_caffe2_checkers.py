@@ -42,13 +42,13 @@ class TestPyCumSumWithCaffe2Checkers(hu.HypothesisTestCase):
     def _oracle(self, torch_scan):
         self.torch_scan = torch_scan
 
-    @settings(max_examples=40)
+    @settings(max_examples=60)
     @given(X=small_tensors(np.float32), **scan_flags, **hu.gcs_cpu_only)
     def test_gradient_checks(self, X, axis_pick, exclusive, reverse, in_place, gc, dc):
         op = pycumsum_operator(axis_for(X, axis_pick), exclusive, reverse, in_place)
         self.assertGradientChecks(gc, op, [X], 0, [0])
 
-    @settings(max_examples=40)
+    @settings(max_examples=60)
     @given(X=st.one_of(small_tensors(np.float32), small_tensors(np.float64)), **scan_flags,
            **hu.gcs_cpu_only)
     def test_reference_checks(self, X, axis_pick, exclusive, reverse, in_place, gc, dc):

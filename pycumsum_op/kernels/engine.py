@@ -11,8 +11,9 @@ other, and with torch for float32, float64, int32 and int64. The paths (`choose_
 - ``torch``: ``torch.cumsum(out=)`` from the input's memory straight into the output's:
   last-axis, forward scans that keep a dtype torch accumulates as we do.
 - ``lanes``: lanes are copied (cast, reversed, transposed as needed) into a lane-major
-  buffer in the accumulation dtype, scanned there by torch.cumsum along contiguous memory,
-  and copied out, one block at a time with a carry between blocks.
+  buffer, scanned there by torch.cumsum along contiguous memory, and copied out, one
+  block at a time with a carry between blocks. The buffer holds the accumulation dtype,
+  or the data's own when whole lanes fit (no carry) and torch accumulates it as we do.
 - ``rows``: the same blocks in row-major order, scanned by vectorised numpy adds of one
   row onto the next: for scans along a non-last axis whose rows are wide.
 
@@ -42,10 +43,12 @@ SMALL_SIZE = 1 << 12
 BUFFER_ELEMENTS = 1 << 16
 #: The rows path needs rows of at least this many lanes (a numpy call per row must pay off).
 ROWS_MIN_WIDTH = 256
-#: Fewest rows per block on the rows path, fewest lanes per tile on the lanes path.
-MIN_BLOCK = 16
+#: Fewest rows per block on the rows path (wider rows are better, but the carry costs a row).
+ROWS_MIN_BLOCK = 4
+#: Fewest lanes per tile on the lanes path (so that copies use whole cache lines).
+LANES_MIN_WIDTH = 16
 #: Inputs of at least this size are split over torch.get_num_threads() threads.
-PARALLEL_MIN_SIZE = 1 << 17
+PARALLEL_MIN_SIZE = 1 << 19
 #: torch.cumsum parallelises by itself over at least this many lanes (ATen's GRAIN_SIZE).
 TORCH_GRAIN = 1 << 15
 #: dtypes whose torch.cumsum accumulates as we do (float64 for floats, int64 for integers).
@@ -83,8 +86,9 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
 def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, reverse: bool):
     """(path name, src view, dst view, axis) for scanning src into dst; see the module doc.
 
-    The views are flipped along the scan axis when ``reverse``; for the ``torch``,
-    ``lanes`` and ``rows`` paths they are 3-D (outer, length, inner) and the axis is 1.
+    When ``reverse``, the views are flipped along the scan axis (numpy path) or along all
+    three axes of the 3-D (outer, length, inner) views the ``lanes`` and ``rows`` paths get
+    (the ``torch`` path's too), for which the axis is 1.
     """
     if src.ndim == 0:  # a 0-d tensor is a scan of length 1
         src, dst = src.reshape(1), dst.reshape(1)
@@ -96,33 +100,32 @@ def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, re
         if reverse:
             src, dst = np.flip(src, axis), np.flip(dst, axis)
         return "numpy", src, dst, axis
-    if reverse:
-        src3, dst3 = src3[:, ::-1], dst3[:, ::-1]
-    elif (src3.shape[2] == 1 and src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
+    outer, length, inner = src3.shape
+    if reverse:  # lanes are independent: flipping all three axes reverses each lane and keeps
+        # a contiguous input one contiguous (reversed) run for the copies
+        src3, dst3 = src3[::-1, ::-1, ::-1], dst3[::-1, ::-1, ::-1]
+    elif (src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
+          and (inner == 1 or (inner < ROWS_MIN_WIDTH and length * inner <= BUFFER_ELEMENTS))
           and min(src3.strides) >= 0 and min(dst3.strides) >= 0
           and not (np.may_share_memory(src3, dst3) and (exclusive or not _same_view(src3, dst3)))):
         return "torch", src3, dst3, 1
-    outer, _, inner = src3.shape
-    return ("rows" if outer * inner >= ROWS_MIN_WIDTH else "lanes"), src3, dst3, 1
+    return ("rows" if inner > 1 and outer * inner >= ROWS_MIN_WIDTH else "lanes"), src3, dst3, 1
 
 
 def scan(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, reverse: bool,
          accumulate_dtype: np.dtype) -> None:
     """dst = running sum of src along ``axis`` (inclusive or exclusive, forward or reverse).
 
-    src and dst have one shape; dst may be src itself. ``axis`` is normalised (0 <= axis).
+    src and dst have one shape; dst may be src itself. ``axis`` is normalised (0 <= axis);
+    ``accumulate_dtype`` (a numpy dtype) is float64 or int64.
     """
-    if src.size == 0:
-        return
-    path, src, dst, axis = choose_path(src, dst, axis, exclusive, reverse)
-    _PATHS[path](src, dst, axis, exclusive, np.dtype(accumulate_dtype))
+    if src.size:
+        path, src, dst, axis = choose_path(src, dst, axis, exclusive, reverse)
+        _PATHS[path](src, dst, axis, exclusive, accumulate_dtype)
 
 
 def _trivial_path(src, dst, axis, exclusive, accumulate_dtype):
-    if exclusive:
-        dst[...] = 0
-    else:
-        _copyto(dst, src, casting="unsafe")
+    dst[...] = 0 if exclusive else src
 
 
 def _numpy_path(src, dst, axis, exclusive, accumulate_dtype):
@@ -135,16 +138,17 @@ def _numpy_path(src, dst, axis, exclusive, accumulate_dtype):
 
 
 def _torch_path(src, dst, axis, exclusive, accumulate_dtype):
-    src, dst = src[:, :, 0], dst[:, :, 0]
     if exclusive:  # src and dst do not overlap here
         dst[:, 0] = 0
         src, dst = src[:, :-1], dst[:, 1:]
-    lanes = src.shape[0]
-    parts = 1 if lanes >= TORCH_GRAIN else _thread_count(src.size, lanes)
-    _run_parallel(_torch_rows, [(src[start:stop], dst[start:stop]) for start, stop in _split(lanes, parts)])
+    outer, _, inner = src.shape
+    if inner == 1:  # lanes are rows: split them, unless torch does
+        src, dst = src[:, :, 0], dst[:, :, 0]
+    parts = 1 if outer * inner >= TORCH_GRAIN else _thread_count(src.size, outer)
+    _run_parallel(_torch_cumsum, [(src[start:stop], dst[start:stop]) for start, stop in _split(outer, parts)])
 
 
-def _torch_rows(pair):
+def _torch_cumsum(pair):
     src, dst = pair
     _cumsum(_from_numpy(src), 1, out=_from_numpy(dst))
 
@@ -154,53 +158,67 @@ def _blocked_path(lane_major):
     def run(src, dst, axis, exclusive, accumulate_dtype):
         outer, length, inner = src.shape
         lanes = outer * inner
-        if lane_major:  # whole lanes in the buffer when they fit, else blocks of MIN_BLOCK lanes at least
-            width = min(lanes, max(MIN_BLOCK, BUFFER_ELEMENTS // length))
-        else:  # wide rows, and at least MIN_BLOCK of them per block
-            width = min(lanes, BUFFER_ELEMENTS // min(length, MIN_BLOCK))
-        width = min(width, -(-lanes // _thread_count(src.size, lanes)))
+        buffer_dtype = accumulate_dtype
+        if lane_major:  # whole lanes in the buffer when they fit; few enough that torch stays serial
+            width = min(lanes, TORCH_GRAIN // 2, max(LANES_MIN_WIDTH, BUFFER_ELEMENTS // length))
+            width = min(width, -(-lanes // _thread_count(src.size, lanes)))
+            if width * length <= BUFFER_ELEMENTS and src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES:
+                buffer_dtype = src.dtype  # no carry between blocks: torch accumulates as we do
+        else:  # rows as wide as the buffer allows; one thread (threads would fight for the GIL per row)
+            width = min(lanes, BUFFER_ELEMENTS // min(length, ROWS_MIN_BLOCK))
         if width >= inner:
             step = width // inner
             tiles = [(np.s_[start:start + step], np.s_[:]) for start in range(0, outer, step)]
+            width = step * inner
         else:
             tiles = [(np.s_[o:o + 1], np.s_[start:start + width]) for o in range(outer)
                      for start in range(0, inner, width)]
+        threads = _thread_count(src.size, len(tiles)) if lane_major else 1
         groups = [[(src[o, :, i], dst[o, :, i]) for o, i in tiles[start:stop]]
-                  for start, stop in _split(len(tiles), _thread_count(src.size, len(tiles)))]
-        _run_parallel(lambda group: _scan_tiles(group, exclusive, accumulate_dtype, lane_major), groups)
+                  for start, stop in _split(len(tiles), threads)]
+        size = min(BUFFER_ELEMENTS, width * length)
+        _run_parallel(lambda group: _scan_tiles(group, exclusive, np.empty(size, buffer_dtype), lane_major), groups)
     return run
 
 
-def _scan_tiles(tiles, exclusive, accumulate_dtype, lane_major):
-    """Scan each (src, dst) tile (outer, length, inner) through one reused block buffer."""
-    buffer = np.empty(BUFFER_ELEMENTS, accumulate_dtype)
+def _scan_tiles(tiles, exclusive, buffer, lane_major):
+    """Scan each (src, dst) tile (outer, length, inner) through ``buffer``, one block at a time.
+
+    Blocks of the length axis are copied in, scanned (torch.cumsum along contiguous lanes, or
+    numpy adds of each row onto the next), and copied out shifted by one when exclusive; the
+    last row of a block is the carry added to the first row of the next.
+    """
     for src, dst in tiles:
         outer, length, inner = src.shape
-        block = max(1, min(length, BUFFER_ELEMENTS // (outer * inner)))
+        block = max(1, min(length, buffer.size // (outer * inner)))
+        used = buffer[:outer * block * inner]
         if lane_major:  # lanes contiguous: buffer[o, i, l], seen as (o, l, i)
-            view = buffer[:outer * inner * block].reshape(outer, inner, block).transpose(0, 2, 1)
+            view = used.reshape(outer, inner, block).transpose(0, 2, 1)
             tensor = _from_numpy(view)
-        else:
-            view = buffer[:outer * block * inner].reshape(outer, block, inner)
-            rows = [view[:, row] for row in range(block)]
-        carry = np.zeros((outer, inner), accumulate_dtype)
+        else:  # rows contiguous: buffer[l, o, i], seen as (o, l, i)
+            rows = used.reshape(block, outer * inner)
+            view = rows.reshape(block, outer, inner).transpose(1, 0, 2)
+            rows = list(rows)
+        carry = None
         for start in range(0, length, block):
             stop = min(length, start + block)
             count = stop - start
             _copyto(view[:, :count], src[:, start:stop], casting="unsafe")
-            _add(view[:, 0], carry, out=view[:, 0])
+            if carry is not None:
+                _add(view[:, 0], carry, view[:, 0])
             if lane_major:
                 part = tensor[:, :count]
                 _cumsum(part, 1, out=part)
             else:
                 for previous, row in zip(rows[:count - 1], rows[1:count]):
-                    _add(previous, row, out=row)
+                    _add(previous, row, row)
             if exclusive:
-                _copyto(dst[:, start], carry, casting="unsafe")
+                dst[:, start] = 0 if carry is None else carry
                 _copyto(dst[:, start + 1:stop], view[:, :count - 1], casting="unsafe")
             else:
                 _copyto(dst[:, start:stop], view[:, :count], casting="unsafe")
-            _copyto(carry, view[:, count - 1])
+            if stop < length:
+                carry = view[:, count - 1].copy()
 
 
 _PATHS = {

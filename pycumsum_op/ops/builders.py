@@ -33,52 +33,63 @@ def _check_blob_count(spec: ScanSpec, what: str, blobs, expected: int) -> None:
             spec.op_name, expected, what, len(blobs)))
 
 
-def _allocate(tensor, shape, dtype: np.dtype) -> np.ndarray:
-    """Size a Caffe2 output tensor and return a numpy view of its memory."""
-    tensor.init(list(shape), _CAFFE2_TENSOR_TYPES[np.dtype(dtype)])
-    return tensor.data
-
-
-def _input_array(inputs, index: int, outputs, out_dtype) -> np.ndarray:
-    """inputs[index] as numpy; a private copy when the op runs in place and changes dtype
-    (sizing the output would otherwise free the memory being read)."""
-    array = inputs[index].data
-    if inputs[index] is outputs[0] and array.dtype != out_dtype:
-        array = array.copy()
-    return array
-
-
 def scan_forward(scan, axis, exclusive=False, reverse=False, dtype=None):
-    """Builder: the forward Python-op function of scan ``scan`` (e.g. "cumsum")."""
-    kernel = SCAN_KERNELS[scan]
-    spec = ScanSpec.checked(kernel.op_name, axis, exclusive, reverse, dtype)
+    """Builder: the forward Python-op function of scan ``scan`` (e.g. "cumsum").
+
+    The function checks an input dtype and rank once (plans are cached per
+    (dtype, rank)), so a run costs little more than sizing the output.
+    """
+    kernel_forward = SCAN_KERNELS[scan].forward
+    spec = ScanSpec.checked(SCAN_KERNELS[scan].op_name, axis, exclusive, reverse, dtype)
+    plans = {}  # (input dtype, rank) -> (ScanPlan, Caffe2 type of the output)
 
     def forward(inputs, outputs):
-        _check_blob_count(spec, "input", inputs, 1)
-        _check_blob_count(spec, "output", outputs, 1)
-        plan = spec.plan(inputs[0].data)
-        x = _input_array(inputs, 0, outputs, plan.result_dtype)
-        kernel.forward(x, spec, out=_allocate(outputs[0], x.shape, plan.result_dtype))
+        if len(inputs) != 1 or len(outputs) != 1:
+            _check_blob_count(spec, "input", inputs, 1)
+            _check_blob_count(spec, "output", outputs, 1)
+        source, target = inputs[0], outputs[0]
+        x = source.data
+        try:
+            plan, tensor_type = plans[x.dtype, x.ndim]
+        except KeyError:  # first run with this dtype and rank: check them
+            plan = spec.plan(x)
+            tensor_type = _CAFFE2_TENSOR_TYPES[plan.result_dtype]
+            plans[x.dtype, x.ndim] = plan, tensor_type
+        if source is target and x.dtype != plan.result_dtype:
+            x = x.copy()  # sizing the output frees the memory being read
+        target.init(x.shape, tensor_type)
+        kernel_forward(x, spec, target.data, plan)
 
     return forward
 
 
 def scan_backward(scan, axis, exclusive=False, reverse=False, dtype=None):
     """Builder: the gradient Python-op function; inputs are [x, y, grad_y], output grad_x."""
-    kernel = SCAN_KERNELS[scan]
-    spec = ScanSpec.checked(kernel.op_name + "Gradient", axis, exclusive, reverse, dtype)
+    kernel_backward = SCAN_KERNELS[scan].backward
+    spec = ScanSpec.checked(SCAN_KERNELS[scan].op_name + "Gradient", axis, exclusive, reverse, dtype)
+    plans = {}  # (x dtype, grad_y dtype, rank) -> (ScanPlan of grad_y, grad_x dtype, its Caffe2 type)
 
     def backward(inputs, outputs):
-        _check_blob_count(spec, "input", inputs, 3)
-        _check_blob_count(spec, "output", outputs, 1)
-        x, grad_y = inputs[0].data, inputs[2].data
+        if len(inputs) != 3 or len(outputs) != 1:
+            _check_blob_count(spec, "input", inputs, 3)
+            _check_blob_count(spec, "output", outputs, 1)
+        source, target = inputs[2], outputs[0]
+        x, grad_y = inputs[0].data, source.data
         if grad_y.shape != x.shape:
             raise ScanArgumentError("{}: the output's gradient has shape {}, the input has shape {}".format(
                 spec.op_name, tuple(grad_y.shape), tuple(x.shape)))
-        spec.plan(grad_y)
-        grad_dtype = gradient_dtype(x.dtype, grad_y.dtype)
-        grad_y = _input_array(inputs, 2, outputs, grad_dtype)
-        kernel.backward(grad_y, x, spec, out=_allocate(outputs[0], grad_y.shape, grad_dtype))
+        key = x.dtype, grad_y.dtype, grad_y.ndim
+        try:
+            plan, grad_dtype, tensor_type = plans[key]
+        except KeyError:  # first run with these dtypes and rank: check them
+            plan = spec.plan(grad_y)
+            grad_dtype = gradient_dtype(x.dtype, grad_y.dtype)
+            tensor_type = _CAFFE2_TENSOR_TYPES[grad_dtype]
+            plans[key] = plan, grad_dtype, tensor_type
+        if source is target and grad_y.dtype != grad_dtype:
+            grad_y = grad_y.copy()  # sizing the output frees the memory being read
+        target.init(grad_y.shape, tensor_type)
+        kernel_backward(grad_y, x, spec, target.data, plan)
 
     return backward
 

@@ -72,7 +72,8 @@ def cumsum(net, blob_in, blob_out=None, axis=None, exclusive=False, reverse=Fals
     axis (or its alias dim) is required; negative values count from the end.
     exclusive / reverse follow ONNX CumSum. dtype (numpy dtype or "float",
     "double", "int32", "int64") sets the result type; by default bool and
-    integer inputs give int64 and floats keep theirs, as in torch.
+    integer inputs give int64 and floats keep theirs, as in torch. In place
+    (blob_out == blob_in) works, except together with dtype=.
     The op has a gradient, so ``net.AddGradientOperators`` works through it.
     """
     return add_scan_op(net, "cumsum", blob_in, blob_out, axis=axis, exclusive=exclusive,

@@ -1,0 +1,101 @@
+"""What the benchmark runs: Caffe2 nets (PyCumSum, Copy, the seed's SparseLengthsSum idiom) and torch.
+
+Every net is created once (``workspace.CreateNet``) and run by its proto name, so a timed run is one
+``workspace.RunNet`` call. Blob names are fixed: call `feed` in a fresh workspace for each case.
+"""
+import numpy as np
+import torch
+from caffe2.python import core, workspace
+
+import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
+from pycumsum_op.idioms import add_sparse_lengths_cumsum
+from pycumsum_op.kernels import engine
+
+X, GRAD_Y = "bench_x", "bench_y_grad"
+
+
+def feed(shape, low=-1.0, high=1.0, seed=0):
+    """Fresh workspace with float32 input and output-gradient blobs of ``shape``, uniform in [low, high)."""
+    workspace.ResetWorkspace()
+    rng = np.random.RandomState(seed)
+    x = rng.uniform(low, high, shape).astype(np.float32)
+    grad_y = rng.uniform(low, high, shape).astype(np.float32)
+    workspace.FeedBlob(X, x)
+    workspace.FeedBlob(GRAD_Y, grad_y)
+    return x, grad_y
+
+
+def _created(net):
+    workspace.CreateNet(net)
+    name = net.Proto().name
+    return lambda: workspace.RunNet(name)
+
+
+def pycumsum(axis, backward=False):
+    """A net with PyCumSum (and, with backward, its gradient op fed by GRAD_Y); returns its runner."""
+    net = core.Net("bench_pycumsum")
+    y = net.PyCumSum(X, "bench_y_fb" if backward else "bench_y", axis=axis)
+    if backward:
+        net.AddExternalInput(GRAD_Y)
+        net.AddGradientOperators({y: GRAD_Y})
+    return _created(net)
+
+
+def copy():
+    """A net with one Copy op of the input: the memory-bandwidth bound (and the overhead baseline)."""
+    net = core.Net("bench_copy")
+    net.Copy(X, "bench_x_copy")
+    return _created(net)
+
+
+def _noop(inputs, outputs):
+    """A Python op that does nothing: the cost of Caffe2's Python-op call itself."""
+
+
+def python_noop():
+    net = core.Net("bench_noop")
+    net.Python(_noop)([X], [])
+    return _created(net)
+
+
+def seed_bytes(shape, axis):
+    """Peak bytes the seed idiom (inclusive, EnsureDense) needs for forward+backward, or None if not 2-D axis 1."""
+    if len(shape) != 2 or axis % 2 != 1:
+        return None
+    rows, columns = shape
+    gathered = columns * (columns + 1) // 2  # INDICES: segment j gathers rows 0..j of the transposed input
+    return gathered * 4 + gathered * rows * 4 + 6 * rows * columns * 4  # indices, sparse gradient, dense blobs
+
+
+def seed(columns, backward=False):
+    """The seed's Transpose -> EnsureDense -> SparseLengthsSum -> Transpose net (inclusive, so torch.cumsum)."""
+    net = core.Net("bench_seed")
+    y = add_sparse_lengths_cumsum(net, X, columns, blob_out="bench_seed_y", exclusive=False, ensure_dense=True,
+                                  prefix="bench_seed_bwd" if backward else "bench_seed_fwd")
+    if backward:
+        net.AddExternalInput(GRAD_Y)
+        net.AddGradientOperators({y: GRAD_Y})
+    return _created(net)
+
+
+def torch_forward(x, axis):
+    tensor = torch.from_numpy(x)
+    return lambda: torch.cumsum(tensor, axis)
+
+
+def torch_forward_backward(x, grad_y, axis):
+    """torch.cumsum and its autograd gradient (torch.autograd.grad: no accumulation into .grad)."""
+    tensor = torch.from_numpy(x.copy()).requires_grad_()
+    gradient = torch.from_numpy(grad_y)
+    return lambda: torch.autograd.grad(torch.cumsum(tensor, axis), tensor, gradient)
+
+
+def numpy_forward(x, axis):
+    """numpy's own cumsum (float32 accumulation: faster, less accurate than float64)."""
+    return lambda: np.cumsum(x, axis)
+
+
+def paths(x, axis):
+    """The engine paths PyCumSum takes for x along axis: forward, backward (a reverse scan)."""
+    out = np.empty_like(x)
+    return tuple(engine.choose_path(x, out, axis % x.ndim, False, reverse)[0] for reverse in (False, True))
