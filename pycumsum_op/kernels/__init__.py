@@ -19,8 +19,8 @@ class ScanKernel(NamedTuple):
     """A scan op's forward and backward, and the Caffe2-facing op name."""
     name: str        # registry key, also the ONNX-ish name ("cumsum")
     op_name: str     # what users see in Caffe2 ("PyCumSum")
-    forward: Callable   # forward(x, spec, out=None) -> y
-    backward: Callable  # backward(grad_y, x, spec, out=None) -> grad_x
+    forward: Callable   # forward(x, spec, out=None, plan=None) -> y
+    backward: Callable  # backward(grad_y, x, spec, out=None, plan=None) -> grad_x
 
 
 SCAN_KERNELS: Dict[str, ScanKernel] = {
