@@ -112,10 +112,9 @@ def relative_error(actual, reference):
 
 
 def float64_scan(values, axis, reverse):
-    values = values.astype(np.float64)
-    if reverse:
-        return np.flip(np.cumsum(np.flip(values, axis), axis), axis)
-    return np.cumsum(values, axis)
+    """The float64 reference: torch.cumsum of the values in double (flipped for a reverse scan)."""
+    values = torch.from_numpy(values.astype(np.float64))
+    return (values.flip(axis).cumsum(axis).flip(axis) if reverse else values.cumsum(axis)).numpy()
 
 
 def accuracy():

@@ -250,16 +250,22 @@ def test_fixing_the_idiom_matches_torch(exclusive, constants, strategy):
     np.testing.assert_allclose(gradients["x"], dx_ref, rtol=1e-5, atol=1e-5)
 
 
+def permuted_idiom(name, columns, exclusive, axes):
+    """(init net, net, output): the idiom with Transpose(axes=axes) on both sides, constants in the init net."""
+    indices, lengths = sparse_lengths_cumsum_constants(columns, exclusive=exclusive)
+    init = core.Net(name + "_init")
+    init.GivenTensorIntFill([], "idx", values=indices.tolist(), shape=[len(indices)])
+    init.GivenTensorIntFill([], "len", values=lengths.tolist(), shape=[len(lengths)])
+    net = core.Net(name)
+    net.AddExternalInput("x", "idx", "len")
+    summed = net.SparseLengthsSum([net.Transpose("x", "xt", axes=axes), "idx", "len"], "s")
+    return init, net, net.Transpose(summed, "y", axes=axes)
+
+
 def test_pycumsum_fix_of_a_three_d_idiom_with_explicit_axes_matches_torch():
     """Transpose(axes=[1,0,2]) brings axis 1 to the front; the same permutation undoes it."""
-    indices, lengths = sparse_lengths_cumsum_constants(4, exclusive=False)
-    init = core.Net("init3d")
-    init.GivenTensorIntFill([], "idx3", values=indices.tolist(), shape=[len(indices)])
-    init.GivenTensorIntFill([], "len3", values=lengths.tolist(), shape=[len(lengths)])
-    net = core.Net("idiom3d")
-    net.AddExternalInput("x", "idx3", "len3")
-    summed = net.SparseLengthsSum([net.Transpose("x", "xt", axes=[1, 0, 2]), "idx3", "len3"], "s")
-    add_weighted_loss(net, net.Transpose(summed, "y", axes=[1, 0, 2]))
+    init, net, y = permuted_idiom("idiom3d", 4, exclusive=False, axes=[1, 0, 2])
+    add_weighted_loss(net, y)
     (finding,) = diagnose(net, ["loss"], init)
     assert (finding.idiom.axis, finding.idiom.exclusive) == (1, False)
     fixed = fix(net, ["loss"], init, strategy="pycumsum")
@@ -272,14 +278,8 @@ def test_pycumsum_fix_of_a_three_d_idiom_with_explicit_axes_matches_torch():
 
 
 def test_transposes_that_do_not_undo_each_other_are_not_the_idiom():
-    indices, lengths = sparse_lengths_cumsum_constants(3, exclusive=True)
-    init = core.Net("init_perm")
-    init.GivenTensorIntFill([], "idxp", values=indices.tolist(), shape=[len(indices)])
-    init.GivenTensorIntFill([], "lenp", values=lengths.tolist(), shape=[len(lengths)])
-    net = core.Net("not_inverse")
-    net.AddExternalInput("x", "idxp", "lenp")
-    summed = net.SparseLengthsSum([net.Transpose("x", "xt", axes=[1, 2, 0]), "idxp", "lenp"], "s")
-    net.SumElements(net.Transpose(summed, "y", axes=[1, 2, 0]), "loss")
+    init, net, y = permuted_idiom("not_inverse", 3, exclusive=True, axes=[1, 2, 0])
+    net.SumElements(y, "loss")
     (finding,) = diagnose(net, ["loss"], init)
     assert finding.idiom is None
     assert "EnsureDense" in [op.type for op in fix(net, ["loss"], init, strategy="pycumsum").op]
