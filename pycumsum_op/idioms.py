@@ -13,7 +13,7 @@ puts an EnsureDense on SparseLengthsSum's DATA input (the real fix).
 (array([0, 0, 1, 0, 1, 2], dtype=int32), array([1, 2, 3], dtype=int32))
 """
 import numpy as np
-from caffe2.python import core, workspace
+from caffe2.python import workspace
 
 
 def sparse_lengths_cumsum_constants(columns: int, exclusive: bool = True):

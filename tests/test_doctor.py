@@ -161,6 +161,8 @@ def test_bad_arguments_are_refused():
         diagnose(net, ["no_such_blob"])
     with pytest.raises(TypeError):
         diagnose("not a net", ["loss"])
+    with pytest.raises(TypeError, match=r"a dict \{loss: gradient\}, got int"):
+        diagnose(net, 42)
     with pytest.raises(ValueError, match="strategy"):
         fix(net, ["loss"], strategy="magic")
 

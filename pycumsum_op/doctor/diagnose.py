@@ -49,7 +49,7 @@ def normalize_losses(losses) -> dict:
         return {str(loss): gradient for loss, gradient in losses.items()}
     if isinstance(losses, (list, tuple)):
         return {str(loss): None for loss in losses}
-    raise TypeError("losses must be a blob, a list of blobs or a dict {loss: gradient}, got {}".format(
+    raise TypeError("losses must be a blob, a list of blobs or a dict {{loss: gradient}}, got {}".format(
         type(losses).__name__))
 
 
