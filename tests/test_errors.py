@@ -30,7 +30,7 @@ def test_numpy_integer_axis_is_accepted(clean_workspace, run_net):
 
 
 @pytest.mark.parametrize("blobs_in, blobs_out, count", [
-    (["err_a", "err_b"], "err_y", "1 input blob, got 2"),
+    (["err_a", "err_b", "err_c"], "err_y", "1 input blob, got 3"),
     ([], "err_y", "1 input blob, got 0"),
     ("err_x", ["err_y", "err_z"], "1 output blob, got 2"),
     ("err_x", 2, "1 output blob, got blob_out=2"),
@@ -38,6 +38,12 @@ def test_numpy_integer_axis_is_accepted(clean_workspace, run_net):
 def test_wrong_number_of_blobs(blobs_in, blobs_out, count):
     with pytest.raises(ScanArgumentError, match="PyCumSum: takes exactly " + count):
         build(blobs_in, blobs_out, axis=0)
+
+
+def test_axis_given_twice_in_the_onnx_form():
+    with pytest.raises(ScanArgumentError, match=r"PyCumSum: the axis is the second input blob 'err_axis'; "
+                                                 r"axis=/dim= cannot be given too"):
+        build(["err_x", "err_axis"], "err_y", axis=0)
 
 
 @pytest.mark.parametrize("dtype", ["foo", "complex64", "bool", np.int8, object, "S5"])

@@ -12,6 +12,10 @@ saved nets: they are public API and must never move.
 inclusive) for the token form::
 
     net.Python(cumsum_fwd, grad_f=cumsum_bwd)(["x"], ["y"])
+
+With ``axis_input=True`` a builder makes ONNX CumSum's form: the op's inputs are
+``[x, axis]``, the axis a 0-d int32/int64 tensor read on every run (``axis`` is then
+None), and the gradient op's inputs are ``[x, axis, y, grad_y]``.
 """
 import numpy as np
 from caffe2.proto import caffe2_pb2
@@ -33,28 +37,51 @@ def _check_blob_count(spec: ScanSpec, what: str, blobs, expected: int) -> None:
             spec.op_name, expected, what, len(blobs)))
 
 
-def scan_forward(scan, axis, exclusive=False, reverse=False, dtype=None):
+def checked_spec(op_name, axis, exclusive=False, reverse=False, dtype=None, axis_input=False) -> ScanSpec:
+    """The op's `ScanSpec`; with ``axis_input`` the axis comes from an input blob on every run."""
+    if axis_input:
+        if axis is not None:
+            raise ScanArgumentError("{}: axis={!r} was given, but the axis is read from the second input "
+                                    "blob (ONNX CumSum's form); pass one of them".format(op_name, axis))
+        axis = 0  # a placeholder: each run plans with the axis it reads
+    return ScanSpec.checked(op_name, axis, exclusive, reverse, dtype)
+
+
+def _read_axis(spec: ScanSpec, blob, x: np.ndarray) -> int:
+    """The run-time axis of the ONNX form: a 0-d (or one-element) int32/int64 tensor."""
+    axis = blob.data
+    if axis.dtype not in (np.int32, np.int64) or axis.size != 1 or axis.ndim > 1:
+        raise ScanArgumentError(
+            "{}: the axis input must be a 0-d int32 or int64 tensor (as in ONNX CumSum), got shape {} "
+            "dtype {} (the input has shape {})".format(spec.op_name, tuple(axis.shape), axis.dtype,
+                                                       tuple(x.shape)))
+    return int(axis.reshape(()))
+
+
+def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, axis_input=False):
     """Builder: the forward Python-op function of scan ``scan`` (e.g. "cumsum").
 
     The function checks an input dtype and rank once (plans are cached per
-    (dtype, rank)), so a run costs little more than sizing the output.
+    (dtype, rank, axis)), so a run costs little more than sizing the output.
     """
     kernel_forward = SCAN_KERNELS[scan].forward
-    spec = ScanSpec.checked(SCAN_KERNELS[scan].op_name, axis, exclusive, reverse, dtype)
-    plans = {}  # (input dtype, rank) -> (ScanPlan, Caffe2 type of the output)
+    spec = checked_spec(SCAN_KERNELS[scan].op_name, axis, exclusive, reverse, dtype, axis_input)
+    input_count = 2 if axis_input else 1
+    plans = {}  # (input dtype, rank, axis) -> (ScanPlan, Caffe2 type of the output)
 
     def forward(inputs, outputs):
-        if len(inputs) != 1 or len(outputs) != 1:
-            _check_blob_count(spec, "input", inputs, 1)
+        if len(inputs) != input_count or len(outputs) != 1:
+            _check_blob_count(spec, "input", inputs, input_count)
             _check_blob_count(spec, "output", outputs, 1)
         source, target = inputs[0], outputs[0]
         x = source.data
+        axis = _read_axis(spec, inputs[1], x) if axis_input else spec.axis
         try:
-            plan, tensor_type = plans[x.dtype, x.ndim]
-        except KeyError:  # first run with this dtype and rank: check them
-            plan = spec.plan(x)
+            plan, tensor_type = plans[x.dtype, x.ndim, axis]
+        except KeyError:  # first run with this dtype, rank and axis: check them
+            plan = spec._replace(axis=axis).plan(x)
             tensor_type = _CAFFE2_TENSOR_TYPES[plan.result_dtype]
-            plans[x.dtype, x.ndim] = plan, tensor_type
+            plans[x.dtype, x.ndim, axis] = plan, tensor_type
         if source is target and x.dtype != plan.result_dtype:
             x = x.copy()  # sizing the output frees the memory being read
         target.init(x.shape, tensor_type)
@@ -63,26 +90,29 @@ def scan_forward(scan, axis, exclusive=False, reverse=False, dtype=None):
     return forward
 
 
-def scan_backward(scan, axis, exclusive=False, reverse=False, dtype=None):
-    """Builder: the gradient Python-op function; inputs are [x, y, grad_y], output grad_x."""
+def scan_backward(scan, axis=None, exclusive=False, reverse=False, dtype=None, axis_input=False):
+    """Builder: the gradient Python-op function; inputs are [x, y, grad_y] ([x, axis, y, grad_y] with
+    ``axis_input``), output grad_x."""
     kernel_backward = SCAN_KERNELS[scan].backward
-    spec = ScanSpec.checked(SCAN_KERNELS[scan].op_name + "Gradient", axis, exclusive, reverse, dtype)
-    plans = {}  # (x dtype, grad_y dtype, rank) -> (ScanPlan of grad_y, grad_x dtype, its Caffe2 type)
+    spec = checked_spec(SCAN_KERNELS[scan].op_name + "Gradient", axis, exclusive, reverse, dtype, axis_input)
+    input_count = 4 if axis_input else 3
+    plans = {}  # (x dtype, grad_y dtype, rank, axis) -> (ScanPlan of grad_y, grad_x dtype, its Caffe2 type)
 
     def backward(inputs, outputs):
-        if len(inputs) != 3 or len(outputs) != 1:
-            _check_blob_count(spec, "input", inputs, 3)
+        if len(inputs) != input_count or len(outputs) != 1:
+            _check_blob_count(spec, "input", inputs, input_count)
             _check_blob_count(spec, "output", outputs, 1)
-        source, target = inputs[2], outputs[0]
+        source, target = inputs[-1], outputs[0]
         x, grad_y = inputs[0].data, source.data
         if grad_y.shape != x.shape:
             raise ScanArgumentError("{}: the output's gradient has shape {}, the input has shape {}".format(
                 spec.op_name, tuple(grad_y.shape), tuple(x.shape)))
-        key = x.dtype, grad_y.dtype, grad_y.ndim
+        axis = _read_axis(spec, inputs[1], x) if axis_input else spec.axis
+        key = x.dtype, grad_y.dtype, grad_y.ndim, axis
         try:
             plan, grad_dtype, tensor_type = plans[key]
-        except KeyError:  # first run with these dtypes and rank: check them
-            plan = spec.plan(grad_y)
+        except KeyError:  # first run with these dtypes, rank and axis: check them
+            plan = spec._replace(axis=axis).plan(grad_y)
             grad_dtype = gradient_dtype(x.dtype, grad_y.dtype)
             tensor_type = _CAFFE2_TENSOR_TYPES[grad_dtype]
             plans[key] = plan, grad_dtype, tensor_type

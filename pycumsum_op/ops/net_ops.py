@@ -16,7 +16,7 @@ array([[ 0.,  1.,  3.],
 from caffe2.python import core
 
 from ..kernels import SCAN_KERNELS, ScanArgumentError, ScanSpec
-from .builders import scan_backward, scan_forward
+from .builders import checked_spec, scan_backward, scan_forward
 
 
 def _single_blob(op_name: str, what: str, blobs) -> core.BlobReference:
@@ -50,26 +50,45 @@ def _resolve_axis(op_name: str, axis, dim):
 
 def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False,
                 dtype=None, dim=None):
-    """Append scan ``scan``'s Python op (forward + gradient builders) to ``net``; returns the output blob."""
+    """Append scan ``scan``'s Python op (forward + gradient builders) to ``net``; returns the output blob.
+
+    ``blob_in`` is the input blob, or ``[input, axis_blob]`` for ONNX CumSum's form, whose axis
+    (a 0-d int32/int64 tensor) is read on every run; its gradient flows to the input only.
+    """
     kernel = SCAN_KERNELS[scan]
     op_name = kernel.op_name
-    spec = ScanSpec.checked(op_name, _resolve_axis(op_name, axis, dim), exclusive, reverse, dtype)
+    axis_input = isinstance(blob_in, (list, tuple)) and len(blob_in) == 2
+    if axis_input:
+        if axis is not None or dim is not None:
+            raise ScanArgumentError("{}: the axis is the second input blob {!r}; axis=/dim= cannot be given "
+                                    "too".format(op_name, str(blob_in[1])))
+        blob_in, axis_blob = blob_in
+    else:
+        axis = _resolve_axis(op_name, axis, dim)
+    spec = checked_spec(op_name, axis, exclusive, reverse, dtype, axis_input)
     blob_in = _single_blob(op_name, "input", blob_in)
     blob_out = _output_blob(net, op_name, blob_out)
     if spec.dtype is not None and str(blob_out) == str(blob_in):
         raise ScanArgumentError(
             "{}: dtype={} cannot be used in place (blob_out == blob_in == {!r}): the overwritten input's "
             "dtype is needed for its gradient; write to a new blob".format(op_name, spec.dtype.name, str(blob_in)))
-    params = {"scan": scan, "axis": spec.axis, "exclusive": spec.exclusive, "reverse": spec.reverse,
-              "dtype": None if spec.dtype is None else spec.dtype.name}
-    make_op = net.Python((scan_forward, (), params), grad_f=(scan_backward, (), params))
-    return make_op([blob_in], [blob_out], name=op_name)
+    params = {"scan": scan, "axis": None if axis_input else spec.axis, "exclusive": spec.exclusive,
+              "reverse": spec.reverse, "dtype": None if spec.dtype is None else spec.dtype.name}
+    inputs = [blob_in]
+    if axis_input:  # saved nets of the one-input form keep their exact builder arguments
+        params["axis_input"] = True
+        inputs.append(_single_blob(op_name, "axis", axis_blob))
+    make_op = net.Python((scan_forward, (), params), grad_f=(scan_backward, (), params),
+                         grad_input_indices=[0] if axis_input else None)
+    return make_op(inputs, [blob_out], name=op_name)
 
 
 def cumsum(net, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False, dtype=None, dim=None):
     """Append ``blob_out = torch.cumsum(blob_in, axis)`` to ``net``; returns the output BlobReference.
 
-    axis (or its alias dim) is required; negative values count from the end.
+    axis (or its alias dim) is required; negative values count from the end. ONNX
+    CumSum's form ``cumsum(net, [x, axis_blob], y)`` reads the axis from a 0-d
+    int32/int64 blob at run time instead.
     exclusive / reverse follow ONNX CumSum. dtype (numpy dtype or "float",
     "double", "int32", "int64") sets the result type; by default bool and
     integer inputs give int64 and floats keep theirs, as in torch. In place
