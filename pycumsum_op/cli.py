@@ -110,6 +110,8 @@ def _parser() -> argparse.ArgumentParser:
                       help="SGD steps of the EMD training (default: %(default)s)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     demo.set_defaults(run=_demo)
+    from .commands import onnx as onnx_command
+    onnx_command.add_parser(commands)
     return parser
 
 

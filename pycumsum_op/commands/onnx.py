@@ -1,0 +1,102 @@
+"""``pycumsum-op onnx import|export``: ONNX models <-> saved Caffe2 nets, with CumSum / PyCumSum.
+
+    pycumsum-op onnx import MODEL.onnx --predict-net P.pb --init-net I.pb
+    pycumsum-op onnx export P.pb [--init-net I.pb] --input BLOB=DTYPE:D1,D2 [...] -o MODEL.onnx [--opset N]
+
+Nets are written as text for .pbtxt/.prototxt/.txt paths, binary otherwise. ``export`` reads the
+nets with `load_net` (Python ops other than pycumsum_op's are refused before anything runs).
+Exit 0 on success, 2 on bad input with a one-line reason on stderr.
+
+>>> _parse_input("data=float32:4,6")
+('data', (dtype('float32'), (4, 6)))
+>>> _parse_input("step=int64:")
+('step', (dtype('int64'), ()))
+"""
+import argparse
+
+import numpy as np
+
+from ..cli import _BadInput
+
+
+def _parse_input(text: str):
+    """``BLOB=DTYPE:D1,D2,...`` -> (blob, (numpy dtype, shape)); an empty shape is a 0-d blob."""
+    name, _, spec = text.partition("=")
+    dtype, colon, dims = spec.partition(":")
+    try:
+        if not name or not colon:
+            raise ValueError("expected BLOB=DTYPE:D1,D2,... (e.g. data=float32:4,6)")
+        shape = tuple(int(extent) for extent in dims.split(",")) if dims.strip() else ()
+        if any(extent < 0 for extent in shape):
+            raise ValueError("negative extent")
+        return name, (np.dtype(dtype), shape)
+    except (TypeError, ValueError) as error:
+        raise argparse.ArgumentTypeError("bad --input {!r}: {}".format(text, error))
+
+
+def _write(message, path: str, what: str) -> None:
+    from google.protobuf import text_format
+
+    text = path.lower().endswith((".pbtxt", ".prototxt", ".txt"))
+    try:
+        with open(path, "w" if text else "wb") as handle:
+            handle.write(text_format.MessageToString(message) if text else message.SerializeToString())
+    except OSError as error:
+        raise _BadInput("cannot write the {} to {!r}: {}".format(what, path, error.strerror or error))
+
+
+def _import(args) -> int:
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    from ..onnx import to_caffe2
+
+    try:
+        model = onnx.load(args.model)
+    except (OSError, DecodeError, RuntimeError) as error:
+        raise _BadInput("cannot read ONNX model {!r}: {}".format(args.model, error))
+    try:
+        init_net, predict_net = to_caffe2(model)
+    except (ValueError, RuntimeError, onnx.checker.ValidationError) as error:
+        raise _BadInput("cannot import {!r}: {}".format(args.model, str(error).strip().splitlines()[-1]))
+    _write(predict_net, args.predict_net, "predict net")
+    _write(init_net, args.init_net, "init net")
+    print("{}: {} ops -> {}, {} parameters -> {}".format(args.model, len(predict_net.op), args.predict_net,
+                                                          len(init_net.op), args.init_net))
+    return 0
+
+
+def _export(args) -> int:
+    from ..onnx import export
+    from ..serialization import load_net
+
+    try:
+        predict_net = load_net(args.predict_net)
+        init_net = load_net(args.init_net) if args.init_net else None
+        model = export(predict_net, init_net, dict(args.input), opset=args.opset)
+    except (OSError, ValueError) as error:  # UnsafeNetError is a ValueError
+        raise _BadInput(str(error).strip().splitlines()[0])
+    _write(model, args.output, "ONNX model")
+    print("{}: {} nodes at opset {} -> {}".format(args.predict_net, len(model.graph.node), args.opset, args.output))
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    """Register ``onnx import`` and ``onnx export``."""
+    parser = subparsers.add_parser("onnx", help="import ONNX models with CumSum, export nets with PyCumSum",
+                                   description="Convert between ONNX models and saved Caffe2 nets.")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    to_nets = actions.add_parser("import", help="ONNX model -> Caffe2 predict and init nets")
+    to_nets.add_argument("model", metavar="MODEL", help="the .onnx model")
+    to_nets.add_argument("--predict-net", required=True, metavar="PATH", help="where to write the predict net")
+    to_nets.add_argument("--init-net", required=True, metavar="PATH", help="where to write the init net")
+    to_nets.set_defaults(run=_import)
+    to_model = actions.add_parser("export", help="Caffe2 nets -> ONNX model")
+    to_model.add_argument("predict_net", metavar="PREDICT_NET", help="the predict net (.pb or .pbtxt)")
+    to_model.add_argument("--init-net", metavar="PATH", help="its init net (GivenTensor*Fill ops)")
+    to_model.add_argument("--input", type=_parse_input, action="append", required=True, metavar="BLOB=DTYPE:DIMS",
+                          help="an input blob, its dtype and shape, e.g. data=float32:4,6; repeatable")
+    to_model.add_argument("-o", "--output", required=True, metavar="MODEL", help="where to write the .onnx model")
+    to_model.add_argument("--opset", type=int, default=11, help="ONNX opset (default: %(default)s)")
+    to_model.set_defaults(run=_export)

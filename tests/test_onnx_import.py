@@ -1,0 +1,262 @@
+"""ONNX -> Caffe2: models with CumSum prepared by pycumsum_op.onnx and run on the real Caffe2 runtime.
+
+Oracles: torch (models made by torch.onnx.export, outputs compared with the torch module's),
+onnxruntime (hand-built CumSum models of every type, axis source and flag), numpy in float64.
+"""
+import io
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+import torch
+from caffe2.python import workspace
+from caffe2.python.onnx.backend import OnnxNode
+from onnx import TensorProto, helper
+
+import pycumsum_op.onnx
+from pycumsum_op import ScanArgumentError
+from pycumsum_op.onnx.backend import CumSumBackend, cumsum_operator
+from pycumsum_op.serialization import load_net
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # Caffe2's backend warns about opsets > 9
+
+
+def torch_model(module, example, opset):
+    """``module`` exported by torch.onnx.export at ``opset``, loaded as an onnx.ModelProto."""
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, example, buffer, opset_version=opset, input_names=["x"], output_names=["y"])
+    return onnx.load_from_string(buffer.getvalue())
+
+
+class CumSum(torch.nn.Module):
+    def __init__(self, dim, dtype=None):
+        super().__init__()
+        self.dim, self.dtype = dim, dtype
+
+    def forward(self, x):
+        return torch.cumsum(x, self.dim, dtype=self.dtype)
+
+
+class LinearSoftmaxCumSum(torch.nn.Module):
+    """An ordinal-regression head: class probabilities -> their cumulative distribution."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(6, 5)
+
+    def forward(self, x):
+        return torch.cumsum(torch.softmax(self.linear(x), dim=-1), dim=1)
+
+
+TORCH_CASES = {
+    "1d_dim0": (CumSum(0), torch.randn(7)),
+    "2d_negative_dim": (CumSum(-1), torch.randn(3, 5)),
+    "3d_dim1": (CumSum(1), torch.randn(2, 4, 3)),
+    "3d_dim_minus3": (CumSum(-3), torch.randn(4, 2, 3)),
+    "dtype_float64": (CumSum(1, torch.float64), torch.randn(3, 4)),
+    "int64_input": (CumSum(0), torch.randint(-50, 50, (6, 2))),
+}
+
+
+@pytest.mark.parametrize("opset", [11, 13, 14])
+@pytest.mark.parametrize("case", sorted(TORCH_CASES))
+def test_torch_export_round_trip_equals_torch(case, opset):
+    module, example = TORCH_CASES[case]
+    model = torch_model(module, example, opset)
+    assert "CumSum" in [node.op_type for node in model.graph.node]
+    outputs = pycumsum_op.onnx.prepare(model).run([example.numpy()])
+    expected = module(example).numpy()
+    assert outputs.y.dtype == expected.dtype
+    np.testing.assert_array_equal(outputs.y, expected)  # PyCumSum sums as torch does on CPU
+
+
+@pytest.mark.parametrize("opset", [11, 13, 14])
+def test_linear_softmax_cumsum_model(opset):
+    module = LinearSoftmaxCumSum().eval()
+    x = torch.randn(8, 6)
+    rep = pycumsum_op.onnx.prepare(torch_model(module, x, opset))
+    for batch in (x, torch.randn(8, 6)):  # runs again with new data (the init net ran once)
+        np.testing.assert_allclose(rep.run([batch.numpy()]).y, module(batch).detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert [op.name for op in rep.predict_net.op if op.type == "Python"] == ["PyCumSum"]
+
+
+def cumsum_model(elem_type, shape, axis, axis_source, opset, **flags):
+    """A one-node CumSum model; the axis an initializer, a Constant node, or a graph input ("input")."""
+    axis_type = TensorProto.INT32 if axis % 2 else TensorProto.INT64
+    nodes, inputs, initializers = [], [helper.make_tensor_value_info("x", elem_type, shape)], []
+    axis_tensor = helper.make_tensor("axis", axis_type, [], [axis])
+    if axis_source == "initializer":
+        initializers.append(axis_tensor)
+    elif axis_source == "constant":
+        nodes.append(helper.make_node("Constant", [], ["axis"], value=axis_tensor))
+    else:
+        inputs.append(helper.make_tensor_value_info("axis", axis_type, []))
+    nodes.append(helper.make_node("CumSum", ["x", "axis"], ["y"], **flags))
+    graph = helper.make_graph(nodes, "cumsum_" + axis_source, inputs,
+                              [helper.make_tensor_value_info("y", elem_type, shape)], initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def run_onnxruntime(model, feeds):
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)[0]
+
+
+FLAGS = [{}, {"exclusive": 1}, {"reverse": 1}, {"exclusive": 1, "reverse": 1}]
+ONNX_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64]
+
+
+@pytest.mark.parametrize("axis_source", ["initializer", "constant", "input"])
+@pytest.mark.parametrize("elem_type", ONNX_TYPES)
+@pytest.mark.parametrize("flags", FLAGS, ids=["inclusive", "exclusive", "reverse", "exclusive_reverse"])
+def test_cumsum_models_equal_onnxruntime(elem_type, axis_source, flags):
+    rng = np.random.default_rng(elem_type)
+    dtype = onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[elem_type]
+    x = (rng.standard_normal((3, 4, 5)) * 100).astype(dtype)
+    for axis in (-1, 1, 0):
+        model = cumsum_model(elem_type, x.shape, axis, axis_source, 11, **flags)
+        feeds = {"x": x}
+        if axis_source == "input":
+            feeds["axis"] = np.array(axis, np.int32 if axis % 2 else np.int64)
+        rep = pycumsum_op.onnx.prepare(model)
+        ours = rep.run(feeds).y
+        expected = run_onnxruntime(model, feeds)
+        assert ours.dtype == expected.dtype == dtype  # CumSum keeps int32 (PyCumSum alone gives int64)
+        np.testing.assert_allclose(ours, expected, rtol=1e-6)
+        uses_axis_argument = axis_source != "input"
+        assert [op.input[1:] == [] for op in rep.predict_net.op if op.type == "Python"] == [uses_axis_argument]
+
+
+def test_runtime_axis_changes_between_runs():
+    rep = pycumsum_op.onnx.prepare(cumsum_model(TensorProto.DOUBLE, (3, 4), 0, "input", 11))
+    x = np.arange(12.0).reshape(3, 4)
+    for axis in (0, 1, -1, -2):
+        np.testing.assert_array_equal(rep.run({"x": x, "axis": np.array(axis, np.int64)}).y, np.cumsum(x, axis))
+
+
+def test_runtime_axis_out_of_range_is_a_clear_error():
+    rep = pycumsum_op.onnx.prepare(cumsum_model(TensorProto.FLOAT, (3, 4), 0, "input", 11))
+    with pytest.raises(ScanArgumentError, match=r"PyCumSum: axis=2 is out of range for an input of shape \(3, 4\)"):
+        rep.run({"x": np.ones((3, 4), np.float32), "axis": np.array(2, np.int64)})
+
+
+def test_float16_at_opset_14():
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal(3000).astype(np.float16)
+    model = cumsum_model(TensorProto.FLOAT16, x.shape, 0, "initializer", 14)
+    ours = pycumsum_op.onnx.prepare(model).run([x]).y
+    assert ours.dtype == np.float16
+    # PyCumSum sums in float64 and rounds each output once (numpy's own float16 cumsum sums in float16)
+    np.testing.assert_array_equal(ours, np.cumsum(x.astype(np.float64)).astype(np.float16))
+    np.testing.assert_allclose(ours.astype(np.float64), run_onnxruntime(model, {"x": x}), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("elem_type", [TensorProto.UINT32, TensorProto.UINT64])
+def test_unsigned_types_are_refused_by_name(elem_type):
+    model = cumsum_model(elem_type, (4,), 0, "initializer", 11)
+    with pytest.raises(RuntimeError, match=r"CumSum node 'y'.* input 'x' has type UINT(32|64), which Caffe2 has "
+                                           r"no tensor type for; supported: FLOAT16, FLOAT, DOUBLE, INT32, INT64"):
+        pycumsum_op.onnx.prepare(model)
+
+
+def test_unknown_input_type_is_refused():
+    graph = helper.make_graph([helper.make_node("CumSum", ["h", "axis"], ["y"])], "untyped", [], [])
+    model = helper.make_model(graph)
+    with pytest.raises(ValueError, match=r"the element type of input 'h' is unknown"):
+        cumsum_operator(OnnxNode(model.graph.node[0]), model)
+
+
+def test_matrix_axis_constant_is_refused():
+    model = cumsum_model(TensorProto.FLOAT, (2, 3), 0, "initializer", 11)
+    model.graph.initializer[0].CopyFrom(helper.make_tensor("axis", TensorProto.INT64, [2], [0, 1]))
+    with pytest.raises(RuntimeError, match=r"the axis 'axis' must be a 0-d int32 or int64 tensor, got shape \(2,\)"):
+        pycumsum_op.onnx.prepare(model)
+
+
+def test_cumsum_in_a_subgraph_is_refused():
+    body = helper.make_graph([helper.make_node("CumSum", ["x", "axis"], ["inner"])], "then", [],
+                             [helper.make_tensor_value_info("inner", TensorProto.FLOAT, [3])])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["cond"], ["y"], then_branch=body, else_branch=body)], "nested",
+        [helper.make_tensor_value_info(name, elem, shape) for name, elem, shape in
+         [("cond", TensorProto.BOOL, []), ("x", TensorProto.FLOAT, [3]), ("axis", TensorProto.INT64, [])]],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    with pytest.raises(ValueError, match=r"CumSum inside subgraphs \(If > inner\) is not supported"):
+        pycumsum_op.onnx.prepare(model)
+
+
+def test_lower_is_not_in_this_build():
+    with pytest.raises(ValueError, match=r"lower='aten' needs pycumsum_op.lower"):
+        pycumsum_op.onnx.prepare(cumsum_model(TensorProto.FLOAT, (3,), 0, "initializer", 11), lower="aten")
+
+
+def test_backend_run_model_and_run_node():
+    x = np.arange(10, dtype=np.int32).reshape(2, 5)
+    model = cumsum_model(TensorProto.INT32, x.shape, 1, "initializer", 11, reverse=1)
+    np.testing.assert_array_equal(pycumsum_op.onnx.backend.run_model(model, [x])[0], run_onnxruntime(model, {"x": x}))
+    node = helper.make_node("CumSum", ["a", "b"], ["c"], exclusive=1)
+    (result,) = CumSumBackend.run_node(node, [x, np.array(-1, np.int64)])
+    np.testing.assert_array_equal(result, np.cumsum(x, 1) - x)
+    (relu,) = CumSumBackend.run_node(helper.make_node("Relu", ["a"], ["b"]), [np.array([-1.0, 2.0], np.float32)])
+    np.testing.assert_array_equal(relu, [0.0, 2.0])
+    assert CumSumBackend.supports_device("CPU")
+
+
+def test_to_caffe2_nets_are_safe_to_load_and_run(tmp_path):
+    module = LinearSoftmaxCumSum().eval()
+    x = torch.randn(4, 6)
+    init_net, predict_net = pycumsum_op.onnx.to_caffe2(torch_model(module, x, 11))
+    (tmp_path / "init.pb").write_bytes(init_net.SerializeToString())
+    (tmp_path / "predict.pb").write_bytes(predict_net.SerializeToString())
+    workspace.ResetWorkspace()
+    try:
+        workspace.RunNetOnce(load_net(str(tmp_path / "init.pb")))
+        workspace.FeedBlob("x", x.numpy())
+        workspace.RunNetOnce(load_net(str(tmp_path / "predict.pb")))
+        np.testing.assert_allclose(workspace.FetchBlob("y"), module(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    finally:
+        workspace.ResetWorkspace()
+
+
+INSTALL_SCRIPT = textwrap.dedent("""
+    import warnings
+    warnings.simplefilter("ignore")
+    import numpy as np
+    from onnx import TensorProto, helper
+    import caffe2.python.onnx.backend as stock
+    import pycumsum_op.onnx
+
+    graph = helper.make_graph([helper.make_node("CumSum", ["x", "axis"], ["y"], exclusive=1)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor("axis", TensorProto.INT64, [], [0])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    x = np.array([1, 2, 3, 4], np.float32)
+    try:
+        stock.prepare(model)
+    except RuntimeError as error:
+        print("before:", "Don't know how to translate op CumSum" in str(error))
+    pycumsum_op.onnx.install()
+    pycumsum_op.onnx.install()
+    print("after:", stock.prepare(model).run([x]).y.tolist())
+    print("run_model:", stock.run_model(model, [x])[0].tolist())
+""")
+
+
+def test_install_is_an_explicit_idempotent_opt_in():
+    """In a fresh process: importing pycumsum_op.onnx changes nothing; install() (twice) makes stock prepare work."""
+    result = subprocess.run([sys.executable, "-c", INSTALL_SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            universal_newlines=True, timeout=300, env=dict(os.environ))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["before: True", "after: [0.0, 1.0, 3.0, 6.0]",
+                                          "run_model: [0.0, 1.0, 3.0, 6.0]"]
