@@ -57,7 +57,7 @@ SAME_MEANING = {
     "LRN": (13,), "LSTM": (14,), "Less": (13,), "Log": (13,), "LogSoftmax": (11,), "LpPool": (11,),
     "MatMul": (13,), "Max": (12, 13), "MaxPool": (10, 11, 12), "Mean": (13,), "Min": (12, 13),
     "Mod": (13,), "Mul": (13, 14), "Neg": (13,), "OneHot": (11,), "Pow": (12, 13, 15), "RNN": (14,),
-    "Reciprocal": (13,), "ReduceL1": (11, 13), "ReduceMax": (11, 12, 13), "ReduceMean": (11, 13),
+    "Reciprocal": (13,), "ReduceL1": (11, 13), "ReduceL2": (11, 13), "ReduceMax": (11, 12, 13), "ReduceMean": (11, 13),
     "ReduceMin": (11, 12, 13), "ReduceSum": (11,), "Relu": (13, 14), "Reshape": (13, 14),
     "Shape": (13, 15), "Sigmoid": (13,), "Sign": (13,), "Size": (13,), "Softmax": (11,),
     "SpaceToDepth": (13,), "Split": (11,), "Sqrt": (13,), "Squeeze": (11,), "Sub": (13, 14),
@@ -211,7 +211,7 @@ def _elem_type(name: str, given) -> int:
 
 def _checked_value_info(value_info) -> dict:
     if not isinstance(value_info, dict):
-        raise TypeError("export: value_info must be a dict {blob: (element type, shape)}, got {}".format(
+        raise TypeError("export: value_info must be a dict {{blob: (element type, shape)}}, got {}".format(
             type(value_info).__name__))
     checked = {}
     for name, entry in value_info.items():
