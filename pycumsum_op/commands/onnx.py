@@ -13,6 +13,7 @@ Exit 0 on success, 2 on bad input with a one-line reason on stderr.
 ('step', (dtype('int64'), ()))
 """
 import argparse
+import warnings
 
 import numpy as np
 
@@ -45,20 +46,30 @@ def _write(message, path: str, what: str) -> None:
         raise _BadInput("cannot write the {} to {!r}: {}".format(what, path, error.strerror or error))
 
 
+def _quiet_caffe2() -> None:
+    """Caffe2 logs to stderr from C++ (init warnings, op errors); this command reports errors itself."""
+    from caffe2.python import workspace
+
+    workspace.GlobalInit(["pycumsum-op", "--caffe2_log_level=3"])
+
+
 def _import(args) -> int:
+    _quiet_caffe2()
     import onnx
     from google.protobuf.message import DecodeError
 
     from ..onnx import to_caffe2
 
-    try:
-        model = onnx.load(args.model)
-    except (OSError, DecodeError, RuntimeError) as error:
-        raise _BadInput("cannot read ONNX model {!r}: {}".format(args.model, error))
-    try:
-        init_net, predict_net = to_caffe2(model)
-    except (ValueError, RuntimeError, onnx.checker.ValidationError) as error:
-        raise _BadInput("cannot import {!r}: {}".format(args.model, str(error).strip().splitlines()[-1]))
+    with warnings.catch_warnings():  # protobuf's and Caffe2's backend's (opset > 9) warnings
+        warnings.simplefilter("ignore")
+        try:
+            model = onnx.load(args.model)
+        except (OSError, DecodeError, RuntimeError) as error:
+            raise _BadInput("cannot read ONNX model {!r}: {}".format(args.model, error))
+        try:
+            init_net, predict_net = to_caffe2(model)
+        except (ValueError, RuntimeError, onnx.checker.ValidationError) as error:
+            raise _BadInput("cannot import {!r}: {}".format(args.model, str(error).strip().splitlines()[-1]))
     _write(predict_net, args.predict_net, "predict net")
     _write(init_net, args.init_net, "init net")
     print("{}: {} ops -> {}, {} parameters -> {}".format(args.model, len(predict_net.op), args.predict_net,
@@ -67,6 +78,7 @@ def _import(args) -> int:
 
 
 def _export(args) -> int:
+    _quiet_caffe2()
     from ..onnx import export
     from ..serialization import load_net
 

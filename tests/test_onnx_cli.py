@@ -1,0 +1,90 @@
+"""``pycumsum-op onnx import|export`` as users run it: subprocesses on files; exit 0, or 2 with one line."""
+import io
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime
+import torch
+from caffe2.python import core, workspace
+
+import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
+from pycumsum_op.serialization import load_net
+
+CLI = os.path.join(os.path.dirname(sys.executable), "pycumsum-op")
+
+
+def run_cli(*args):
+    return subprocess.run([CLI] + [str(arg) for arg in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=300)
+
+
+class Head(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(1)
+        self.linear = torch.nn.Linear(6, 4)
+
+    def forward(self, x):
+        return torch.cumsum(torch.relu(self.linear(x)), -1)
+
+
+def test_import_writes_nets_that_equal_torch(tmp_path):
+    module, x = Head().eval(), torch.randn(3, 6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, x, str(tmp_path / "head.onnx"), opset_version=13, input_names=["x"],
+                          output_names=["y"])
+    result = run_cli("onnx", "import", tmp_path / "head.onnx", "--predict-net", tmp_path / "p.pbtxt",
+                     "--init-net", tmp_path / "i.pb")
+    assert result.returncode == 0, result.stderr
+    assert "head.onnx" in result.stdout
+    workspace.ResetWorkspace()
+    try:
+        workspace.RunNetOnce(load_net(str(tmp_path / "i.pb")))
+        workspace.FeedBlob("x", x.numpy())
+        workspace.RunNetOnce(load_net(str(tmp_path / "p.pbtxt")))
+        np.testing.assert_allclose(workspace.FetchBlob("y"), module(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    finally:
+        workspace.ResetWorkspace()
+
+
+def test_export_writes_a_model_onnxruntime_runs(tmp_path):
+    net = core.Net("cli_export")
+    net.Relu("data", "relu")
+    net.PyCumSum("relu", "y", axis=1, exclusive=True)
+    net.AddExternalOutput(core.BlobReference("y"))
+    (tmp_path / "p.pb").write_bytes(net.Proto().SerializeToString())
+    result = run_cli("onnx", "export", tmp_path / "p.pb", "--input", "data=float32:4,6", "-o", tmp_path / "m.onnx",
+                     "--opset", "14")
+    assert result.returncode == 0, result.stderr
+    model = onnx.load(str(tmp_path / "m.onnx"))
+    assert model.opset_import[0].version == 14
+    data = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    relu = np.maximum(data.astype(np.float64), 0)
+    np.testing.assert_allclose(session.run(None, {"data": data})[0], np.cumsum(relu, 1) - relu, rtol=1e-5, atol=1e-6)
+
+
+def test_bad_input_exits_2_with_one_line(tmp_path):
+    (tmp_path / "junk.onnx").write_bytes(b"\x00not a model")
+    net = core.Net("cli_slice")
+    net.Slice("data", "part", starts=[0, 0], ends=[2, -1])
+    net.AddExternalOutput(core.BlobReference("part"))
+    (tmp_path / "slice.pb").write_bytes(net.Proto().SerializeToString())
+    cases = [
+        (["onnx", "import", tmp_path / "junk.onnx", "--predict-net", tmp_path / "p.pb", "--init-net",
+          tmp_path / "i.pb"], "pycumsum-op onnx: error: cannot read ONNX model"),
+        (["onnx", "export", tmp_path / "slice.pb", "--input", "data=float32:3,4", "-o", tmp_path / "m.onnx"],
+         "pycumsum-op onnx: error: Caffe2 op Slice (data -> part): Caffe2's exporter writes it as opset-9 Slice"),
+    ]
+    for args, start in cases:
+        result = run_cli(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr.startswith(start) and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    bad_input = run_cli("onnx", "export", tmp_path / "slice.pb", "--input", "data=float32", "-o", tmp_path / "m.onnx")
+    assert bad_input.returncode == 2
+    assert "bad --input 'data=float32': expected BLOB=DTYPE:D1,D2,..." in bad_input.stderr
