@@ -23,7 +23,7 @@ setup(
     extras_require={
         # torch 1.10.2 imports pkg_resources: setuptools 82 removed it, 80.9+ warns on every import.
         "caffe2": ["torch==1.10.2", "setuptools<80"],
-        "onnx": ["onnx==1.10.2"],
+        "onnx": ["onnx==1.10.2", "onnxruntime==1.19.2"],
     },
     entry_points={"console_scripts": ["pycumsum-op=pycumsum_op.cli:main"]},
     cmdclass=cmdclass,
