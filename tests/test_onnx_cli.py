@@ -1,18 +1,15 @@
 """``pycumsum-op onnx import|export`` as users run it: subprocesses on files; exit 0, or 2 with one line."""
-import io
 import os
 import subprocess
 import sys
-import warnings
 
 import numpy as np
 import onnx
-import onnxruntime
 import torch
-from caffe2.python import core, workspace
+from caffe2.python import core
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
-from pycumsum_op.serialization import load_net
+from onnx_support import LinearSoftmaxCumSum, onnxruntime_outputs, run_saved_nets, torch_model
 
 CLI = os.path.join(os.path.dirname(sys.executable), "pycumsum-op")
 
@@ -22,34 +19,15 @@ def run_cli(*args):
                           universal_newlines=True, timeout=300)
 
 
-class Head(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(1)
-        self.linear = torch.nn.Linear(6, 4)
-
-    def forward(self, x):
-        return torch.cumsum(torch.relu(self.linear(x)), -1)
-
-
 def test_import_writes_nets_that_equal_torch(tmp_path):
-    module, x = Head().eval(), torch.randn(3, 6)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(module, x, str(tmp_path / "head.onnx"), opset_version=13, input_names=["x"],
-                          output_names=["y"])
+    module, x = LinearSoftmaxCumSum().eval(), torch.randn(3, 6)
+    onnx.save(torch_model(module, x, 13), str(tmp_path / "head.onnx"))
     result = run_cli("onnx", "import", tmp_path / "head.onnx", "--predict-net", tmp_path / "p.pbtxt",
                      "--init-net", tmp_path / "i.pb")
     assert result.returncode == 0, result.stderr
     assert "head.onnx" in result.stdout
-    workspace.ResetWorkspace()
-    try:
-        workspace.RunNetOnce(load_net(str(tmp_path / "i.pb")))
-        workspace.FeedBlob("x", x.numpy())
-        workspace.RunNetOnce(load_net(str(tmp_path / "p.pbtxt")))
-        np.testing.assert_allclose(workspace.FetchBlob("y"), module(x).detach().numpy(), rtol=1e-5, atol=1e-6)
-    finally:
-        workspace.ResetWorkspace()
+    y = run_saved_nets(tmp_path / "i.pb", tmp_path / "p.pbtxt", {"x": x.numpy()}, "y")
+    np.testing.assert_allclose(y, module(x).detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_export_writes_a_model_onnxruntime_runs(tmp_path):
@@ -64,9 +42,9 @@ def test_export_writes_a_model_onnxruntime_runs(tmp_path):
     model = onnx.load(str(tmp_path / "m.onnx"))
     assert model.opset_import[0].version == 14
     data = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     relu = np.maximum(data.astype(np.float64), 0)
-    np.testing.assert_allclose(session.run(None, {"data": data})[0], np.cumsum(relu, 1) - relu, rtol=1e-5, atol=1e-6)
+    (y,) = onnxruntime_outputs(model, {"data": data})
+    np.testing.assert_allclose(y, np.cumsum(relu, 1) - relu, rtol=1e-5, atol=1e-6)
 
 
 def test_bad_input_exits_2_with_one_line(tmp_path):

@@ -6,8 +6,6 @@ give the Caffe2 net's outputs, and importing the model back into Caffe2 must giv
 import os
 
 import numpy as np
-import onnx
-import onnxruntime
 import pytest
 from caffe2.python import brew, core, model_helper, workspace
 from onnx import TensorProto, helper
@@ -16,6 +14,7 @@ import pycumsum_op
 import pycumsum_op.onnx
 from pycumsum_op import UnsafeNetError
 from pycumsum_op.onnx.export import check_node_opset
+from onnx_support import onnxruntime_outputs
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # Caffe2's backend warns about opsets > 9
 
@@ -35,11 +34,6 @@ def caffe2_outputs(net, feeds, init_net=None):
     outputs = [workspace.FetchBlob(str(blob)) for blob in net.Proto().external_output]
     workspace.ResetWorkspace()
     return outputs
-
-
-def onnxruntime_outputs(model, feeds):
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
 
 
 def assert_same(actual, expected, exact):

@@ -3,37 +3,24 @@
 Oracles: torch (models made by torch.onnx.export, outputs compared with the torch module's),
 onnxruntime (hand-built CumSum models of every type, axis source and flag), numpy in float64.
 """
-import io
 import os
 import subprocess
 import sys
 import textwrap
-import warnings
 
 import numpy as np
 import onnx
-import onnxruntime
 import pytest
 import torch
-from caffe2.python import workspace
 from caffe2.python.onnx.backend import OnnxNode
 from onnx import TensorProto, helper
 
 import pycumsum_op.onnx
 from pycumsum_op import ScanArgumentError
 from pycumsum_op.onnx.backend import CumSumBackend, cumsum_operator
-from pycumsum_op.serialization import load_net
+from onnx_support import LinearSoftmaxCumSum, onnxruntime_outputs, run_saved_nets, torch_model
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # Caffe2's backend warns about opsets > 9
-
-
-def torch_model(module, example, opset):
-    """``module`` exported by torch.onnx.export at ``opset``, loaded as an onnx.ModelProto."""
-    buffer = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(module, example, buffer, opset_version=opset, input_names=["x"], output_names=["y"])
-    return onnx.load_from_string(buffer.getvalue())
 
 
 class CumSum(torch.nn.Module):
@@ -43,18 +30,6 @@ class CumSum(torch.nn.Module):
 
     def forward(self, x):
         return torch.cumsum(x, self.dim, dtype=self.dtype)
-
-
-class LinearSoftmaxCumSum(torch.nn.Module):
-    """An ordinal-regression head: class probabilities -> their cumulative distribution."""
-
-    def __init__(self):
-        super().__init__()
-        torch.manual_seed(0)
-        self.linear = torch.nn.Linear(6, 5)
-
-    def forward(self, x):
-        return torch.cumsum(torch.softmax(self.linear(x), dim=-1), dim=1)
 
 
 TORCH_CASES = {
@@ -106,11 +81,6 @@ def cumsum_model(elem_type, shape, axis, axis_source, opset, **flags):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
-def run_onnxruntime(model, feeds):
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)[0]
-
-
 FLAGS = [{}, {"exclusive": 1}, {"reverse": 1}, {"exclusive": 1, "reverse": 1}]
 ONNX_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64]
 
@@ -129,7 +99,7 @@ def test_cumsum_models_equal_onnxruntime(elem_type, axis_source, flags):
             feeds["axis"] = np.array(axis, np.int32 if axis % 2 else np.int64)
         rep = pycumsum_op.onnx.prepare(model)
         ours = rep.run(feeds).y
-        expected = run_onnxruntime(model, feeds)
+        expected = onnxruntime_outputs(model, feeds)[0]
         assert ours.dtype == expected.dtype == dtype  # CumSum keeps int32 (PyCumSum alone gives int64)
         np.testing.assert_allclose(ours, expected, rtol=1e-6)
         uses_axis_argument = axis_source != "input"
@@ -157,7 +127,7 @@ def test_float16_at_opset_14():
     assert ours.dtype == np.float16
     # PyCumSum sums in float64 and rounds each output once (numpy's own float16 cumsum sums in float16)
     np.testing.assert_array_equal(ours, np.cumsum(x.astype(np.float64)).astype(np.float16))
-    np.testing.assert_allclose(ours.astype(np.float64), run_onnxruntime(model, {"x": x}), rtol=2e-3, atol=2e-3)
+    np.testing.assert_allclose(ours.astype(np.float64), onnxruntime_outputs(model, {"x": x})[0], rtol=2e-3, atol=2e-3)
 
 
 @pytest.mark.parametrize("elem_type", [TensorProto.UINT32, TensorProto.UINT64])
@@ -203,7 +173,7 @@ def test_lower_is_not_in_this_build():
 def test_backend_run_model_and_run_node():
     x = np.arange(10, dtype=np.int32).reshape(2, 5)
     model = cumsum_model(TensorProto.INT32, x.shape, 1, "initializer", 11, reverse=1)
-    np.testing.assert_array_equal(pycumsum_op.onnx.backend.run_model(model, [x])[0], run_onnxruntime(model, {"x": x}))
+    np.testing.assert_array_equal(pycumsum_op.onnx.backend.run_model(model, [x])[0], onnxruntime_outputs(model, {"x": x})[0])
     node = helper.make_node("CumSum", ["a", "b"], ["c"], exclusive=1)
     (result,) = CumSumBackend.run_node(node, [x, np.array(-1, np.int64)])
     np.testing.assert_array_equal(result, np.cumsum(x, 1) - x)
@@ -218,14 +188,8 @@ def test_to_caffe2_nets_are_safe_to_load_and_run(tmp_path):
     init_net, predict_net = pycumsum_op.onnx.to_caffe2(torch_model(module, x, 11))
     (tmp_path / "init.pb").write_bytes(init_net.SerializeToString())
     (tmp_path / "predict.pb").write_bytes(predict_net.SerializeToString())
-    workspace.ResetWorkspace()
-    try:
-        workspace.RunNetOnce(load_net(str(tmp_path / "init.pb")))
-        workspace.FeedBlob("x", x.numpy())
-        workspace.RunNetOnce(load_net(str(tmp_path / "predict.pb")))
-        np.testing.assert_allclose(workspace.FetchBlob("y"), module(x).detach().numpy(), rtol=1e-5, atol=1e-6)
-    finally:
-        workspace.ResetWorkspace()
+    y = run_saved_nets(tmp_path / "init.pb", tmp_path / "predict.pb", {"x": x.numpy()}, "y")
+    np.testing.assert_allclose(y, module(x).detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 INSTALL_SCRIPT = textwrap.dedent("""

@@ -20,7 +20,6 @@ no float16 on CPU). onnxruntime, like PyCumSum, rounds each float16 output once 
 >>> net = core.Net("doc_export")
 >>> _ = net.PyCumSum("doc_ex", "doc_ey", axis=-1, exclusive=True)
 >>> net.AddExternalOutput(core.BlobReference("doc_ey"))
-BlobReference("doc_ey")
 >>> model = export(net, value_info={"doc_ex": (TensorProto.INT32, (2, 3))})
 >>> [node.op_type for node in model.graph.node]
 ['Cast', 'CumSum']
