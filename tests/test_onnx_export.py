@@ -16,8 +16,6 @@ from pycumsum_op import UnsafeNetError
 from pycumsum_op.onnx.export import check_node_opset
 from onnx_support import onnxruntime_outputs
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # Caffe2's backend warns about opsets > 9
-
 
 def output_net(name, *outputs):
     net = core.Net(name)

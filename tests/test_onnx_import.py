@@ -20,8 +20,6 @@ from pycumsum_op import ScanArgumentError
 from pycumsum_op.onnx.backend import CumSumBackend, cumsum_operator
 from onnx_support import LinearSoftmaxCumSum, onnxruntime_outputs, run_saved_nets, torch_model
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")  # Caffe2's backend warns about opsets > 9
-
 
 class CumSum(torch.nn.Module):
     def __init__(self, dim, dtype=None):
