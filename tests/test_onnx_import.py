@@ -222,3 +222,12 @@ def test_install_is_an_explicit_idempotent_opt_in():
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["before: True", "after: [0.0, 1.0, 3.0, 6.0]",
                                           "run_model: [0.0, 1.0, 3.0, 6.0]"]
+
+
+def test_int32_cumsum_wraps_as_int32_arithmetic_does():
+    """ONNX CumSum on int32 stays int32; a sum past 2**31 - 1 wraps as in onnxruntime and numpy's int32 cumsum."""
+    x = np.array([2 ** 31 - 1, 1, 5, -7], np.int32)
+    model = cumsum_model(TensorProto.INT32, x.shape, 0, "initializer", 11)
+    ours = pycumsum_op.onnx.prepare(model).run([x]).y
+    np.testing.assert_array_equal(ours, np.cumsum(x, dtype=np.int32))
+    np.testing.assert_array_equal(ours, onnxruntime_outputs(model, {"x": x})[0])
