@@ -128,11 +128,13 @@ def test_float16_at_opset_14():
     np.testing.assert_allclose(ours.astype(np.float64), onnxruntime_outputs(model, {"x": x})[0], rtol=2e-3, atol=2e-3)
 
 
-@pytest.mark.parametrize("elem_type", [TensorProto.UINT32, TensorProto.UINT64])
-def test_unsigned_types_are_refused_by_name(elem_type):
+@pytest.mark.parametrize("elem_type, why", [(TensorProto.UINT32, "which Caffe2 has no tensor type for"),
+                                             (TensorProto.UINT64, "which Caffe2 has no tensor type for"),
+                                             (TensorProto.BOOL, "which ONNX CumSum does not take")])
+def test_unsupported_types_are_refused_by_name(elem_type, why):
     model = cumsum_model(elem_type, (4,), 0, "initializer", 11)
-    with pytest.raises(RuntimeError, match=r"CumSum node 'y'.* input 'x' has type UINT(32|64), which Caffe2 has "
-                                           r"no tensor type for; supported: FLOAT16, FLOAT, DOUBLE, INT32, INT64"):
+    with pytest.raises(RuntimeError, match=r"CumSum node 'y'.* input 'x' has type {}, {}; supported: FLOAT16, "
+                                           r"FLOAT, DOUBLE, INT32, INT64".format(TensorProto.DataType.Name(elem_type), why)):
         pycumsum_op.onnx.prepare(model)
 
 

@@ -103,8 +103,10 @@ def cumsum_operator(node, model) -> caffe2_pb2.OperatorDef:
         raise ValueError("{}: the element type of input {!r} is unknown (ONNX shape inference did not find "
                          "it); CumSum keeps its input's type, so it is needed".format(label, x))
     if elem_type not in CUMSUM_DTYPES:
-        raise ValueError("{}: input {!r} has type {}, which Caffe2 has no tensor type for; supported: {}".format(
-            label, x, _type_name(elem_type), ", ".join(_type_name(t) for t in CUMSUM_DTYPES)))
+        why = ("Caffe2 has no tensor type for" if elem_type in (TensorProto.UINT32, TensorProto.UINT64,
+                                                               TensorProto.BFLOAT16) else "ONNX CumSum does not take")
+        raise ValueError("{}: input {!r} has type {}, which {}; supported: {}".format(
+            label, x, _type_name(elem_type), why, ", ".join(_type_name(t) for t in CUMSUM_DTYPES)))
     constant = _constant_axis(model, axis, label)
     net = core.Net("onnx_cumsum")
     with core.NameScope("", reset=True):

@@ -238,7 +238,10 @@ def _run_for_types(init_net, predict_net, value_info) -> dict:
     found = {}
     for op in predict_net.op:
         for name in list(op.input) + list(op.output):
-            value = workspace.FetchBlob(name) if workspace.HasBlob(name) else None
+            try:
+                value = workspace.FetchBlob(name)
+            except (RuntimeError, TypeError):  # absent, or not a tensor (a mutex, a DB, ...)
+                continue
             if isinstance(value, np.ndarray) and value.dtype in mapping.NP_TYPE_TO_TENSOR_TYPE:
                 found[name] = (mapping.NP_TYPE_TO_TENSOR_TYPE[value.dtype], value.shape)
     return found
