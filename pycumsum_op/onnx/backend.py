@@ -31,8 +31,8 @@ import itertools
 
 import numpy as np
 import onnx
+import onnx.defs
 import onnx.numpy_helper
-import onnx.shape_inference
 from caffe2.proto import caffe2_pb2
 from caffe2.python import core
 from caffe2.python.onnx.backend import Caffe2Backend
@@ -116,7 +116,7 @@ def cumsum_operator(node, model) -> caffe2_pb2.OperatorDef:
     return net.Proto().op[0]
 
 
-def _nested_cumsum(graph, depth=0):
+def _nested_cumsum(graph):
     """Names of CumSum nodes inside the subgraphs (If/Loop/Scan bodies) of ``graph``."""
     found = []
     for node in graph.node:
@@ -124,7 +124,7 @@ def _nested_cumsum(graph, depth=0):
             for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
                 found += ["{} > {}".format(node.op_type, n.name or n.output[0])
                           for n in sub.node if n.op_type == "CumSum"]
-                found += _nested_cumsum(sub, depth + 1)
+                found += _nested_cumsum(sub)
     return found
 
 
@@ -151,7 +151,10 @@ class CumSumBackend(Caffe2Backend):
 
     @classmethod
     def prepare(cls, model, device="CPU", lower=None, **kwargs):
-        """The Caffe2 rep of ``model`` (``.run(inputs)``, ``.predict_net``, ``.init_net``)."""
+        """The Caffe2 rep of ``model`` (``.run(inputs)``, ``.predict_net``, ``.init_net``).
+
+        ``lower`` (lowering CumSum to Caffe2's C++ operators) is not in this build: only None.
+        """
         if lower is not None:
             raise ValueError("pycumsum_op.onnx.prepare: lower={!r} needs pycumsum_op.lower, which this "
                              "build does not have; use lower=None (PyCumSum)".format(lower))
@@ -186,15 +189,13 @@ def to_caffe2(model, device="CPU"):
     The init net fills the model's initializers; the predict net holds the translated graph.
     """
     prepared = CumSumBackend.prepare(model, device)
-    predict_net = caffe2_pb2.NetDef()
-    predict_net.CopyFrom(prepared.predict_net)
     init_net = caffe2_pb2.NetDef()
     init_net.name = prepared.init_net.name
-    init_net.device_option.CopyFrom(predict_net.device_option)
+    init_net.device_option.CopyFrom(prepared.predict_net.device_option)
     for tensor in model.graph.initializer:
         init_net.op.extend([Caffe2Backend._create_tensor_filling_op(tensor)])
         init_net.external_output.append(tensor.name)
-    return init_net, predict_net
+    return init_net, prepared.predict_net
 
 
 def install() -> None:
