@@ -14,6 +14,7 @@ import pycumsum_op
 import pycumsum_op.onnx
 from pycumsum_op import UnsafeNetError
 from pycumsum_op.onnx.export import check_node_opset
+from pycumsum_op.ops.builders import scan_backward, scan_forward
 from onnx_support import onnxruntime_outputs
 
 
@@ -222,3 +223,13 @@ def test_bad_arguments(kwargs, error, message):
     declare()
     with pytest.raises(error, match=message):
         pycumsum_op.onnx.export(net, **kwargs)
+
+
+def test_builder_arguments_this_version_does_not_know_are_named_before_the_net_runs():
+    net, declare = output_net("export_future", "efu_y")
+    params = {"scan": "cumsum", "axis": 0, "algorithm": "tree"}  # as a later version might save
+    net.Python((scan_forward, (), params), grad_f=(scan_backward, (), params))(["efu_x"], ["efu_y"], name="PyCumSum")
+    declare()
+    with pytest.raises(ValueError, match=r"Caffe2 op Python 'PyCumSum' \(efu_x -> efu_y\): its builder arguments do "
+                                         r"not fit this pycumsum_op's scan_forward: .*'algorithm'"):
+        pycumsum_op.onnx.export(net, value_info={"efu_x": (TensorProto.FLOAT, (3,))})

@@ -118,8 +118,10 @@ def check_node_opset(node, opset: int, op, shapes) -> None:
                                  _op_label(op), node.op_type, reason, opset, version - 1))
 
 
-def _scan_params(op) -> dict:
-    """The builder arguments of a pycumsum_op Python op, all of them (defaults filled in)."""
+def cumsum_params(op, opset: int) -> dict:
+    """PyCumSum's builder arguments (defaults filled in), or a ValueError saying why ``op`` has no ONNX form."""
+    if op.type != "Python":
+        raise ValueError("{}: a gradient op has no ONNX form; export the forward net".format(_op_label(op)))
     pickled = next((arg.s for arg in op.arg if arg.name == "pickled_builder"), b"")
     try:
         info = inspect_builder(pickled, PYCUMSUM_BUILDERS)
@@ -127,9 +129,24 @@ def _scan_params(op) -> dict:
         raise ValueError("{}: not a PyCumSum op: its builder {}".format(_op_label(op), refused.reason))
     if info.builder != _SCAN_FORWARD:
         raise ValueError("{}: built by {}, which has no ONNX form".format(_op_label(op), info.builder))
-    bound = inspect.signature(scan_forward).bind(*info.args, **info.kwargs)
+    signature = inspect.signature(scan_forward)
+    try:
+        bound = signature.bind(*info.args, **info.kwargs)
+    except TypeError as error:  # a net saved by another pycumsum_op version
+        raise ValueError("{}: its builder arguments do not fit this pycumsum_op's scan_forward: {}".format(
+            _op_label(op), error)) from None
     bound.apply_defaults()
-    return dict(bound.arguments)
+    params = dict(bound.arguments)
+    known = {"scan", "axis", "exclusive", "reverse", "dtype", "axis_input"}
+    other = {name: value for name, value in params.items()
+             if name not in known and value != signature.parameters[name].default}
+    if params["scan"] != "cumsum" or other:
+        raise ValueError("{}: {} has no ONNX form".format(_op_label(op), "scan {!r}".format(params["scan"])
+                         if params["scan"] != "cumsum" else "builder argument(s) {}".format(other)))
+    if opset < CUMSUM_OPSET:
+        raise ValueError("{}: PyCumSum exports as ONNX CumSum, which needs opset >= {}, not {}".format(
+            _op_label(op), CUMSUM_OPSET, opset))
+    return params
 
 
 class PyCumSumFrontend(Caffe2Frontend):
@@ -142,9 +159,6 @@ class PyCumSumFrontend(Caffe2Frontend):
     @classmethod
     def caffe2_op_to_onnx_node(cls, op_def, shapes):
         if op_def.type in PYTHON_OP_TYPES:
-            if op_def.type != "Python":
-                raise ValueError("{}: a gradient op has no ONNX form; export the forward net".format(
-                    _op_label(op_def)))
             return cls._cumsum_nodes(op_def), []
         try:
             nodes, tensors = super(PyCumSumFrontend, cls).caffe2_op_to_onnx_node(op_def, shapes)
@@ -156,18 +170,8 @@ class PyCumSumFrontend(Caffe2Frontend):
 
     @classmethod
     def _cumsum_nodes(cls, op):
-        params = _scan_params(op)
-        known = {"scan", "axis", "exclusive", "reverse", "dtype", "axis_input"}
-        defaults = inspect.signature(scan_forward).parameters
-        other = {name: value for name, value in params.items()
-                 if name not in known and value != defaults[name].default}
-        if params["scan"] != "cumsum" or other:
-            raise ValueError("{}: {} has no ONNX form".format(_op_label(op), "scan {!r}".format(params["scan"])
-                             if params["scan"] != "cumsum" else "builder argument(s) {}".format(other)))
         opset = cls.target_opset_version
-        if opset < CUMSUM_OPSET:
-            raise ValueError("{}: PyCumSum exports as ONNX CumSum, which needs opset >= {}, not {}".format(
-                _op_label(op), CUMSUM_OPSET, opset))
+        params = cumsum_params(op, opset)
         x, y = op.input[0], op.output[0]
         x_type, y_type = cls.blob_types[x], cls.blob_types[y]
         if y_type == TensorProto.FLOAT16 and opset < CUMSUM_FLOAT16_OPSET:
@@ -264,6 +268,9 @@ def export(predict_net, init_net=None, value_info=None, opset=CUMSUM_OPSET) -> o
     verify_net(predict)  # nothing runs below unless every Python op is pycumsum_op's
     if init is not None:
         verify_net(init)
+    for op in predict.op:  # refused before the net runs: ops that could never export
+        if op.type in PYTHON_OP_TYPES:
+            cumsum_params(op, opset)
     Caffe2Frontend._filter_fake_init(init, value_info)
     if init is not None:
         for index, op in enumerate(init.op):
