@@ -126,6 +126,9 @@ def test_float16_at_opset_14():
     # PyCumSum sums in float64 and rounds each output once (numpy's own float16 cumsum sums in float16)
     np.testing.assert_array_equal(ours, np.cumsum(x.astype(np.float64)).astype(np.float16))
     np.testing.assert_allclose(ours.astype(np.float64), onnxruntime_outputs(model, {"x": x})[0], rtol=2e-3, atol=2e-3)
+    ones = np.ones(3000, np.float16)  # a float16 running sum would stall at 2048
+    assert np.cumsum(ones)[-1] == 2048
+    assert pycumsum_op.onnx.prepare(model).run([ones]).y[-1] == onnxruntime_outputs(model, {"x": ones})[0][-1] == 3000
 
 
 @pytest.mark.parametrize("elem_type, why", [(TensorProto.UINT32, "which Caffe2 has no tensor type for"),
