@@ -15,7 +15,7 @@ array([[ 0.,  1.,  3.],
 """
 from caffe2.python import core
 
-from ..kernels import SCAN_KERNELS, ScanArgumentError, ScanSpec
+from ..kernels import ScanArgumentError, ScanSpec, scan_kernel
 from .builders import scan_backward, scan_forward
 
 
@@ -51,7 +51,7 @@ def _resolve_axis(op_name: str, axis, dim):
 def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False,
                 dtype=None, dim=None):
     """Append scan ``scan``'s Python op (forward + gradient builders) to ``net``; returns the output blob."""
-    kernel = SCAN_KERNELS[scan]
+    kernel = scan_kernel(scan, "add_scan_op")
     op_name = kernel.op_name
     spec = ScanSpec.checked(op_name, _resolve_axis(op_name, axis, dim), exclusive, reverse, dtype)
     blob_in = _single_blob(op_name, "input", blob_in)
