@@ -16,7 +16,7 @@ import pytest
 from caffe2.proto import caffe2_pb2, metanet_pb2
 from caffe2.python import core, workspace
 from google.protobuf import text_format
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from pycumsum_op import UnsafeNetError, load_net, verify_net
 from pycumsum_op.ops.builders import scan_backward, scan_forward
@@ -322,6 +322,7 @@ def test_array_arguments_are_refused_even_with_numpy_reconstruction_allowed():
 GOOD_BUILDER = pickle.dumps((scan_forward, (), PARAMS))
 
 
+@settings(max_examples=200)
 @given(st.data())
 def test_fuzzed_builder_pickles_give_a_verdict_never_a_crash(data):
     """Mutated real builders and random bytes: verify_net passes only our builders, refuses the rest
