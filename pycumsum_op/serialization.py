@@ -80,7 +80,8 @@ class VerifiedOp(NamedTuple):
 
 
 class UnsafeNetError(ValueError):
-    """A net's Python ops reference callables that are not allowed, or cannot be loaded elsewhere.
+    """A net's Python ops reference callables that are not allowed, cannot be loaded elsewhere, or
+    could not be checked (a pickle or a nested net that cannot be read exactly as Caffe2 reads it).
 
     ``problems`` lists each `NetProblem` (op index, op type, argument, callable, reason).
     """
@@ -88,8 +89,8 @@ class UnsafeNetError(ValueError):
     def __init__(self, net_name: str, problems: List[NetProblem]):
         self.net_name = net_name
         self.problems = list(problems)
-        lines = ["refusing net '{}': {} problem(s) with its Python ops (Caffe2 unpickles and calls "
-                 "their pickled builders as soon as the net is created):".format(net_name, len(self.problems))]
+        lines = ["refusing net '{}': {} problem(s) with its Python ops or the nets it holds (Caffe2 unpickles "
+                 "and calls pickled builders as soon as it creates a net):".format(net_name, len(self.problems))]
         lines += ["  " + str(problem) for problem in self.problems]
         named = sorted({p.callable for p in self.problems if p.callable})
         if named:
