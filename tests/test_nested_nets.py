@@ -19,6 +19,7 @@ from caffe2.proto import caffe2_pb2
 from caffe2.python import core, recurrent, workspace
 from caffe2.python.model_helper import ModelHelper
 from google.protobuf import text_format
+from hypothesis import assume, given, settings, strategies as st
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op import UnsafeNetError, verify_net
@@ -218,6 +219,16 @@ def test_text_reader_matches_protobuf_text_format_on_ascii_text():
     for as_one_line in (False, True):
         text = text_format.MessageToString(every_byte, as_one_line=as_one_line)
         assert parse_text_netdef(text.encode("ascii")) == every_byte
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=200), st.sampled_from([octal, raw, mixed]))
+def test_any_bytes_in_any_cpp_string_form_read_back_exactly(value, encode):
+    """The encoders write the C++ forms (checked against Caffe2 above); reading gives the bytes back."""
+    literal = encode(value)
+    assume(b"cuda_gpu_id" not in literal)  # Caffe2 rewrites that in the raw text (tested below)
+    netdef = parse_text_netdef(b"op { arg { name: 'a' s: \"" + literal + b"\" } }  # \xff")
+    assert netdef.op[0].arg[0].s == value
 
 
 @pytest.mark.parametrize("literal, expected", [
