@@ -28,7 +28,7 @@ from caffe2.proto import caffe2_pb2
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
-from ._safe_unpickle import MAX_PICKLE_BYTES, RefusedPickle, inspect_builder
+from ._safe_unpickle import MAX_PICKLE_BYTES, RefusedPickle, inspect_builder  # noqa: F401 (public here)
 from ._text_format import TextNetError, parse_text_netdef
 from .ops.builders import BUILDERS, check_builder_call
 
@@ -63,7 +63,7 @@ class NetProblem(NamedTuple):
     where: str              # e.g. "net 'm' op 3 (Python 'PyCumSum')"; nested nets are chained with " > "
     op_index: int           # index of the op in the net that holds it
     op_type: str
-    arg: Optional[str]      # "pickled_builder", "pickled_grad_builder", "token" or None
+    arg: Optional[str]      # the op's argument: "pickled_builder", "token", "step_net", ... or None
     callable: Optional[str]  # dotted name of the referenced callable, when there is one
     reason: str
 
@@ -119,14 +119,14 @@ def _nets_of(net) -> List[Tuple[str, caffe2_pb2.NetDef]]:
     if hasattr(net, "Proto") and not isinstance(net, caffe2_pb2.NetDef):
         net = net.Proto()
     if isinstance(net, caffe2_pb2.NetDef):
-        return [("net '{}'".format(net.name), net)]
+        return [("net '{}'".format(_text(net.name)), net)]
     if isinstance(net, caffe2_pb2.PlanDef):
-        return [("plan '{}' net '{}'".format(net.name, n.name), n) for n in net.network]
+        return [("plan '{}' net '{}'".format(_text(net.name), _text(n.name)), n) for n in net.network]
     descriptor = getattr(net, "DESCRIPTOR", None)
     if descriptor is not None and descriptor.full_name.endswith("MetaNetDef"):
         found = [("meta net {!r}".format(kv.key), kv.value) for kv in net.nets]
         for kv in net.plans:
-            found += [("meta plan {!r} net '{}'".format(kv.key, n.name), n) for n in kv.value.network]
+            found += [("meta plan {!r} net '{}'".format(kv.key, _text(n.name)), n) for n in kv.value.network]
         return found
     raise TypeError("verify_net takes a NetDef, core.Net, PlanDef or MetaNetDef, got {}".format(
         type(net).__name__))

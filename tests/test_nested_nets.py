@@ -10,6 +10,7 @@ refuse every form Caffe2 runs.
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 
@@ -280,6 +281,18 @@ def test_every_place_caffe2_reads_a_net_from_is_checked(tmp_path, op_type, arg_n
     expected = ["net 'outer' op 0 ({}) arg {} > net '{}' op 0 (Python 'PyCumSum')".format(op_type, arg_name, inner)
                 for inner in (["inner", "text"] if form == "netdef_or_text" else ["inner"])]
     assert wheres == expected and all(p.callable == SYSTEM for p in caught.value.problems)
+
+
+def test_every_schema_argument_that_names_a_net_is_in_the_table():
+    """Caffe2's own op schemas (this build) as a cross-check of NET_ARGUMENTS."""
+    found = set()
+    for op_type in workspace.RegisteredOperators():
+        schema = workspace.C.OpSchema.get(op_type)
+        for arg in schema.args if schema else ():
+            if re.search(r"net|body|model|graph|plan", arg.name, re.IGNORECASE):
+                found.add((op_type, arg.name))
+    assert found >= {("If", "then_net"), ("While", "loop_net"), ("Do", "net"), ("ONNXWhile", "body")}
+    assert {(op_type, arg) for op_type, arg in found if arg not in NET_ARGUMENTS.get(op_type, {})} == set()
 
 
 def test_nets_in_any_argument_and_deep_nesting_are_checked(tmp_path):
