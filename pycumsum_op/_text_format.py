@@ -41,7 +41,7 @@ _WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 # a number starts with a digit or ".digit"; C++ refuses a letter right after it, and no token that
 # may follow a value starts with [.+-], so the longest run is the C++ token or a parse error in both
 _NUMBER = re.compile(rb"(?:[0-9]|\.[0-9])[A-Za-z0-9_.+-]*")
-_PLAIN_STRING_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 _-.,:;/+=()[]{}<>@!$%&*~^|`")
+_PLAIN_RUN = {quote: re.compile(b"[^\\\\\n" + bytes([quote]) + b"]+") for quote in b"\"'"}
 
 
 class TextNetError(ValueError):
@@ -59,9 +59,10 @@ def _string_literal(data: bytes, start: int) -> Tuple[bytes, int]:
             return bytes(value), i + 1
         if byte == 10:
             raise TextNetError("a string starting at byte {} crosses a line".format(start))
-        if byte != 92:  # any other raw byte, non-UTF-8 included, is taken as is
-            value.append(byte)
-            i += 1
+        if byte != 92:  # any other raw bytes, non-UTF-8 included, are taken as they are
+            run = _PLAIN_RUN[quote].match(data, i)
+            value += run.group()
+            i = run.end()
             continue
         escape = data[i + 1] if i + 1 < end else None
         if escape in _SIMPLE_ESCAPES:
@@ -109,29 +110,30 @@ def _tokens(data: bytes) -> Iterator[Tuple[str, bytes]]:
 
 
 def _escaped(value: bytes) -> bytes:
-    return b'"' + b"".join(bytes([b]) if b in _PLAIN_STRING_BYTES else b"\\%03o" % b for b in value) + b'"'
+    """A string literal of ``value`` in which every byte is a two-digit ``\\x`` escape (pure ASCII)."""
+    return b'"' + (b"\\x" + value.hex(":").replace(":", "\\x").encode("ascii") if value else b"") + b'"'
 
 
 def _ascii_text(data: bytes) -> str:
     """The tokens of ``data`` as ASCII text that protobuf's Python parser splits the same way."""
     out: List[bytes] = []
-    pending_string = None
+    strings: List[bytes] = []  # adjacent strings, joined into one as both parsers do
     glue = False
     for kind, value in _tokens(data):
         if kind == "string":
-            pending_string = value if pending_string is None else pending_string + value
+            strings.append(value)
             glue = False
             continue
-        if pending_string is not None:
-            out.append(_escaped(pending_string))
-            pending_string = None
+        if strings:
+            out.append(_escaped(b"".join(strings)))
+            strings = []
         if glue and kind == "word":  # "- 5" is one signed number to C++; Python wants "-5"
             out[-1] += value
         else:
             out.append(value)
         glue = value == b"-"
-    if pending_string is not None:
-        out.append(_escaped(pending_string))
+    if strings:
+        out.append(_escaped(b"".join(strings)))
     return b" ".join(out).decode("ascii")
 
 
