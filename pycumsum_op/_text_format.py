@@ -22,7 +22,7 @@ b'n\\xff'
 >>> parse_text_netdef(b'op { type: "Relu" } trailing junk')
 Traceback (most recent call last):
 ...
-pycumsum_op._text_format.TextNetError: not a text NetDef: 1:22 : Message type "caffe2.NetDef" has no field named "trailing".
+pycumsum_op._text_format.TextNetError: not a text NetDef: Message type "caffe2.NetDef" has no field named "trailing".
 """
 import re
 from typing import Iterator, List, Tuple
@@ -36,6 +36,7 @@ _SIMPLE_ESCAPES = {ord("a"): 7, ord("b"): 8, ord("f"): 12, ord("n"): 10, ord("r"
                    ord("v"): 11, ord("\\"): 92, ord("?"): 63, ord("'"): 39, ord('"'): 34}
 _OCTAL = frozenset(b"01234567")
 _HEX = frozenset(b"0123456789abcdefABCDEF")
+_POSITION = re.compile(r"^\d+:\d+ : ")
 _WHITESPACE = frozenset(b" \t\n\r\v\f")
 _WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 # a number starts with a digit or ".digit"; C++ refuses a letter right after it, and no token that
@@ -172,5 +173,6 @@ def parse_text_netdef(data: bytes) -> caffe2_pb2.NetDef:
     except TextNetError:
         raise
     except Exception as error:  # ParseError, DecodeError, RecursionError, ...
-        raise TextNetError("not a text NetDef: {}".format(error))
+        # positions refer to the re-written text, not to the caller's: drop them
+        raise TextNetError("not a text NetDef: {}".format(_POSITION.sub("", str(error))[:300]))
     return netdef
