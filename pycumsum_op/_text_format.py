@@ -1,7 +1,7 @@
 """Read a text-format NetDef from raw bytes exactly as Caffe2's C++ reads it.
 
-Caffe2 parses a text NetDef (RecurrentNetwork's ``step_net`` held as a string, ``ReadProtoFromTextFile``)
-with ``caffe2::TextFormat::ParseFromString`` (caffe2/utils/proto_utils.cc): it replaces every
+Caffe2 parses a RecurrentNetwork ``step_net`` / ``backward_step_net`` held as a string with
+``caffe2::TextFormat::ParseFromString`` (caffe2/utils/proto_utils.cc): it replaces every
 ``cuda_gpu_id`` by ``device_id`` in the raw bytes, then runs protobuf's C++ text parser, which reads
 bytes, not text: a ``#`` comment may hold any byte but NUL, a quoted string any byte but NUL and
 newline (non-UTF-8 included), and string fields are not checked for UTF-8 (caffe2.proto is proto2).
