@@ -241,15 +241,18 @@ def verify_net(net, allow=()) -> List[VerifiedOp]:
 
 
 def _parse(data: bytes, kind: Optional[str], origin: str) -> caffe2_pb2.NetDef:
-    netdef = caffe2_pb2.NetDef()
+    """Text is read as Caffe2's C++ reads it (`parse_text_netdef`: byte for byte), so the net verified is
+    the net a C++ predictor reads from the same file; text with ``cuda_gpu_id`` is refused, as Caffe2's
+    two C++ readers disagree on it (ParseFromString renames it, ReadProtoFromTextFile does not)."""
     errors = []
     if kind in (None, "text"):
         try:
-            text_format.Parse(data.decode("utf-8"), netdef)
-            return netdef
-        except Exception as error:
+            if b"cuda_gpu_id" in data:
+                raise TextNetError("it holds 'cuda_gpu_id', which Caffe2's C++ text readers read differently")
+            return parse_text_netdef(data)
+        except TextNetError as error:
             errors.append("as text: {}".format(error))
-            netdef.Clear()
+    netdef = caffe2_pb2.NetDef()
     if kind in (None, "binary"):
         try:
             netdef.ParseFromString(data)

@@ -323,6 +323,21 @@ def test_if_op_really_creates_its_nested_python_op(clean_workspace):
         "net 'if_outer' op 0 (If) arg then_net > net 'then_branch' op 0 (Python 'PyCumSum')"]
 
 
+def test_load_net_reads_text_files_byte_for_byte_as_cpp_does(tmp_path):
+    """protobuf's Python parser reads "\\777" as b"\\\\u01ff" (six bytes), C++ as b"\\xff": load_net must give what
+    a C++ predictor reads from the same file, so that the net verified is the net run."""
+    text = b'# caf\xe9\nname: "n" op { type: "Relu" arg { name: "a" s: "\\777\\u" } }'
+    with pytest.raises(TextNetError, match="u escape"):
+        parse_text_netdef(text)
+    text = text.replace(b"\\u", b"\xff")
+    assert text_format.Parse(text.decode("latin-1"), caffe2_pb2.NetDef()).op[0].arg[0].s == b"\\u01ff\xc3\xbf"
+    (tmp_path / "n.pbtxt").write_bytes(text)
+    assert pycumsum_op.load_net(tmp_path / "n.pbtxt").op[0].arg[0].s == b"\xff\xff"
+    (tmp_path / "old.pbtxt").write_bytes(b'name: "n" device_option { cuda_gpu_id: 0 }')
+    with pytest.raises(ValueError, match="cuda_gpu_id"):
+        pycumsum_op.load_net(tmp_path / "old.pbtxt")
+
+
 def test_non_utf8_names_in_binary_nets_are_reported_not_crashed_on(tmp_path):
     net = evil_net(tmp_path, "inner")
     data = net.SerializeToString().replace(b"PyCumSum", b"Py\xffCumSu")
