@@ -25,7 +25,6 @@ import os
 from typing import List, NamedTuple, Optional, Tuple
 
 from caffe2.proto import caffe2_pb2
-from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
 from ._safe_unpickle import MAX_PICKLE_BYTES, RefusedPickle, inspect_builder  # noqa: F401 (public here)
