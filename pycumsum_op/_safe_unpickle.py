@@ -4,14 +4,19 @@ Caffe2's ``net.Python((func, args, kwargs))`` stores ``pickle.dumps((func, args,
 in the op; Caffe2 unpickles it with plain ``pickle.loads`` and calls ``func(*args, **kwargs)``
 when the net is created. `inspect_builder` answers "what would that do?" safely:
 
+- a size cap, `MAX_PICKLE_BYTES` (64 KiB; pycumsum_op's builder pickles are about 150 bytes),
+  checked before anything is read;
 - a static pass (`pickletools.genops`, pure parsing) refuses opcodes that reach objects
   without ``find_class`` (EXT1/2/4 read copyreg's extension cache, PERSID/BINPERSID, out-of-band
-  buffers);
-- `_RestrictedUnpickler.find_class` records every global the pickle names and refuses any
-  that is not allowed. Allowed globals are *not imported*: the unpickler returns an inert
-  `Global` placeholder, so REDUCE / INST / OBJ "call" the placeholder, which only records a
-  `Call` (and refuses it unless the callable was listed as callable); BUILD on a `Call` only
-  stores the state; NEWOBJ needs a real class and fails. Nothing in the pickle ever runs.
+  buffers), memo indices the pickle cannot have filled (CPython sizes its memo table to the largest
+  index, so a 10-byte pickle could cost gigabytes) and frames longer than the data; every
+  length-prefixed argument is checked against the bytes present, so the unpickler's memory stays
+  proportional to the pickle's size (at most a few hundred bytes per byte of pickle);
+- `_RestrictedUnpickler.find_class` refuses any global that is not allowed. Allowed globals are
+  *not imported*: the unpickler returns an inert `Global` placeholder, so REDUCE / INST / OBJ "call"
+  the placeholder, which only records a `Call` (and refuses it unless the callable was listed as
+  callable); BUILD on a `Call` only stores the state; NEWOBJ needs a real class and fails. Nothing
+  in the pickle ever runs, and nothing walks the result (a shared tuple tree is never expanded).
 
 >>> import pickle
 >>> from pycumsum_op.ops.builders import scan_forward
@@ -28,11 +33,15 @@ import _compat_pickle
 import io
 import pickle
 import pickletools
-from typing import FrozenSet, NamedTuple, Optional, Tuple
+from typing import FrozenSet, NamedTuple, Optional
 
+#: The largest builder pickle read at all (bytes).
+MAX_PICKLE_BYTES = 64 * 1024
 #: Opcodes that produce objects without going through find_class, or need outside help.
 FORBIDDEN_OPCODES = frozenset(["EXT1", "EXT2", "EXT4", "PERSID", "BINPERSID", "NEXT_BUFFER",
                                "READONLY_BUFFER"])
+#: Opcodes that store into the memo at the index given as their argument.
+MEMO_PUT_OPCODES = frozenset(["PUT", "BINPUT", "LONG_BINPUT"])
 
 
 class RefusedPickle(Exception):
@@ -84,10 +93,10 @@ class Call(object):
 
 
 class BuilderInfo(NamedTuple):
-    """What a builder pickle holds: the builder's dotted name, every global named, every call made."""
+    """What a builder pickle holds: the builder's dotted name and the arguments Caffe2 will call it with.
+
+    ``args`` / ``kwargs`` may hold `Global` / `Call` placeholders (for callables listed as callable)."""
     builder: str
-    globals: Tuple[str, ...]
-    calls: Tuple[str, ...]
     args: tuple
     kwargs: dict
 
@@ -100,7 +109,6 @@ class _RestrictedUnpickler(pickle.Unpickler):
         self._protocol = protocol
         self._allowed = allowed
         self._callable_at_load = callable_at_load
-        self.referenced = []
 
     def find_class(self, module, name):
         if self._protocol < 3:  # as pickle.loads does (fix_imports): Python 2 names -> Python 3 names
@@ -109,7 +117,6 @@ class _RestrictedUnpickler(pickle.Unpickler):
             elif module in _compat_pickle.IMPORT_MAPPING:
                 module = _compat_pickle.IMPORT_MAPPING[module]
         dotted = "{}.{}".format(module, name)
-        self.referenced.append(dotted)
         if dotted not in self._allowed:
             raise RefusedPickle("references {}, which is not allowed".format(dotted), dotted)
         return Global(dotted, dotted in self._callable_at_load)
@@ -119,13 +126,20 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
 
 def _static_check(data: bytes) -> int:
-    """Refuse forbidden opcodes (parsing only); returns the pickle protocol (0 without PROTO)."""
+    """Refuse forbidden opcodes, memo indices beyond the data and overlong frames (parsing only);
+    returns the pickle protocol (0 without PROTO)."""
     protocol = 0
     try:
         for opcode, arg, position in pickletools.genops(data):
             if opcode.name in FORBIDDEN_OPCODES:
                 raise RefusedPickle("uses pickle opcode {} at byte {}, which builders never need and "
                                     "which can reach objects without naming them".format(opcode.name, position))
+            if opcode.name in MEMO_PUT_OPCODES and not 0 <= arg < len(data):
+                raise RefusedPickle("stores memo index {} at byte {}, more than a {}-byte pickle can "
+                                    "fill".format(arg, position, len(data)))
+            if opcode.name == "FRAME" and arg > len(data) - position:
+                raise RefusedPickle("declares a {}-byte frame at byte {} of a {}-byte pickle".format(
+                    arg, position, len(data)))
             if opcode.name == "PROTO":
                 if position != 0:
                     raise RefusedPickle("has a PROTO opcode at byte {}; pickle writes it only at byte 0".format(
@@ -138,30 +152,15 @@ def _static_check(data: bytes) -> int:
     return protocol
 
 
-def _calls_in(value, found, depth=0):
-    """Append the callables of every `Call` inside ``value`` (args, kwargs, states) to ``found``."""
-    if depth > 200:
-        raise RefusedPickle("nests data deeper than 200 levels")
-    if isinstance(value, Call):
-        found.append(value.func.name)
-        children = [value.args, value.kwargs, value.states]
-    elif isinstance(value, dict):
-        children = list(value.keys()) + list(value.values())
-    elif isinstance(value, (tuple, list, set, frozenset)):
-        children = list(value)
-    else:
-        return found
-    for child in children:
-        _calls_in(child, found, depth + 1)
-    return found
-
-
 def inspect_builder(data: bytes, allowed, callable_at_load=frozenset()) -> BuilderInfo:
     """Unpickle builder bytes with placeholders only; raise `RefusedPickle` unless every global
     is in ``allowed``, every call made while unpickling is in ``callable_at_load`` and the result
     has the shape Caffe2 needs: ``(callable, tuple, dict)``."""
     if not isinstance(data, bytes):
         raise RefusedPickle("is not bytes but {}".format(type(data).__name__))
+    if len(data) > MAX_PICKLE_BYTES:
+        raise RefusedPickle("is {} bytes, more than the {} a builder may take (MAX_PICKLE_BYTES)".format(
+            len(data), MAX_PICKLE_BYTES))
     protocol = _static_check(data)
     unpickler = _RestrictedUnpickler(io.BytesIO(data), protocol, frozenset(allowed), frozenset(callable_at_load))
     try:
@@ -180,6 +179,4 @@ def inspect_builder(data: bytes, allowed, callable_at_load=frozenset()) -> Build
             type(args).__name__, type(kwargs).__name__))
     if not all(isinstance(key, str) for key in kwargs):
         raise RefusedPickle("holds builder kwargs with non-string keys")
-    builder = func.name if isinstance(func, Global) else func.func.name
-    calls = tuple(_calls_in(value, []))
-    return BuilderInfo(builder, tuple(unpickler.referenced), calls, args, kwargs)
+    return BuilderInfo(func.name if isinstance(func, Global) else func.func.name, args, kwargs)

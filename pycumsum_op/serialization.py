@@ -5,8 +5,11 @@ A Caffe2 ``Python`` op saved with a builder carries ``pickled_builder`` (and
 plain pickle and calls ``func(*args, **kwargs)`` as soon as the net is *created*
 (``workspace.CreateNet``, ``RunNetOnce``, ``Predictor``), so a NetDef from an untrusted source
 can run any code. `verify_net` reads those pickles with a restricted unpickler that imports
-and calls nothing, and raises `UnsafeNetError` unless every callable is one of pycumsum_op's
-builders or listed in ``allow``. `load_net` parses a .pb / .pbtxt and verifies it.
+and calls nothing (`MAX_PICKLE_BYTES`, 64 KiB, per pickle), and raises `UnsafeNetError` unless
+every callable is one of pycumsum_op's builders, called with arguments those builders accept, or
+listed in ``allow``. It follows every net Caffe2 would create from an op argument (`NET_ARGUMENTS`,
+NetDef fields ``n`` / ``nets`` anywhere), reading text nets byte for byte as Caffe2's C++ does;
+a net it cannot read is a problem, never "safe". `load_net` parses a .pb / .pbtxt and verifies it.
 
 >>> from caffe2.python import core
 >>> import pycumsum_op
@@ -22,19 +25,34 @@ import os
 from typing import List, NamedTuple, Optional, Tuple
 
 from caffe2.proto import caffe2_pb2
-from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
-from ._safe_unpickle import RefusedPickle, inspect_builder
+from ._safe_unpickle import MAX_PICKLE_BYTES, RefusedPickle, inspect_builder  # noqa: F401 (public here)
+from ._text_format import TextNetError, parse_text_netdef
+from .ops.builders import BUILDERS, check_builder_call
 
 #: The builders pycumsum_op writes into nets (stable import paths, always allowed).
-PYCUMSUM_BUILDERS = frozenset([
-    "pycumsum_op.ops.builders.scan_forward",
-    "pycumsum_op.ops.builders.scan_backward",
-])
+PYCUMSUM_BUILDERS = frozenset(BUILDERS)
 #: Op types whose constructor unpickles ``pickled_builder`` / ``pickled_grad_builder``.
 PYTHON_OP_TYPES = frozenset(["Python", "PythonGradient", "PythonDLPack", "PythonDLPackGradient"])
 BUILDER_ARGS = ("pickled_builder", "pickled_grad_builder")
+#: Where Caffe2 (torch 1.10.2's C++) reads a net out of an op argument: op type -> {argument: form}.
+#: "netdef": the argument's NetDef field ``n`` (``nets`` for Switch). "netdef_or_text": ``n``, else the
+#: bytes of ``s`` parsed as a text NetDef (RecurrentNetwork's ``detail::extractNetDef``). "backend":
+#: a serialized net handed to an ONNXIFI backend, which cannot be followed: always a problem.
+#: Independently of this table, ``n`` / ``nets`` are verified in every argument of every op.
+#: (AsyncIf and Switch are not registered in this Caffe2 build.)
+NET_ARGUMENTS = {
+    "If": {"then_net": "netdef", "else_net": "netdef"},
+    "While": {"loop_net": "netdef", "cond_net": "netdef"},
+    "Do": {"net": "netdef"},
+    "ONNXWhile": {"body": "netdef"},
+    "RecurrentNetwork": {"step_net": "netdef_or_text"},
+    "RecurrentNetworkGradient": {"backward_step_net": "netdef_or_text"},
+    "Onnxifi": {"onnx_model": "backend", "netdef_str": "backend"},
+}
+#: How deep nets may nest in one another before the net is refused.
+MAX_NET_DEPTH = 32
 _TEXT_SUFFIXES = (".pbtxt", ".prototxt", ".pbtext", ".txt")
 _BINARY_SUFFIXES = (".pb", ".bin", ".netdef")
 
@@ -44,7 +62,7 @@ class NetProblem(NamedTuple):
     where: str              # e.g. "net 'm' op 3 (Python 'PyCumSum')"; nested nets are chained with " > "
     op_index: int           # index of the op in the net that holds it
     op_type: str
-    arg: Optional[str]      # "pickled_builder", "pickled_grad_builder", "token" or None
+    arg: Optional[str]      # the op's argument: "pickled_builder", "token", "step_net", ... or None
     callable: Optional[str]  # dotted name of the referenced callable, when there is one
     reason: str
 
@@ -61,7 +79,8 @@ class VerifiedOp(NamedTuple):
 
 
 class UnsafeNetError(ValueError):
-    """A net's Python ops reference callables that are not allowed, or cannot be loaded elsewhere.
+    """A net's Python ops reference callables that are not allowed, cannot be loaded elsewhere, or
+    could not be checked (a pickle or a nested net that cannot be read exactly as Caffe2 reads it).
 
     ``problems`` lists each `NetProblem` (op index, op type, argument, callable, reason).
     """
@@ -69,8 +88,8 @@ class UnsafeNetError(ValueError):
     def __init__(self, net_name: str, problems: List[NetProblem]):
         self.net_name = net_name
         self.problems = list(problems)
-        lines = ["refusing net '{}': {} problem(s) with its Python ops (Caffe2 unpickles and calls "
-                 "their pickled builders as soon as the net is created):".format(net_name, len(self.problems))]
+        lines = ["refusing net '{}': {} problem(s) with its Python ops or the nets it holds (Caffe2 unpickles "
+                 "and calls pickled builders as soon as it creates a net):".format(net_name, len(self.problems))]
         lines += ["  " + str(problem) for problem in self.problems]
         named = sorted({p.callable for p in self.problems if p.callable})
         if named:
@@ -99,98 +118,115 @@ def _nets_of(net) -> List[Tuple[str, caffe2_pb2.NetDef]]:
     if hasattr(net, "Proto") and not isinstance(net, caffe2_pb2.NetDef):
         net = net.Proto()
     if isinstance(net, caffe2_pb2.NetDef):
-        return [("net '{}'".format(net.name), net)]
+        return [("net '{}'".format(_text(net.name)), net)]
     if isinstance(net, caffe2_pb2.PlanDef):
-        return [("plan '{}' net '{}'".format(net.name, n.name), n) for n in net.network]
+        return [("plan '{}' net '{}'".format(_text(net.name), _text(n.name)), n) for n in net.network]
     descriptor = getattr(net, "DESCRIPTOR", None)
     if descriptor is not None and descriptor.full_name.endswith("MetaNetDef"):
         found = [("meta net {!r}".format(kv.key), kv.value) for kv in net.nets]
         for kv in net.plans:
-            found += [("meta plan {!r} net '{}'".format(kv.key, n.name), n) for n in kv.value.network]
+            found += [("meta plan {!r} net '{}'".format(kv.key, _text(n.name)), n) for n in kv.value.network]
         return found
     raise TypeError("verify_net takes a NetDef, core.Net, PlanDef or MetaNetDef, got {}".format(
         type(net).__name__))
 
 
-def _nested_nets(arg) -> List[caffe2_pb2.NetDef]:
-    """NetDefs carried by an op argument (If/While/Do/RecurrentNetwork), in proto or text form."""
-    nested = []
-    if arg.HasField("n"):
-        nested.append(arg.n)
-    nested.extend(arg.nets)
-    if not arg.name.endswith(("net", "nets")):  # e.g. RecurrentNetwork's step_net as text
-        return nested
-    for text in ([arg.s] if arg.HasField("s") else []) + list(arg.strings):
-        if not text:
-            continue
-        parsed = caffe2_pb2.NetDef()
-        try:
-            text_format.Parse(text.decode("utf-8"), parsed)
-        except Exception:  # not a text NetDef: an ordinary string argument
-            continue
-        if len(parsed.op):
-            nested.append(parsed)
-    return nested
+def _text(value) -> str:
+    """A proto string field as str: Caffe2 does not check UTF-8, and protobuf hands back bytes then."""
+    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else value
 
 
 def _op_label(index: int, op) -> str:
-    return "op {} ({}{})".format(index, op.type, " '{}'".format(op.name) if op.name else "")
+    return "op {} ({}{})".format(index, _text(op.type), " '{}'".format(_text(op.name)) if op.name else "")
+
+
+def _nested_nets(op_type: str, arg, where: str, index: int, problems) -> List[caffe2_pb2.NetDef]:
+    """The NetDefs Caffe2 may create from ``arg``; what it cannot read goes to ``problems``."""
+    name = _text(arg.name)
+    nested = ([arg.n] if arg.HasField("n") else []) + list(arg.nets)
+    form = NET_ARGUMENTS.get(op_type, {}).get(name)
+    if form == "netdef_or_text" and not arg.HasField("n") and arg.s:
+        try:
+            nested.append(parse_text_netdef(arg.s))
+        except TextNetError as error:
+            problems.append(NetProblem(where, index, op_type, name, None,
+                                       "Caffe2 reads this argument as a text NetDef, and it cannot be checked: "
+                                       "{}".format(error)))
+    elif form == "backend":
+        problems.append(NetProblem(where, index, op_type, name, None,
+                                   "{} hands this net to an ONNXIFI backend, which verify_net cannot "
+                                   "follow".format(op_type)))
+    return nested
+
+
+def _check_builders(where, index, op_type, pickled, allowed, callable_at_load, problems, verified):
+    builders = []
+    for name, data in pickled:
+        try:
+            info = inspect_builder(data, allowed, callable_at_load)
+        except RefusedPickle as refused:
+            reason = refused.reason
+            if refused.callable and refused.callable not in allowed:
+                reason += " (neither a pycumsum_op builder nor listed in allow=)"
+            problems.append(NetProblem(where, index, op_type, name, refused.callable, "the pickle " + reason))
+            continue
+        if info.builder in BUILDERS:
+            try:
+                check_builder_call(info.builder, info.args, info.kwargs)
+            except Exception as error:  # the builder's own refusal: what CreateNet would raise
+                problems.append(NetProblem(where, index, op_type, name, None,
+                                           "the pickle calls {} with arguments it refuses (CreateNet would "
+                                           "fail): {}".format(info.builder, error)))
+                continue
+        builders.append(info.builder)
+    if len(builders) == len(pickled):
+        verified.append(VerifiedOp(where, index, op_type, tuple(builders)))
 
 
 def _check_net(label, net, allowed, callable_at_load, problems, verified, depth=0):
-    if depth > 32:
-        problems.append(NetProblem(label, -1, "", None, None, "nets nested more than 32 levels deep"))
+    if depth > MAX_NET_DEPTH:
+        problems.append(NetProblem(label, -1, "", None, None,
+                                   "nets nested more than {} levels deep".format(MAX_NET_DEPTH)))
         return
     for index, op in enumerate(net.op):
         where = "{} {}".format(label, _op_label(index, op))
+        op_type = _text(op.type)
         for arg in op.arg:
-            for inner in _nested_nets(arg):
-                _check_net("{} arg {} > net '{}'".format(where, arg.name, inner.name), inner, allowed,
-                           callable_at_load, problems, verified, depth + 1)
-        names = [arg.name for arg in op.arg]
+            for inner in _nested_nets(op_type, arg, where, index, problems):
+                _check_net("{} arg {} > net '{}'".format(where, _text(arg.name), _text(inner.name)), inner,
+                           allowed, callable_at_load, problems, verified, depth + 1)
+        names = [_text(arg.name) for arg in op.arg]
         for name in BUILDER_ARGS + ("token",):
             if names.count(name) > 1:
-                problems.append(NetProblem(where, index, op.type, name, None,
+                problems.append(NetProblem(where, index, op_type, name, None,
                                            "the argument appears {} times".format(names.count(name))))
-        args = {arg.name: arg for arg in op.arg}
-        pickled = [(arg.name, arg.s) for arg in op.arg if arg.name in BUILDER_ARGS and arg.s]
-        if not pickled and op.type not in PYTHON_OP_TYPES:
-            continue
-        if not pickled:
-            if "token" in args:
-                token = args["token"].s.decode("utf-8", "replace")
-                problems.append(NetProblem(
-                    where, index, op.type, "token", None,
-                    "token-form Python op (token {!r}): its function exists only in the process that "
-                    "built the net, so the net is not portable; build the op from a builder tuple "
-                    "net.Python((func, args, kwargs))".format(token)))
-            else:
-                problems.append(NetProblem(where, index, op.type, None, None,
-                                           "Python op with neither pickled_builder nor token"))
-            continue
-        builders = []
-        for name, data in pickled:
-            try:
-                builders.append(inspect_builder(data, allowed, callable_at_load).builder)
-            except RefusedPickle as refused:
-                reason = refused.reason
-                if refused.callable and refused.callable not in allowed:
-                    reason += " (neither a pycumsum_op builder nor listed in allow=)"
-                problems.append(NetProblem(where, index, op.type, name, refused.callable,
-                                           "the pickle " + reason))
-        if len(builders) == len(pickled):
-            verified.append(VerifiedOp(where, index, op.type, tuple(builders)))
+        pickled = [(name, arg.s) for name, arg in zip(names, op.arg) if name in BUILDER_ARGS and arg.s]
+        if pickled:
+            _check_builders(where, index, op_type, pickled, allowed, callable_at_load, problems, verified)
+        elif "token" in names and op_type in PYTHON_OP_TYPES:
+            token = op.arg[names.index("token")].s.decode("utf-8", "replace")
+            problems.append(NetProblem(
+                where, index, op_type, "token", None,
+                "token-form Python op (token {!r}): its function exists only in the process that "
+                "built the net, so the net is not portable; build the op from a builder tuple "
+                "net.Python((func, args, kwargs))".format(token)))
+        elif op_type in PYTHON_OP_TYPES:
+            problems.append(NetProblem(where, index, op_type, None, None,
+                                       "Python op with neither pickled_builder nor token"))
 
 
 def verify_net(net, allow=()) -> List[VerifiedOp]:
     """Check every Python op's pickled builders without unpickling them for real.
 
-    ``net`` is a NetDef, core.Net, PlanDef or MetaNetDef (nested If/While/RecurrentNetwork nets
-    are checked too). ``allow`` lists extra trusted callables as "module.qualname" strings or
-    functions; they may be builders and may be called while unpickling (e.g.
-    ``numpy.core.multiarray._reconstruct`` for array arguments). pycumsum_op's builders are
-    always allowed. Returns the verified Python ops; raises `UnsafeNetError` naming every op
-    index, op type and callable that is refused, and every token-form (non-portable) op.
+    ``net`` is a NetDef, core.Net, PlanDef or MetaNetDef; every net Caffe2 would create from an op
+    argument is checked too (`NET_ARGUMENTS`: If/While/Do/ONNXWhile nets, RecurrentNetwork step
+    nets in NetDef or text form; ``n`` / ``nets`` in any argument), and one it cannot read is a
+    problem. pycumsum_op's builders are always allowed, with the arguments they accept (a known
+    scan, no unknown keywords, plain values, ints within int64). ``allow`` lists extra trusted
+    callables as "module.qualname" strings or functions: allowing one grants code execution, as
+    Caffe2 will call it with whatever arguments the pickle holds, at CreateNet or, if the pickle
+    calls it, while unpickling. Returns the verified Python ops; raises `UnsafeNetError` naming every
+    op index, op type and argument that is refused, and every token-form (non-portable) op.
     """
     extra = _allow_names(allow)
     allowed = PYCUMSUM_BUILDERS | extra
@@ -199,20 +235,23 @@ def verify_net(net, allow=()) -> List[VerifiedOp]:
     for label, netdef in nets:
         _check_net(label, netdef, allowed, extra, problems, verified)
     if problems:
-        raise UnsafeNetError(nets[0][1].name if len(nets) == 1 else "<{} nets>".format(len(nets)), problems)
+        raise UnsafeNetError(_text(nets[0][1].name) if len(nets) == 1 else "<{} nets>".format(len(nets)), problems)
     return verified
 
 
 def _parse(data: bytes, kind: Optional[str], origin: str) -> caffe2_pb2.NetDef:
-    netdef = caffe2_pb2.NetDef()
+    """Text is read as Caffe2's C++ reads it (`parse_text_netdef`: byte for byte), so the net verified is
+    the net a C++ predictor reads from the same file; text with ``cuda_gpu_id`` is refused, as Caffe2's
+    two C++ readers disagree on it (ParseFromString renames it, ReadProtoFromTextFile does not)."""
     errors = []
     if kind in (None, "text"):
         try:
-            text_format.Parse(data.decode("utf-8"), netdef)
-            return netdef
-        except Exception as error:
+            if b"cuda_gpu_id" in data:
+                raise TextNetError("it holds 'cuda_gpu_id', which Caffe2's C++ text readers read differently")
+            return parse_text_netdef(data)
+        except TextNetError as error:
             errors.append("as text: {}".format(error))
-            netdef.Clear()
+    netdef = caffe2_pb2.NetDef()
     if kind in (None, "binary"):
         try:
             netdef.ParseFromString(data)

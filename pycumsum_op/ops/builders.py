@@ -16,11 +16,22 @@ inclusive) for the token form::
 With ``axis_input=True`` a builder makes ONNX CumSum's form: the op's inputs are
 ``[x, axis]``, the axis a 0-d int32/int64 tensor read on every run (``axis`` is then
 None), and the gradient op's inputs are ``[x, axis, y, grad_y]``.
+
+`check_builder_call` makes, on arguments read from a saved net, the builder call Caffe2 will make
+when it creates the net, so `pycumsum_op.verify_net` applies the builders' own rules:
+
+>>> check_builder_call("pycumsum_op.ops.builders.scan_forward", (), {"scan": "cumsum", "axis": 1})
+>>> check_builder_call("pycumsum_op.ops.builders.scan_forward", (), {"scan": "cumsum", "axis": 1, "evil": 1})
+Traceback (most recent call last):
+...
+pycumsum_op.kernels.spec.ScanArgumentError: scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, axis_input=False): got an unexpected keyword argument 'evil'
 """
+import inspect
+
 import numpy as np
 from caffe2.proto import caffe2_pb2
 
-from ..kernels import SCAN_KERNELS, ScanArgumentError, ScanSpec, gradient_dtype
+from ..kernels import ScanArgumentError, ScanSpec, gradient_dtype, scan_kernel, short_repr
 
 _CAFFE2_TENSOR_TYPES = {
     np.dtype(np.float16): caffe2_pb2.TensorProto.FLOAT16,
@@ -64,8 +75,9 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
     The function checks an input dtype and rank once (plans are cached per
     (dtype, rank, axis)), so a run costs little more than sizing the output.
     """
-    kernel_forward = SCAN_KERNELS[scan].forward
-    spec = checked_spec(SCAN_KERNELS[scan].op_name, axis, exclusive, reverse, dtype, axis_input)
+    kernel = scan_kernel(scan, "scan_forward")
+    kernel_forward = kernel.forward
+    spec = checked_spec(kernel.op_name, axis, exclusive, reverse, dtype, axis_input)
     input_count = 2 if axis_input else 1
     plans = {}  # (input dtype, rank, axis) -> (ScanPlan, Caffe2 type of the output)
 
@@ -93,8 +105,9 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
 def scan_backward(scan, axis=None, exclusive=False, reverse=False, dtype=None, axis_input=False):
     """Builder: the gradient Python-op function; inputs are [x, y, grad_y] ([x, axis, y, grad_y] with
     ``axis_input``), output grad_x."""
-    kernel_backward = SCAN_KERNELS[scan].backward
-    spec = checked_spec(SCAN_KERNELS[scan].op_name + "Gradient", axis, exclusive, reverse, dtype, axis_input)
+    kernel = scan_kernel(scan, "scan_backward")
+    kernel_backward = kernel.backward
+    spec = checked_spec(kernel.op_name + "Gradient", axis, exclusive, reverse, dtype, axis_input)
     input_count = 4 if axis_input else 3
     plans = {}  # (x dtype, grad_y dtype, rank, axis) -> (ScanPlan of grad_y, grad_x dtype, its Caffe2 type)
 
@@ -122,6 +135,35 @@ def scan_backward(scan, axis=None, exclusive=False, reverse=False, dtype=None, a
         kernel_backward(grad_y, x, spec, target.data, plan)
 
     return backward
+
+
+#: The builders pycumsum_op writes into nets, by the dotted name their pickles hold.
+BUILDERS = {"{}.{}".format(builder.__module__, builder.__qualname__): builder
+            for builder in (scan_forward, scan_backward)}
+#: The only argument types a builder pickle may hold (an int must also fit in int64).
+PLAIN_ARGUMENT_TYPES = (type(None), bool, int, float, str)
+
+
+def check_builder_call(name: str, args: tuple, kwargs: dict) -> None:
+    """Make the call Caffe2 makes at CreateNet, ``BUILDERS[name](*args, **kwargs)``, and drop the op
+    function it builds. The arguments (read from a pickle) must bind to the builder's signature and be
+    plain values (`PLAIN_ARGUMENT_TYPES`); then every check of the builder itself applies (a known
+    scan, `ScanSpec.checked`). Raises `ScanArgumentError` naming the builder and the argument."""
+    builder = BUILDERS[name]
+    signature = inspect.signature(builder)
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as error:
+        raise ScanArgumentError("{}{}: {}".format(builder.__name__, signature, error))
+    for key, value in bound.arguments.items():
+        if type(value) not in PLAIN_ARGUMENT_TYPES:
+            raise ScanArgumentError("{}: {}={} is a {}; a saved builder's arguments are None, bool, int, "
+                                    "float or str".format(builder.__name__, key, short_repr(value),
+                                                          type(value).__name__))
+        if type(value) is int and value.bit_length() > 63:
+            raise ScanArgumentError("{}: {}={} does not fit in int64".format(builder.__name__, key,
+                                                                           short_repr(value)))
+    builder(*args, **kwargs)
 
 
 _last_axis_cumsum = scan_forward("cumsum", axis=-1)

@@ -15,7 +15,7 @@ array([[ 0.,  1.,  3.],
 """
 from caffe2.python import core
 
-from ..kernels import SCAN_KERNELS, ScanArgumentError, ScanSpec
+from ..kernels import ScanArgumentError, scan_kernel
 from .builders import checked_spec, scan_backward, scan_forward
 
 
@@ -55,7 +55,7 @@ def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, r
     ``blob_in`` is the input blob, or ``[input, axis_blob]`` for ONNX CumSum's form, whose axis
     (a 0-d int32/int64 tensor) is read on every run; its gradient flows to the input only.
     """
-    kernel = SCAN_KERNELS[scan]
+    kernel = scan_kernel(scan, "add_scan_op")
     op_name = kernel.op_name
     axis_input = isinstance(blob_in, (list, tuple)) and len(blob_in) == 2
     if axis_input:
