@@ -106,9 +106,10 @@ def test_tiny_crafted_pickles_cost_little_memory_and_no_time(tmp_path):
     ((), dict(PARAMS, axis="1"), "axis must be an integer"),
     ((), dict(PARAMS, dtype="complex64"), "unknown dtype='complex64'"),
     ((), dict(PARAMS, exclusive=2), "exclusive must be True or False"),
-    ((), {"scan": "cumsum"}, "missing a required argument: 'axis'"),
+    ((), {"scan": "cumsum"}, "axis must be an integer (like torch.cumsum's dim), got axis=None"),
     ((), dict(PARAMS, scan=["cumsum"]), "scan=<list> is a list"),
-    (("cumsum", 0, False, False, None, 5), {}, "too many positional arguments"),
+    (("cumsum", 0, False, False, None, False, 5), {}, "too many positional arguments"),
+    ((), dict(PARAMS, axis_input=5), "axis_input must be True or False"),
 ])
 def test_builder_arguments_are_checked_with_the_builders_rules(clean_workspace, args, kwargs, reason):
     """Refused at verify time, naming op index, op type, argument; and Caffe2 itself fails on the same net

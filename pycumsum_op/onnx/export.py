@@ -130,11 +130,7 @@ def cumsum_params(op, opset: int) -> dict:
     if info.builder != _SCAN_FORWARD:
         raise ValueError("{}: built by {}, which has no ONNX form".format(_op_label(op), info.builder))
     signature = inspect.signature(scan_forward)
-    try:
-        bound = signature.bind(*info.args, **info.kwargs)
-    except TypeError as error:  # a net saved by another pycumsum_op version
-        raise ValueError("{}: its builder arguments do not fit this pycumsum_op's scan_forward: {}".format(
-            _op_label(op), error)) from None
+    bound = signature.bind(*info.args, **info.kwargs)  # verify_net checked them against this signature
     bound.apply_defaults()
     params = dict(bound.arguments)
     known = {"scan", "axis", "exclusive", "reverse", "dtype", "axis_input"}

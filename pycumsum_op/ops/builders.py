@@ -32,6 +32,7 @@ import numpy as np
 from caffe2.proto import caffe2_pb2
 
 from ..kernels import ScanArgumentError, ScanSpec, gradient_dtype, scan_kernel, short_repr
+from ..kernels.spec import check_flag_argument
 
 _CAFFE2_TENSOR_TYPES = {
     np.dtype(np.float16): caffe2_pb2.TensorProto.FLOAT16,
@@ -50,7 +51,7 @@ def _check_blob_count(spec: ScanSpec, what: str, blobs, expected: int) -> None:
 
 def checked_spec(op_name, axis, exclusive=False, reverse=False, dtype=None, axis_input=False) -> ScanSpec:
     """The op's `ScanSpec`; with ``axis_input`` the axis comes from an input blob on every run."""
-    if axis_input:
+    if check_flag_argument(op_name, "axis_input", axis_input):
         if axis is not None:
             raise ScanArgumentError("{}: axis={!r} was given, but the axis is read from the second input "
                                     "blob (ONNX CumSum's form); pass one of them".format(op_name, axis))
