@@ -16,23 +16,26 @@ array([1, 3, 6], dtype=int64)
 when it is missing) and installs ``net.PyCumSum`` and ``brew.cumsum``. In the ``pycumsum-op``
 command the same happens on first use, so that ``--help`` and ``--version`` need no Caffe2.
 """
+import importlib
+
 from ._runtime import require_caffe2, started_as_command
 
 __version__ = "0.2.0"
 __all__ = ["cumsum", "cumsum_fwd", "cumsum_bwd", "ScanArgumentError",
-           "UnsafeNetError", "load_net", "verify_net", "__version__"]
+           "UnsafeNetError", "load_net", "save_net", "verify_net", "__version__"]
 
 
 def _load_api() -> dict:
     """Import Caffe2 and the public API, install net.PyCumSum / brew.cumsum; the package's names."""
     require_caffe2()
-    from . import doctor, ops
+    doctor = importlib.import_module(__name__ + ".doctor")  # not `from . import`: that would call __getattr__
+    ops = importlib.import_module(__name__ + ".ops")
     from .kernels import ScanArgumentError
-    from .serialization import UnsafeNetError, load_net, verify_net
+    from .serialization import UnsafeNetError, load_net, save_net, verify_net
     ops.install()
     return {"cumsum": ops.cumsum, "cumsum_fwd": ops.cumsum_fwd, "cumsum_bwd": ops.cumsum_bwd,
             "ScanArgumentError": ScanArgumentError, "UnsafeNetError": UnsafeNetError, "load_net": load_net,
-            "verify_net": verify_net, "doctor": doctor}
+            "save_net": save_net, "verify_net": verify_net, "doctor": doctor}
 
 
 def _load() -> None:
