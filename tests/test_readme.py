@@ -85,20 +85,47 @@ def test_the_readme_has_examples():
     assert len(EXAMPLES) >= 5, [example.label for example in EXAMPLES]
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=["line{}".format(example.line) for example in EXAMPLES])
-def test_readme_example_prints_what_the_readme_shows(example, tmp_path):
+def check_example(example: Example, cwd) -> Optional[str]:
+    """Run ``example`` in a fresh interpreter in ``cwd``; None if it prints what it promises, else why not."""
     if example.expected is None:
-        pytest.fail("{}: a ```python block must be followed by a ```text block holding its exact output".format(
-            example.label))
+        return "{}: a ```python block must be followed by a ```text block holding its exact output".format(
+            example.label)
     try:
-        result = subprocess.run([sys.executable, "-c", example.code], cwd=str(tmp_path), stdout=subprocess.PIPE,
+        result = subprocess.run([sys.executable, "-c", example.code], cwd=str(cwd), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, universal_newlines=True, timeout=TIMEOUT_SECONDS)
     except subprocess.TimeoutExpired:
-        pytest.fail("{}: still running after {} s".format(example.label, TIMEOUT_SECONDS))
+        return "{}: still running after {} s".format(example.label, TIMEOUT_SECONDS)
     if result.returncode != 0:
-        pytest.fail("{}: exited with status {}; stderr ends with:\n{}".format(
-            example.label, result.returncode, "\n".join(result.stderr.splitlines()[-15:])))
+        return "{}: exited with status {}; stderr ends with:\n{}".format(
+            example.label, result.returncode, "\n".join(result.stderr.splitlines()[-15:]))
     if result.stdout != example.expected:
         diff = difflib.unified_diff(example.expected.splitlines(), result.stdout.splitlines(),
                                     "README.md (expected)", "printed", lineterm="")
-        pytest.fail("{}: prints something else than its ```text block:\n{}".format(example.label, "\n".join(diff)))
+        return "{}: prints something else than its ```text block:\n{}".format(example.label, "\n".join(diff))
+    return None
+
+
+def _example_id(example: Example) -> str:
+    return "line{}-{}".format(example.line, re.sub(r"[^a-z0-9]+", "-", example.heading.lower()).strip("-"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[_example_id(example) for example in EXAMPLES])
+def test_readme_example_prints_what_the_readme_shows(example, tmp_path):
+    problem = check_example(example, tmp_path)
+    if problem:
+        pytest.fail(problem, pytrace=False)
+
+
+def test_the_checker_names_the_block_and_shows_the_difference(tmp_path):
+    """The harness itself: a wrong output, a crash and a missing ```text block are each reported."""
+    text = ("## Sums\n```python\nprint(1 + 1)\nprint('same')\n```\n\n```text\n3\nsame\n```\n"
+            "## Crash\n```python\nraise SystemExit('boom')\n```\n```text\n```\n"
+            "## Alone\n```python\nprint(2)\n```\nprose\n```text\n2\n```\n")
+    wrong, crash, alone = readme_examples(text)
+    message = check_example(wrong, tmp_path)
+    assert message.startswith("README.md:2 ('Sums', first line 'print(1 + 1)'): prints something else")
+    assert "\n-3\n+2\n same" in message
+    assert "status 1" in check_example(crash, tmp_path) and "boom" in check_example(crash, tmp_path)
+    assert "must be followed by a ```text block" in check_example(alone, tmp_path)
+    assert check_example(wrong._replace(expected="2\nsame\n"), tmp_path) is None
+    assert os.listdir(str(tmp_path)) == []
