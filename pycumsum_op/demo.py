@@ -63,7 +63,11 @@ class ProgressBar:
 
 
 def _steps(count: int) -> str:
-    """"1 step", "40 steps"."""
+    """The count with its noun.
+
+    >>> _steps(1), _steps(40)
+    ('1 step', '40 steps')
+    """
     return "{} step{}".format(count, "" if count == 1 else "s")
 
 
