@@ -17,8 +17,6 @@ def _read_net(path: str, what: str):
         netdef = load_net(path, verify=False)
     except (OSError, ValueError) as error:
         raise _BadInput("cannot read {} {!r}: {}".format(what, path, _first_line(error)))
-    if not netdef.op:
-        raise _BadInput("{} {!r} has no ops: is it a Caffe2 NetDef?".format(what, path))
     return netdef
 
 
@@ -43,6 +41,8 @@ def _run(args) -> int:
     if args.strategy not in STRATEGIES:
         raise _BadInput("--strategy {!r}: choose one of {}".format(args.strategy, ", ".join(STRATEGIES)))
     netdef = _read_net(args.predict_net, "net")
+    if not netdef.op:  # (an init net may be empty)
+        raise _BadInput("net {!r} has no ops: is it a Caffe2 NetDef?".format(args.predict_net))
     init_net = _read_net(args.init_net, "init net") if args.init_net else None
     losses = dict(_parse_loss(text) for text in args.loss)
     try:
