@@ -2,8 +2,8 @@
 
 Exit 0 when the net is healthy, 1 when it has findings (also when ``--fix`` wrote a
 repaired net), 2 on bad input (unreadable or unparsable file, unknown blob, a failure
-no net edit can cure), with a one-line reason on stderr. Needs Caffe2 only: the
-numpy/torch kernels load only for ``--strategy pycumsum``.
+no net edit can cure), with a one-line reason on stderr. Needs Caffe2 only: torch and
+pycumsum_op's kernels load only for ``--strategy pycumsum``.
 """
 from ..cli import _BadInput
 
@@ -14,10 +14,9 @@ def _read_net(path: str, what: str):
     """A NetDef from a binary .pb or a text .pbtxt; the doctor never creates the net, so nothing runs."""
     from ..serialization import load_net
     try:
-        netdef = load_net(path, verify=False)
+        return load_net(path, verify=False)
     except (OSError, ValueError) as error:
         raise _BadInput("cannot read {} {!r}: {}".format(what, path, _first_line(error)))
-    return netdef
 
 
 def _first_line(error: Exception) -> str:
