@@ -199,7 +199,8 @@ def imported_modules(*args):
     """The modules the command imports: ``python -X importtime`` on the console script."""
     result = subprocess.run([sys.executable, "-X", "importtime", CLI] + [str(arg) for arg in args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
-    return result, {line.split("|")[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time")}
+    lines = [line for line in result.stderr.splitlines() if line.startswith("import time")]
+    return result, {line.split("|")[-1].strip() for line in lines}
 
 
 def test_help_imports_neither_caffe2_nor_numpy():

@@ -21,9 +21,9 @@ Two cures, both keeping every external blob name and every other op as it was:
 
 `repair` is `fix` that also says what it applied at each site:
 
->>> for applied in repair(net, ["doc_f_loss"], strategy="pycumsum").repairs:  # no init net
-...     print(applied)
-SparseLengthsSum -> 'doc_f_cumsum_sls': EnsureDense on its input 'doc_f_cumsum_T' (not PyCumSum: the cumsum idiom's constants 'doc_f_cumsum_indices' and 'doc_f_cumsum_lengths' are unknown; pass its init net)
+>>> for site in repair(net, ["doc_f_loss"], init, strategy="pycumsum").repairs:
+...     print(site)
+Transpose, SparseLengthsSum, Transpose -> 'doc_f_cumsum': one PyCumSum('doc_f', 'doc_f_cumsum', axis=-1, exclusive=True)
 """
 from typing import List, NamedTuple
 
@@ -158,8 +158,9 @@ def _refuse_unfixable(findings) -> None:
 
 
 def _idiom_repair(idiom) -> Repair:
-    return Repair("Transpose, SparseLengthsSum, Transpose", idiom.blob_out, "one PyCumSum({!r}, {!r}, axis={}{})".format(
-        idiom.blob_in, idiom.blob_out, idiom.axis, ", exclusive=True" if idiom.exclusive else ""))
+    applied = "one PyCumSum({!r}, {!r}, axis={}{})".format(
+        idiom.blob_in, idiom.blob_out, idiom.axis, ", exclusive=True" if idiom.exclusive else "")
+    return Repair("Transpose, SparseLengthsSum, Transpose", idiom.blob_out, applied)
 
 
 def repair(net, losses, init_net=None, strategy: str = "ensure_dense") -> Repaired:
