@@ -18,7 +18,7 @@ bench: $(STAMP)
 
 install: $(STAMP)
 
-$(STAMP): setup.py requirements-dev.txt scripts/find-python.sh
+$(STAMP): pyproject.toml setup.py build_hooks.py requirements-dev.txt scripts/find-python.sh
 	@if [ ! -x "$(VPY)" ]; then \
 	  py=$$(scripts/find-python.sh) || exit 1; \
 	  echo "creating $(VENV) with $$py"; \

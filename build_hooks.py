@@ -1,5 +1,5 @@
-"""setup.py's build customisation. Imports neither torch nor caffe2: pip's isolated
-build environment has neither.
+"""setup.py's build customisation (the metadata is in pyproject.toml). Imports neither torch
+nor caffe2: pip's isolated build environment has neither.
 
 Saved Caffe2 nets name ``pycumsum_op.ops.builders.scan_forward`` / ``scan_backward``
 inside their pickled builders, so a build that lost one of them would ship a package
@@ -7,7 +7,6 @@ that cannot load its users' models. `CheckedBuildPy` refuses to build it.
 """
 import ast
 import os
-import re
 
 from setuptools.command.build_py import build_py
 
@@ -17,15 +16,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 STABLE_ENTRY_POINTS = {
     os.path.join("pycumsum_op", "ops", "builders.py"): ("scan_forward", "scan_backward"),
 }
-
-
-def read_version() -> str:
-    """``__version__`` from pycumsum_op/__init__.py, read as text (no import)."""
-    with open(os.path.join(HERE, "pycumsum_op", "__init__.py")) as handle:
-        match = re.search(r'^__version__ = "([^"]+)"', handle.read(), re.M)
-    if not match:
-        raise RuntimeError("pycumsum_op/__init__.py has no __version__ line")
-    return match.group(1)
 
 
 def missing_entry_points(root: str = HERE) -> list:

@@ -11,18 +11,43 @@ True
 True
 >>> workspace.FetchBlob("pkg_y")
 array([1, 3, 6], dtype=int64)
+
+``import pycumsum_op`` imports Caffe2 (one ImportError naming the torch builds that ship it
+when it is missing) and installs ``net.PyCumSum`` and ``brew.cumsum``. In the ``pycumsum-op``
+command the same happens on first use, so that ``--help`` and ``--version`` need no Caffe2.
 """
-from ._runtime import require_caffe2
+import importlib
 
-require_caffe2()
+from ._runtime import require_caffe2, started_as_command
 
-from .kernels import ScanArgumentError  # noqa: E402
-from .ops import cumsum, cumsum_bwd, cumsum_fwd, install as _install  # noqa: E402
-from .serialization import UnsafeNetError, load_net, verify_net  # noqa: E402
-from . import doctor  # noqa: E402
-
-_install()
-
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["cumsum", "cumsum_fwd", "cumsum_bwd", "ScanArgumentError",
-           "UnsafeNetError", "load_net", "verify_net", "__version__"]
+           "UnsafeNetError", "load_net", "save_net", "verify_net", "__version__"]
+
+
+def _load_api() -> dict:
+    """Import Caffe2 and the public API, install net.PyCumSum / brew.cumsum; the package's names."""
+    require_caffe2()
+    doctor = importlib.import_module(__name__ + ".doctor")  # not `from . import`: that would call __getattr__
+    ops = importlib.import_module(__name__ + ".ops")
+    from .kernels import ScanArgumentError
+    from .serialization import UnsafeNetError, load_net, save_net, verify_net
+    ops.install()
+    return {"cumsum": ops.cumsum, "cumsum_fwd": ops.cumsum_fwd, "cumsum_bwd": ops.cumsum_bwd,
+            "ScanArgumentError": ScanArgumentError, "UnsafeNetError": UnsafeNetError, "load_net": load_net,
+            "save_net": save_net, "verify_net": verify_net, "doctor": doctor}
+
+
+def _load() -> None:
+    """What ``import pycumsum_op`` does outside the command line; idempotent."""
+    globals().update(_load_api())
+
+
+if started_as_command():
+    def __getattr__(name):  # PEP 562: the public names load on first use
+        if name in __all__ or name == "doctor":
+            _load()
+            return globals()[name]
+        raise AttributeError("module 'pycumsum_op' has no attribute {!r}".format(name))
+else:
+    _load()

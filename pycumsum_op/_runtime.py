@@ -1,4 +1,10 @@
-"""Finds the Caffe2 runtime, or says in one message which torch builds ship it."""
+"""Finds the Caffe2 runtime, or says in one message which torch builds ship it.
+
+Also knows whether this process is the ``pycumsum-op`` command, which imports the
+package before Caffe2 so that ``--help`` and ``--version`` work without it.
+"""
+import os
+import sys
 
 CAFFE2_HELP = (
     "pycumsum_op needs the Caffe2 runtime (caffe2.python), which PyTorch wheels ship up to "
@@ -6,6 +12,12 @@ CAFFE2_HELP = (
     "environment run: pip install 'torch==1.10.2' 'numpy<1.24' 'protobuf<4' "
     "(or pip install 'pycumsum_op[caffe2]')."
 )
+#: The console script's name (setup metadata: ``[project.scripts]``).
+COMMAND = "pycumsum-op"
+#: Caffe2's log level for the command line: 3 (FATAL) hides the start-up notes Caffe2 prints at
+#: ERROR level ("CPU feature avx is present ... not compiled with it"); errors still raise.
+_QUIET_LOG_LEVEL = 3
+_caffe2_initialised = False
 
 
 def require_caffe2() -> None:
@@ -21,3 +33,24 @@ def require_caffe2() -> None:
     except SystemExit:
         raise ImportError("{} (caffe2.python is present but its compiled extension "
                           "caffe2_pybind11_state could not be loaded)".format(CAFFE2_HELP)) from None
+
+
+def started_as_command() -> bool:
+    """True in the ``pycumsum-op`` console script (``pycumsum-op``, ``pycumsum-op.exe``,
+    ``pycumsum-op-script.py``), where `pycumsum_op.cli` loads Caffe2 only for a command that runs."""
+    argv = getattr(sys, "argv", None) or [""]
+    name = os.path.basename(argv[0])
+    return name == COMMAND or name.startswith(COMMAND + ".") or name.startswith(COMMAND + "-script")
+
+
+def init_caffe2_quietly() -> None:
+    """Caffe2's GlobalInit, once per process, before a command's first Caffe2 call.
+
+    Without it Caffe2 prints "GlobalInit should be run before any other API calls" from some
+    operators (SparseLengthsSum); with it, the CPU-feature notes, which the log level hides.
+    """
+    global _caffe2_initialised
+    if not _caffe2_initialised:
+        from caffe2.python import workspace
+        workspace.GlobalInit([COMMAND, "--caffe2_log_level={}".format(_QUIET_LOG_LEVEL)])
+        _caffe2_initialised = True

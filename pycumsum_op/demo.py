@@ -13,13 +13,13 @@ import numpy as np
 import torch
 from caffe2.python import core, workspace
 
+from .commands.demo import DEFAULT_STEPS
 from .doctor import diagnose, fix
 from .doctor.diagnose import caffe2_error_summary
 from .examples import Caffe2OrdinalEMD, TorchOrdinalEMD, init_params, make_ordinal_data
 from .idioms import add_sparse_lengths_cumsum
 from .ops import cumsum
 
-DEFAULT_STEPS = 1000
 ROWS, COLUMNS = 256, 128           # the question's `prediction`: (N, C)
 TIMING_RUNS = 15
 TRAINING = {"samples": 1024, "features": 8, "hidden": 32, "classes": 6, "batch": 128, "learning_rate": 1.0}
@@ -60,6 +60,15 @@ class ProgressBar:
         elif 4 * done // self.total > self._quarters_shown:
             self._quarters_shown = 4 * done // self.total
             self.out.write(line + "\n")
+
+
+def _steps(count: int) -> str:
+    """The count with its noun.
+
+    >>> _steps(1), _steps(40)
+    ('1 step', '40 steps')
+    """
+    return "{} step{}".format(count, "" if count == 1 else "s")
 
 
 def _section(out, title: str) -> None:
@@ -182,8 +191,8 @@ def _train(out, steps: int, seed: int) -> List[Check]:
     config = TRAINING
     _section(out, "4. Ordinal classifier trained with an EMD loss through PyCumSum, next to a PyTorch twin")
     out.write("{features} features -> FC({hidden}) -> tanh -> FC({classes}) -> softmax -> PyCumSum = CDF; "
-              "loss = mean 0.5*||CDF - target CDF||^2\nSGD lr={learning_rate}, batch {batch}, {steps} steps; "
-              "every step's loss and gradients compared with torch.autograd's\n".format(steps=steps, **config))
+              "loss = mean 0.5*||CDF - target CDF||^2\nSGD lr={learning_rate}, batch {batch}, {steps}; "
+              "every step's loss and gradients compared with torch.autograd's\n".format(steps=_steps(steps), **config))
     data = make_ordinal_data(config["samples"], config["features"], config["classes"], seed)
     params = init_params(config["features"], config["hidden"], config["classes"], seed)
     model = Caffe2OrdinalEMD(params, config["learning_rate"])
@@ -207,12 +216,12 @@ def _train(out, steps: int, seed: int) -> List[Check]:
     out.write("loss on all {} samples: {:.4f} -> {:.4f} ({}); mean |predicted - true class|: {:.2f} -> {:.2f}\n"
               .format(config["samples"], before.loss, after.loss, "decreased" if decreased else "did NOT decrease",
                       before.class_error, after.class_error))
-    out.write("gradients vs the PyTorch twin: max relative difference {:.1e} over {} steps x 4 parameters "
-              "(tolerance {:.0e}): {}\n".format(worst_gradient, steps, GRADIENT_TOLERANCE,
+    out.write("gradients vs the PyTorch twin: max relative difference {:.1e} over {} x 4 parameters "
+              "(tolerance {:.0e}): {}\n".format(worst_gradient, _steps(steps), GRADIENT_TOLERANCE,
                                                  "gradients match" if matched else "gradients DIFFER"))
     out.write("batch losses vs the twin: max difference {:.1e}; {:.0f} steps/s (both frameworks)\n".format(
         worst_loss, steps / seconds))
-    return [Check("EMD training, {} steps".format(steps), "loss {:.4f} -> {:.4f}, class error {:.2f} -> {:.2f}"
+    return [Check("EMD training, {}".format(_steps(steps)), "loss {:.4f} -> {:.4f}, class error {:.2f} -> {:.2f}"
                   .format(before.loss, after.loss, before.class_error, after.class_error), decreased),
             Check("gradients vs PyTorch twin", "max relative difference {:.1e}".format(worst_gradient), matched)]
 

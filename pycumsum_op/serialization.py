@@ -9,7 +9,8 @@ and calls nothing (`MAX_PICKLE_BYTES`, 64 KiB, per pickle), and raises `UnsafeNe
 every callable is one of pycumsum_op's builders, called with arguments those builders accept, or
 listed in ``allow``. It follows every net Caffe2 would create from an op argument (`NET_ARGUMENTS`,
 NetDef fields ``n`` / ``nets`` anywhere), reading text nets byte for byte as Caffe2's C++ does;
-a net it cannot read is a problem, never "safe". `load_net` parses a .pb / .pbtxt and verifies it.
+a net it cannot read is a problem, never "safe". `load_net` parses a .pb / .pbtxt and verifies it;
+`save_net` writes one.
 
 >>> from caffe2.python import core
 >>> import pycumsum_op
@@ -21,7 +22,9 @@ a net it cannot read is a problem, never "safe". `load_net` parses a .pb / .pbtx
 >>> netdef.op[0].name
 'PyCumSum'
 """
+import errno
 import os
+import warnings
 from typing import List, NamedTuple, Optional, Tuple
 
 from caffe2.proto import caffe2_pb2
@@ -239,10 +242,34 @@ def verify_net(net, allow=()) -> List[VerifiedOp]:
     return verified
 
 
+def is_text_path(path) -> bool:
+    """Whether a net file name means text format (.pbtxt, .prototxt, .pbtext, .txt); the one list
+    `load_net` and `save_net` share."""
+    return os.fspath(path).lower().endswith(_TEXT_SUFFIXES)
+
+
+def _parse_binary(data: bytes, netdef: caffe2_pb2.NetDef) -> None:
+    """``ParseFromString`` that fails, quietly, unless all of ``data`` is a NetDef.
+
+    protobuf stops early at a stray end-group tag and only warns ("Unexpected end-group tag:
+    Not all data was converted"); a NetDef never has fields NetDef does not define.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # reported below, as an error
+        consumed = netdef.ParseFromString(data)
+    if consumed != len(data):
+        raise DecodeError("only its first {} of {} bytes parse (then an unexpected end-group tag)".format(
+            consumed, len(data)))
+    if len(netdef.UnknownFields()):
+        raise DecodeError("it has fields that a NetDef does not define")
+
+
 def _parse(data: bytes, kind: Optional[str], origin: str) -> caffe2_pb2.NetDef:
     """Text is read as Caffe2's C++ reads it (`parse_text_netdef`: byte for byte), so the net verified is
     the net a C++ predictor reads from the same file; text with ``cuda_gpu_id`` is refused, as Caffe2's
     two C++ readers disagree on it (ParseFromString renames it, ReadProtoFromTextFile does not)."""
+    if not data.strip():
+        raise ValueError("could not parse {} as a Caffe2 NetDef: it is empty".format(origin))
     errors = []
     if kind in (None, "text"):
         try:
@@ -254,7 +281,7 @@ def _parse(data: bytes, kind: Optional[str], origin: str) -> caffe2_pb2.NetDef:
     netdef = caffe2_pb2.NetDef()
     if kind in (None, "binary"):
         try:
-            netdef.ParseFromString(data)
+            _parse_binary(data, netdef)
             return netdef
         except (DecodeError, RuntimeError, ValueError) as error:
             errors.append("as binary: {}".format(error))
@@ -266,7 +293,8 @@ def load_net(source, allow=(), verify=True) -> caffe2_pb2.NetDef:
 
     ``source``: bytes of a binary NetDef (``SerializeToString()``), a path to a .pb file or a
     .pbtxt / .prototxt text file (other names: text if it parses, else binary), or the text form
-    itself as a str. Raises `UnsafeNetError` for refused nets, ValueError if it does not parse.
+    itself as a str. Raises `UnsafeNetError` for refused nets; ValueError unless all of it parses
+    (empty, cut short, or not a NetDef); FileNotFoundError / IsADirectoryError / PermissionError.
     """
     if isinstance(source, caffe2_pb2.NetDef):
         netdef = source
@@ -274,19 +302,33 @@ def load_net(source, allow=(), verify=True) -> caffe2_pb2.NetDef:
         netdef = _parse(bytes(source), "binary", "the given bytes")
     elif isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
+        if os.path.isdir(path):
+            raise IsADirectoryError(errno.EISDIR, "load_net: is a directory, not a net file", path)
         if os.path.isfile(path):
             with open(path, "rb") as handle:
                 data = handle.read()
-            lowered = path.lower()
-            kind = ("text" if lowered.endswith(_TEXT_SUFFIXES) else
-                    "binary" if lowered.endswith(_BINARY_SUFFIXES) else None)
+            kind = ("text" if is_text_path(path) else
+                    "binary" if path.lower().endswith(_BINARY_SUFFIXES) else None)
             netdef = _parse(data, kind, repr(path))
         elif isinstance(source, str) and any(mark in source for mark in "{:\n"):
             netdef = _parse(source.encode("utf-8"), "text", "the given text (it is not a file path)")
         else:
-            raise FileNotFoundError("load_net: no such file: {!r}".format(path))
+            raise FileNotFoundError(errno.ENOENT, "load_net: no such file", path)
     else:
         raise TypeError("load_net takes bytes, a path or NetDef text, got {}".format(type(source).__name__))
     if verify:
         verify_net(netdef, allow=allow)
     return netdef
+
+
+def save_net(netdef, path) -> None:
+    """Write a NetDef (or core.Net) to ``path``: text format for the text suffixes `load_net`
+    reads as text (.pbtxt, .prototxt, .pbtext, .txt), binary otherwise. Raises OSError."""
+    if hasattr(netdef, "Proto"):
+        netdef = netdef.Proto()
+    if is_text_path(path):
+        with open(path, "w") as handle:
+            handle.write(text_format.MessageToString(netdef))
+    else:
+        with open(path, "wb") as handle:
+            handle.write(netdef.SerializeToString())

@@ -14,6 +14,7 @@ from google.protobuf import text_format
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from doctor_support import gradient_ops_work
+from pycumsum_op.doctor.fix import STRATEGIES
 from pycumsum_op.idioms import add_sparse_lengths_cumsum
 
 CLI = os.path.join(os.path.dirname(sys.executable), "pycumsum-op")
@@ -109,3 +110,109 @@ def test_a_two_character_gradient_name_is_reported_and_fix_refuses(tmp_path):
     assert "two-character" in result.stdout
     assert_one_line_error(result, "--fix")
     assert not (tmp_path / "out.pbtxt").exists()
+
+
+def test_version_and_no_command():
+    version = run_cli("--version")
+    assert (version.returncode, version.stdout) == (0, "pycumsum-op {}\n".format(pycumsum_op.__version__))
+    bare = run_cli()
+    assert bare.returncode == 2 and "Traceback" not in bare.stderr
+    assert bare.stderr.splitlines()[-1] == "pycumsum-op: error: no command given; choose one of: demo, doctor"
+
+
+def test_argparse_errors_speak_the_users_words():
+    result = run_cli("demo", "--steps", "abc")
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1] == ("pycumsum-op demo: error: argument --steps: expected a whole number "
+                                              "of at least 1, got 'abc'")
+
+
+@pytest.mark.parametrize("make, reason", [
+    (lambda path: path.write_bytes(b""), "it is empty"),
+    (lambda path: path.write_bytes(b"\n\x03abc\x0c garbage"), "only its first 6 of 14 bytes parse"),
+    (lambda path: path.mkdir(), "is a directory"),
+    (lambda path: path.symlink_to("/proc/self/mem"), "input/output error"),  # open() works, read() fails
+    (lambda path: path.write_bytes(b"\x08\x01"), "fields that a NetDef does not define"),  # field 1 as an int
+    (lambda path: path.write_bytes(caffe2_pb2.NetDef(name="no_ops").SerializeToString()), "has no ops"),
+])
+def test_unusable_net_files_exit_2_with_one_line_saying_which_and_why(tmp_path, make, reason):
+    path = tmp_path / "model.pb"
+    make(path)
+    result = run_cli("doctor", path, "--loss", "loss")
+    assert_one_line_error(result, "net {!r}".format(str(path)), reason)
+    assert "Warning" not in result.stderr and result.stdout == ""
+
+
+def test_a_garbage_init_net_exits_2_naming_it(question_files, tmp_path):
+    predict, _ = question_files
+    garbage = tmp_path / "init.pb"
+    garbage.write_bytes(b"\x0c\x01\x02")
+    assert_one_line_error(run_cli("doctor", predict, "--init-net", garbage, "--loss", "loss"),
+                          "cannot read init net {!r}".format(str(garbage)), "end-group tag")
+
+
+def test_fix_to_pbtext_writes_text_that_the_doctor_reads_back(question_files, tmp_path):
+    predict, init = question_files
+    out = tmp_path / "fixed.pbtext"
+    result = run_cli("doctor", predict, "--init-net", init, "--loss", "loss", "--fix", out)
+    assert result.returncode == 1, result.stderr
+    assert "text format" in result.stdout
+    fixed = caffe2_pb2.NetDef()
+    text_format.Parse(out.read_text(), fixed)  # text, as for .pbtxt
+    assert gradient_ops_work(fixed, ["loss"])
+    rerun = run_cli("doctor", out, "--loss", "loss")
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+
+
+def test_each_repaired_site_is_reported(question_files, tmp_path):
+    predict, init = question_files
+    result = run_cli("doctor", predict, "--init-net", init, "--loss", "loss", "--fix", tmp_path / "f.pb",
+                     "--strategy", "pycumsum")
+    assert result.stdout.rstrip().endswith(
+        "repaired 1 site(s):\n  Transpose, SparseLengthsSum, Transpose -> 'pred_cdist': one "
+        "PyCumSum('prediction', 'pred_cdist', axis=-1, exclusive=True)")
+    assert "binary format" in result.stdout
+
+
+def test_pycumsum_strategy_without_the_init_net_says_why_it_used_ensure_dense(question_files, tmp_path):
+    predict, _ = question_files
+    out = tmp_path / "fixed.pb"
+    result = run_cli("doctor", predict, "--loss", "loss", "--fix", out, "--strategy", "pycumsum")
+    assert result.returncode == 1, result.stderr
+    assert "the values of 'prediction_cumsum_indices' and 'prediction_cumsum_lengths' are not in" in " ".join(
+        result.stdout.split())
+    assert result.stdout.rstrip().endswith(
+        "  SparseLengthsSum -> 'prediction_cumsum_sls': EnsureDense on its input 'prediction_cumsum_T' (not "
+        "PyCumSum: the cumsum idiom's constants 'prediction_cumsum_indices' and 'prediction_cumsum_lengths' are "
+        "unknown; pass --init-net INIT_NET)")
+    fixed = load(out)
+    assert "EnsureDense" in [op.type for op in fixed.op] and gradient_ops_work(fixed, ["loss"])
+
+
+def test_an_unknown_strategy_lists_fix_strategies(question_files):
+    predict, _ = question_files
+    result = run_cli("doctor", predict, "--loss", "loss", "--fix", "x.pb", "--strategy", "magic")
+    assert_one_line_error(result, "--strategy 'magic': choose one of " + ", ".join(STRATEGIES))
+
+
+def imported_modules(*args):
+    """The modules the command imports: ``python -X importtime`` on the console script."""
+    result = subprocess.run([sys.executable, "-X", "importtime", CLI] + [str(arg) for arg in args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
+    lines = [line for line in result.stderr.splitlines() if line.startswith("import time")]
+    return result, {line.split("|")[-1].strip() for line in lines}
+
+
+def test_help_imports_neither_caffe2_nor_numpy():
+    result, modules = imported_modules("doctor", "--help")
+    assert result.returncode == 0 and "PREDICT_NET" in result.stdout
+    assert not {"caffe2", "numpy", "torch", "google.protobuf"} & modules
+    assert "pycumsum_op.commands.doctor" in modules
+
+
+def test_doctor_imports_caffe2_but_not_torch_or_the_demo(question_files):
+    predict, init = question_files
+    result, modules = imported_modules("doctor", predict, "--init-net", init, "--loss", "loss")
+    assert result.returncode == 1 and "1 finding" in result.stdout
+    assert {"caffe2.python.core", "pycumsum_op.doctor.diagnose"} <= modules
+    assert not {"torch", "pycumsum_op.demo", "pycumsum_op.examples", "pycumsum_op.kernels"} & modules

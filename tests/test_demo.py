@@ -27,6 +27,8 @@ def test_the_demo_shows_the_error_the_fixes_and_training_that_matches_torch():
     before, after = map(float, re.search(r"loss on all \d+ samples: ([\d.]+) -> ([\d.]+) \(decreased\)", out).groups())
     assert after < before
     assert "gradients match" in out and "40/40" in out  # the progress bar got to the end
+    assert "batch 128, 40 steps;" in out and "over 40 steps x 4 parameters" in out
+    assert result.stderr == ""  # Caffe2 initialised once, quietly: no GlobalInit or CPU-feature notes
     summary = out[out.index("== Summary =="):].strip().splitlines()[1:]
     assert len(summary) >= 7 and all(line.startswith("ok ") for line in summary if line and "checks" not in line)
     assert out.rstrip().endswith("all checks passed")
@@ -34,4 +36,6 @@ def test_the_demo_shows_the_error_the_fixes_and_training_that_matches_torch():
 
 def test_the_demo_refuses_a_bad_step_count():
     result = run_demo("--steps", "0")
-    assert result.returncode == 2 and "Traceback" not in result.stderr and "--steps" in result.stderr
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == ("pycumsum-op demo: error: argument --steps: expected a whole number "
+                                              "of at least 1, got '0'")

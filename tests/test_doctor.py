@@ -10,7 +10,7 @@ from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from doctor_support import add_weighted_loss, gradient_ops_work, run_with_gradients, torch_value_and_gradient
-from pycumsum_op.doctor import diagnose, fix
+from pycumsum_op.doctor import Repair, diagnose, fix, repair
 from pycumsum_op.doctor.findings import (GRADIENT_ERROR, MIXED_GRADIENTS, SPARSE_GRADIENT,
                                          TWO_CHARACTER_GRADIENT_NAME)
 from pycumsum_op.doctor.fix import UnfixableError
@@ -341,3 +341,51 @@ def test_fixing_mixed_gradients_matches_torch():
     _, dx_ref = torch_value_and_gradient(model, x, w)
     np.testing.assert_allclose(gradients["x"], dx_ref, rtol=1e-6, atol=1e-6)
 
+
+
+# --- repair: what was applied where ------------------------------------------------------------
+
+def test_repair_reports_each_site_and_returns_what_fix_returns():
+    net, init = idiom_net(constants="init_net")
+    for strategy in ("ensure_dense", "pycumsum"):
+        fixed, repairs = repair(net, ["loss"], init, strategy=strategy)
+        assert fixed == fix(net, ["loss"], init, strategy=strategy) and gradient_ops_work(fixed, ["loss"])
+        (site,) = repairs
+        if strategy == "ensure_dense":
+            assert site == Repair("SparseLengthsSum", "x_cumsum_sls", "EnsureDense on its input 'x_cumsum_T'")
+        else:
+            assert site == Repair("Transpose, SparseLengthsSum, Transpose", "y",
+                                  "one PyCumSum('x', 'y', axis=-1, exclusive=True)")
+    assert repair(net, ["loss"], init).repairs != repair(net, ["loss"], init, strategy="pycumsum").repairs
+
+
+def test_two_idioms_give_two_repairs():
+    net = core.Net("two_idioms")
+    add_sparse_lengths_cumsum(net, "a", COLUMNS, blob_out="ya", prefix="a")
+    add_sparse_lengths_cumsum(net, "b", COLUMNS, blob_out="yb", prefix="b", exclusive=False)
+    net.Sum([net.SumElements("ya", "ta"), net.SumElements("yb", "tb")], "loss")
+    fixed, repairs = repair(net, ["loss"], strategy="pycumsum")
+    assert [site.output for site in repairs] == ["ya", "yb"] and gradient_ops_work(fixed, ["loss"])
+    assert [site.applied.endswith("exclusive=True)") for site in repairs] == [True, False]
+
+
+def test_the_idiom_without_its_constants_is_named_in_the_finding_and_the_repair():
+    """Constants in an init net that is not passed: the shape is the idiom's, the values are unknown."""
+    net, init = idiom_net(constants="init_net")
+    (finding,) = diagnose(net, ["loss"])
+    assert finding.idiom is None
+    assert finding.unknown_constants == ("x_cumsum_indices", "x_cumsum_lengths")
+    assert "the values of 'x_cumsum_indices' and 'x_cumsum_lengths' are not in the net" in " ".join(
+        str(finding).split())
+    fixed, (site,) = repair(net, ["loss"], strategy="pycumsum")
+    assert "EnsureDense" in [op.type for op in fixed.op] and gradient_ops_work(fixed, ["loss"])
+    assert site.note == ("not PyCumSum: the cumsum idiom's constants 'x_cumsum_indices' and 'x_cumsum_lengths' "
+                         "are unknown; pass its init net")
+    assert diagnose(net, ["loss"], init)[0].unknown_constants == ()  # with the init net: matched
+    shared = core.Net("shared_sls_constants")  # not the idiom at all: nothing to say about constants
+    add_sparse_lengths_cumsum(shared, "x", COLUMNS, blob_out="y")
+    shared.Sum([shared.SumElements("y", "y_total"), shared.SumElements("x_cumsum_sls", "sls_total")], "loss")
+    assert diagnose(shared, ["loss"])[0].unknown_constants == ()
+    assert repair(shared, ["loss"], strategy="pycumsum").repairs[0].note.endswith("not the Transpose -> "
+                                                                                  "SparseLengthsSum -> Transpose "
+                                                                                  "cumsum idiom")

@@ -1,5 +1,6 @@
-"""Packaging: the wheel's requirements, the ImportError without Caffe2, and build_hooks' guard
-on the stable builder entry points."""
+"""Packaging: the wheel's metadata (requirements, license), a build and install free of deprecation
+warnings, the command line in an environment without Caffe2, the ImportError without Caffe2, and
+build_hooks' guard on the stable builder entry points."""
 import importlib.util
 import json
 import os
@@ -24,9 +25,31 @@ def copy_source_tree(destination):
 
 
 def build_wheel(source, output):
-    """``pip wheel --no-deps`` in pip's isolated build environment (no torch, no caffe2 there)."""
-    return subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(output), source],
+    """``pip wheel --no-deps -v`` in pip's isolated build environment (no torch, no caffe2 there);
+    verbose, so that the build backend's own warnings are in the output too."""
+    return subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w", str(output), source],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=300)
+
+
+def assert_no_deprecation_warnings(output):
+    flagged = [line for line in output.splitlines() if "deprecat" in line.lower()]
+    assert not flagged, "\n".join(flagged)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """The wheel ``pip wheel .`` builds from a copy of the sources, and pip's output."""
+    root = tmp_path_factory.mktemp("wheel")
+    result = build_wheel(copy_source_tree(root / "src"), root / "wheels")
+    assert result.returncode == 0, result.stdout
+    (name,) = os.listdir(str(root / "wheels"))
+    return str(root / "wheels" / name), result.stdout
+
+
+def wheel_metadata(path):
+    with zipfile.ZipFile(path) as archive:
+        (metadata_name,) = [name for name in archive.namelist() if name.endswith(".dist-info/METADATA")]
+        return archive.namelist(), Parser().parsestr(archive.read(metadata_name).decode("utf-8"))
 
 
 def requirement_name(requirement):
@@ -49,15 +72,10 @@ def rename_function(tree_root, relative_path, old, new):
         handle.write(source.replace("def {}(".format(old), "def {}(".format(new)))
 
 
-def test_wheel_keeps_torch_out_of_the_unconditional_requirements(tmp_path):
+def test_wheel_keeps_torch_out_of_the_unconditional_requirements(wheel):
     """`pip install .` must not replace a training environment's torch: torch==1.10.2 only under [caffe2]."""
-    result = build_wheel(copy_source_tree(tmp_path / "src"), tmp_path / "wheels")
-    assert result.returncode == 0, result.stdout
-    (wheel,) = os.listdir(str(tmp_path / "wheels"))
-    with zipfile.ZipFile(str(tmp_path / "wheels" / wheel)) as archive:
-        assert "pycumsum_op/ops/builders.py" in archive.namelist()
-        (metadata_name,) = [name for name in archive.namelist() if name.endswith(".dist-info/METADATA")]
-        metadata = Parser().parsestr(archive.read(metadata_name).decode("utf-8"))
+    names, metadata = wheel_metadata(wheel[0])
+    assert "pycumsum_op/ops/builders.py" in names
     requirements = metadata.get_all("Requires-Dist")
     torch_requirements = [r for r in requirements if requirement_name(r) == "torch"]
     assert torch_requirements, requirements
@@ -68,6 +86,85 @@ def test_wheel_keeps_torch_out_of_the_unconditional_requirements(tmp_path):
     assert "caffe2" in metadata.get_all("Provides-Extra")
     unconditional = [requirement_name(r) for r in requirements if ";" not in r]
     assert "numpy" in unconditional and "torch" not in unconditional
+
+
+def test_pip_wheel_prints_no_deprecation_warning(wheel):
+    assert_no_deprecation_warnings(wheel[1])
+
+
+def test_the_wheel_carries_the_license_version_and_command(wheel):
+    names, metadata = wheel_metadata(wheel[0])
+    assert metadata["License-Expression"] == "BSD-3-Clause" and metadata["Version"] == "0.2.0"
+    (license_name,) = [name for name in names if name.endswith(".dist-info/licenses/LICENSE")]
+    with zipfile.ZipFile(wheel[0]) as archive:
+        license_text = archive.read(license_name).decode("utf-8")
+        entry_points = archive.read(license_name.replace("licenses/LICENSE", "entry_points.txt")).decode("utf-8")
+    with open(os.path.join(REPO, "LICENSE")) as handle:
+        assert license_text == handle.read()
+    assert license_text.startswith("BSD 3-Clause License") and "the pycumsum_op authors" in license_text
+    assert "pycumsum-op = pycumsum_op.cli:main" in entry_points
+    with open(os.path.join(REPO, "pycumsum_op", "__init__.py")) as handle:
+        assert '__version__ = "0.2.0"' in handle.read()
+
+
+@pytest.fixture(scope="module")
+def bare_venv(tmp_path_factory):
+    """A new virtual environment with no torch, Caffe2 or numpy, and ``pip install --no-deps .`` into it
+    (from a copy of the sources); returns (its bin directory, pip's output)."""
+    root = tmp_path_factory.mktemp("bare")
+    base_python = os.path.join(sys.base_prefix, "bin", "python{}.{}".format(*sys.version_info[:2]))
+    subprocess.run([base_python, "-m", "venv", str(root / "venv")], check=True, timeout=300)
+    bin_dir = root / "venv" / "bin"
+    result = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--no-deps", "-v",
+                             copy_source_tree(root / "src")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            universal_newlines=True, timeout=300, env=without_pythonpath())
+    assert result.returncode == 0, result.stdout
+    return bin_dir, result.stdout
+
+
+def without_pythonpath():
+    """This environment minus PYTHONPATH (which may point at a source tree with Caffe2 next to it)."""
+    return {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+
+
+def run_bare(bin_dir, *args):
+    return subprocess.run([str(bin_dir / args[0])] + list(args[1:]), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=120, env=without_pythonpath())
+
+
+def test_pip_install_prints_no_deprecation_warning(bare_venv):
+    _, output = bare_venv
+    assert "Successfully installed pycumsum_op-0.2.0" in output
+    assert_no_deprecation_warnings(output)
+
+
+def test_without_caffe2_help_and_version_work(bare_venv):
+    bin_dir, _ = bare_venv
+    assert run_bare(bin_dir, "python", "-c", "import caffe2").returncode != 0  # really no Caffe2 here
+    top = run_bare(bin_dir, "pycumsum-op", "--help")
+    assert top.returncode == 0 and top.stderr == "", top.stderr
+    assert "doctor" in top.stdout and "demo" in top.stdout and "--version" in top.stdout
+    doctor = run_bare(bin_dir, "pycumsum-op", "doctor", "--help")
+    assert doctor.returncode == 0 and "--init-net" in doctor.stdout and "--strategy" in doctor.stdout
+    version = run_bare(bin_dir, "pycumsum-op", "--version")
+    assert (version.returncode, version.stdout) == (0, "pycumsum-op 0.2.0\n")
+
+
+@pytest.mark.parametrize("command", [["doctor", "net.pb", "--loss", "loss"], ["demo", "--steps", "1"]])
+def test_without_caffe2_a_command_exits_2_with_the_one_line_import_error(bare_venv, command):
+    bin_dir, _ = bare_venv
+    result = run_bare(bin_dir, "pycumsum-op", *command)
+    assert result.returncode == 2 and result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("pycumsum-op {}: error: pycumsum_op needs the Caffe2 runtime".format(command[0]))
+    assert "torch 1.10.2" in line and "No module named 'caffe2'" in line
+
+
+def test_without_caffe2_import_raises_the_import_error(bare_venv):
+    bin_dir, _ = bare_venv
+    result = run_bare(bin_dir, "python", "-c", "import pycumsum_op")
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1].startswith("ImportError: pycumsum_op needs the Caffe2 runtime")
 
 
 def import_pycumsum_op_with(shim):

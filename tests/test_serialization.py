@@ -9,8 +9,10 @@ import importlib.util
 import json
 import os
 import pickletools
+import re
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -359,3 +361,39 @@ def test_minidb_can_be_verified_before_anything_is_created(own_workspace, tmp_pa
     workspace.RunNet(predict_net.Proto().name)
     np.testing.assert_allclose(workspace.FetchBlob("y"), np.cumsum(X_DEPLOY.astype(np.float64) * W, axis=1),
                                rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("data, reason", [
+    (b"", "it is empty"),
+    (b"\n\x05model\x0c trailing garbage", "only its first 8 of 25 bytes parse"),  # name, then an end-group tag
+    (b"\x08\x01", "fields that a NetDef does not define"),
+])
+def test_load_net_refuses_what_does_not_parse_completely_without_leaking_warnings(tmp_path, data, reason):
+    path = tmp_path / "model.pb"
+    path.write_bytes(data)
+    for source in (path, data):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with pytest.raises(ValueError, match="could not parse .*" + re.escape(reason)):
+                load_net(source)
+        assert caught == []
+
+
+def test_load_net_names_a_directory(tmp_path):
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        load_net(tmp_path)
+
+
+@pytest.mark.parametrize("suffix, text", [(".pb", False), (".bin", False), (".pbtxt", True), (".prototxt", True),
+                                          (".pbtext", True), (".TXT", True)])
+def test_save_net_writes_text_exactly_for_the_text_suffixes_load_net_reads_as_text(tmp_path, suffix, text):
+    net = core.Net("saved")
+    net.PyCumSum("x", "y", axis=1)
+    path = tmp_path / ("model" + suffix)
+    pycumsum_op.save_net(net, path)
+    if text:
+        parsed = caffe2_pb2.NetDef()
+        text_format.Parse(path.read_text(), parsed)
+    else:
+        parsed = caffe2_pb2.NetDef.FromString(path.read_bytes())
+    assert parsed == net.Proto() == load_net(path)

@@ -23,7 +23,7 @@ from caffe2.proto import caffe2_pb2
 
 from .findings import (GRADIENT_ERROR, MIXED_GRADIENTS, SPARSE_GRADIENT, TWO_CHARACTER_GRADIENT_NAME,
                        Finding)
-from .patterns import match_cumsum_idiom
+from .patterns import match_cumsum_idiom, unknown_idiom_constants
 
 _SPARSE_OUTPUT = re.compile(r"Gradient of output (.+?) is sparse \(expected dense\)")
 _MIXED = "mix of sparse and dense gradients"
@@ -186,7 +186,9 @@ def _attach_idioms(findings, netdef, init_net) -> List[Finding]:
     attached = []
     for finding in findings:
         if finding.source_type == "SparseLengthsSum":
-            finding = finding._replace(idiom=match_cumsum_idiom(netdef, finding.source_index, init_net))
+            idiom = match_cumsum_idiom(netdef, finding.source_index, init_net)
+            unknown = () if idiom else unknown_idiom_constants(netdef, finding.source_index, init_net)
+            finding = finding._replace(idiom=idiom, unknown_constants=unknown)
         attached.append(finding)
     return attached
 

@@ -14,7 +14,7 @@ op #0 Transpose: the gradient of its output 't' would be sparse, but Transpose n
        (pycumsum_op.doctor.fix(net, losses, strategy="ensure_dense")).
 """
 import textwrap
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple
 
 from .patterns import CumsumIdiom
 
@@ -41,7 +41,8 @@ class Finding(NamedTuple):
     that makes the blob, None for an external input). blob: the blob whose gradient is the problem. source_*: the op
     that makes the gradient sparse and its input that receives it (None when the loss gradient
     itself is sparse). idiom: the Transpose → SparseLengthsSum → Transpose cumsum the source op
-    belongs to, if any.
+    belongs to, if any. unknown_constants: the source op has that idiom's shape but the values of
+    these INDICES / LENGTHS blobs are unknown (its init net was not given), so it cannot be matched.
     """
     kind: str
     op_index: Optional[int]
@@ -55,6 +56,7 @@ class Finding(NamedTuple):
     loss_gradient: Optional[str] = None
     idiom: Optional[CumsumIdiom] = None
     caffe2_error: str = ""
+    unknown_constants: Tuple[str, ...] = ()
 
     @property
     def fixable(self) -> bool:
@@ -108,6 +110,11 @@ class Finding(NamedTuple):
                 .format(self.source_input, self.source))
         if self.idiom is not None:
             cure += " " + self.idiom.describe()
+        elif self.unknown_constants:
+            cure += (" It looks like the Transpose → SparseLengthsSum → Transpose cumsum idiom, but the values of "
+                     "{} are not in the net or the workspace: pass the init net that fills them (init_net=, "
+                     "--init-net) to let strategy=\"pycumsum\" replace it by one PyCumSum.".format(
+                         " and ".join(repr(blob) for blob in self.unknown_constants)))
         return cure
 
     def __str__(self) -> str:

@@ -18,11 +18,18 @@ Two cures, both keeping every external blob name and every other op as it was:
 ['Transpose', 'EnsureDense', 'SparseLengthsSum', 'Transpose', 'SumElements']
 >>> [op.type for op in fix(net, ["doc_f_loss"], init, strategy="pycumsum").op]
 ['Python', 'SumElements']
+
+`repair` is `fix` that also says what it applied at each site:
+
+>>> for site in repair(net, ["doc_f_loss"], init, strategy="pycumsum").repairs:
+...     print(site)
+Transpose, SparseLengthsSum, Transpose -> 'doc_f_cumsum': one PyCumSum('doc_f', 'doc_f_cumsum', axis=-1, exclusive=True)
 """
+from typing import List, NamedTuple
+
 from caffe2.python import core
 from caffe2.proto import caffe2_pb2
 
-from ..ops import cumsum
 from .diagnose import as_netdef, diagnose, normalize_losses
 
 STRATEGIES = ("ensure_dense", "pycumsum")
@@ -31,6 +38,25 @@ _MAX_ROUNDS = 8
 
 class UnfixableError(ValueError):
     """The net's backward pass fails in a way no edit of the net can cure; the message says why."""
+
+
+class Repair(NamedTuple):
+    """One site `repair` changed: the op(s) there, the blob the site writes, what was applied, and
+    (``note``) why not the strategy's own cure, when it could not be used."""
+    ops: str
+    output: str
+    applied: str
+    note: str = ""
+
+    def __str__(self) -> str:
+        return "{} -> {!r}: {}{}".format(self.ops, self.output, self.applied,
+                                         " (" + self.note + ")" if self.note else "")
+
+
+class Repaired(NamedTuple):
+    """What `repair` returns: the fixed NetDef and one `Repair` per site, in the order applied."""
+    net: caffe2_pb2.NetDef
+    repairs: List[Repair]
 
 
 def _blob_names(netdef) -> set:
@@ -65,6 +91,24 @@ def _same_device(op, like) -> None:
         op.device_option.CopyFrom(like.device_option)
 
 
+def _ensure_dense_repairs(netdef, findings, strategy: str) -> List[Repair]:
+    """A `Repair` per site `_insert_ensure_dense` changes; under "pycumsum", why not PyCumSum."""
+    sites = {}
+    for finding in findings:
+        sites.setdefault((finding.source_index, finding.source_input_index), finding)
+    repairs = []
+    for (index, position), finding in sorted(sites.items()):
+        op = netdef.op[index]
+        note = ""
+        if strategy == "pycumsum":
+            note = ("not PyCumSum: the cumsum idiom's constants {} are unknown; pass its init net".format(
+                " and ".join(repr(blob) for blob in finding.unknown_constants)) if finding.unknown_constants
+                else "not PyCumSum: not the Transpose -> SparseLengthsSum -> Transpose cumsum idiom")
+        repairs.append(Repair(op.type, op.output[0] if op.output else "",
+                              "EnsureDense on its input {!r}".format(op.input[position]), note))
+    return repairs
+
+
 def _insert_ensure_dense(netdef, findings) -> caffe2_pb2.NetDef:
     """EnsureDense on each sparse-gradient source's input, just in front of the source op."""
     sources = sorted({(finding.source_index, finding.source_input_index) for finding in findings})
@@ -86,6 +130,7 @@ def _insert_ensure_dense(netdef, findings) -> caffe2_pb2.NetDef:
 
 def _pycumsum_op(idiom, like) -> caffe2_pb2.OperatorDef:
     """The PyCumSum OperatorDef equal to ``idiom``, on ``like``'s device."""
+    from ..ops import cumsum  # numpy/torch kernels: loaded only when this strategy is used
     scratch = core.Net("doctor_pycumsum")
     cumsum(scratch, idiom.blob_in, idiom.blob_out, axis=idiom.axis, exclusive=idiom.exclusive)
     op = scratch.Proto().op[0]
@@ -112,27 +157,44 @@ def _refuse_unfixable(findings) -> None:
         raise UnfixableError("the net cannot be fixed by editing it:\n" + "\n".join(str(f) for f in unfixable))
 
 
-def fix(net, losses, init_net=None, strategy: str = "ensure_dense") -> caffe2_pb2.NetDef:
-    """A fixed copy (NetDef) of forward net ``net``; ``net`` itself is not changed.
+def _idiom_repair(idiom) -> Repair:
+    applied = "one PyCumSum({!r}, {!r}, axis={}{})".format(
+        idiom.blob_in, idiom.blob_out, idiom.axis, ", exclusive=True" if idiom.exclusive else "")
+    return Repair("Transpose, SparseLengthsSum, Transpose", idiom.blob_out, applied)
 
-    A healthy net comes back equal to the input. Raises UnfixableError (a
-    ValueError) for failures no net edit can cure, e.g. a two-character loss
-    gradient name: rename that blob instead.
-    """
+
+def repair(net, losses, init_net=None, strategy: str = "ensure_dense") -> Repaired:
+    """`fix`, returning ``Repaired(net, repairs)``: the fixed NetDef and what was applied where."""
     if strategy not in STRATEGIES:
         raise ValueError("strategy={!r}: use one of {}".format(strategy, ", ".join(STRATEGIES)))
     losses = normalize_losses(losses)
     fixed = caffe2_pb2.NetDef()
     fixed.CopyFrom(as_netdef(net))
+    repairs = []
     for _ in range(_MAX_ROUNDS):
         findings = diagnose(fixed, losses, init_net)
         if not findings:
-            return fixed
+            return Repaired(fixed, repairs)
         _refuse_unfixable(findings)
         idioms = {f.idiom for f in findings if f.idiom is not None} if strategy == "pycumsum" else set()
-        fixed = _replace_idioms(fixed, idioms) if idioms else _insert_ensure_dense(fixed, findings)
+        if idioms:
+            repairs += [_idiom_repair(idiom) for idiom in sorted(idioms)]
+            fixed = _replace_idioms(fixed, idioms)
+        else:
+            repairs += _ensure_dense_repairs(fixed, findings, strategy)
+            fixed = _insert_ensure_dense(fixed, findings)
     raise RuntimeError("pycumsum_op.doctor.fix: still failing after {} rounds:\n{}".format(
         _MAX_ROUNDS, "\n".join(str(f) for f in diagnose(fixed, losses, init_net))))
 
 
-__all__ = ["fix", "STRATEGIES", "UnfixableError"]
+def fix(net, losses, init_net=None, strategy: str = "ensure_dense") -> caffe2_pb2.NetDef:
+    """A fixed copy (NetDef) of forward net ``net``; ``net`` itself is not changed.
+
+    A healthy net comes back equal to the input. Raises UnfixableError (a
+    ValueError) for failures no net edit can cure, e.g. a two-character loss
+    gradient name: rename that blob instead. `repair` also reports what it applied where.
+    """
+    return repair(net, losses, init_net, strategy).net
+
+
+__all__ = ["fix", "repair", "Repair", "Repaired", "STRATEGIES", "UnfixableError"]

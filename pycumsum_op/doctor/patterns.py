@@ -13,7 +13,7 @@ ops (in ``init_net`` or in the net itself) or blobs in the current workspace.
 >>> idiom.blob_in, idiom.blob_out, idiom.axis, idiom.exclusive, idiom.columns
 ('doc_p', 'doc_p_cumsum', -1, True, 4)
 """
-from typing import NamedTuple, Optional, Sequence
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 from caffe2.python import workspace
@@ -121,15 +121,18 @@ def _exclusivity(indices: np.ndarray, lengths: np.ndarray) -> Optional[bool]:
     return None
 
 
-def match_cumsum_idiom(netdef, sls_index: int, init_net=None) -> Optional[CumsumIdiom]:
-    """The idiom around SparseLengthsSum op ``sls_index`` of ``netdef``, or None.
+class _Shape(NamedTuple):
+    """The idiom's ops and blobs, before its constants are looked at."""
+    first: int
+    last: int
+    blob_in: str
+    axis: int
+    indices_blob: str
+    lengths_blob: str
 
-    Matches only when the intermediate blobs are read by nothing else and are not
-    external outputs, and the idiom's input is not overwritten in between, so that
-    replacing the three ops by one PyCumSum changes nothing else. Like every
-    use of the idiom, it assumes the scanned axis has len(LENGTHS) entries
-    (SparseLengthsSum would silently drop any further ones).
-    """
+
+def _idiom_shape(netdef, sls_index: int) -> Optional[_Shape]:
+    """The Transpose → SparseLengthsSum → Transpose around op ``sls_index``, whatever its constants."""
     ops = netdef.op
     sls = ops[sls_index]
     if sls.type != "SparseLengthsSum" or len(sls.input) != 3 or len(sls.output) != 1:
@@ -148,11 +151,45 @@ def match_cumsum_idiom(netdef, sls_index: int, init_net=None) -> Optional[Cumsum
     if any(blob_in in ops[index].output for index in range(first + 1, last)):
         return None
     axis = _scanned_axis(ops[first], ops[last])
-    indices = constant_int_blob(indices_blob, netdef, sls_index, init_net)
-    lengths = constant_int_blob(lengths_blob, netdef, sls_index, init_net)
-    if axis is None or indices is None or lengths is None:
+    return None if axis is None else _Shape(first, last, blob_in, axis, indices_blob, lengths_blob)
+
+
+def match_cumsum_idiom(netdef, sls_index: int, init_net=None) -> Optional[CumsumIdiom]:
+    """The idiom around SparseLengthsSum op ``sls_index`` of ``netdef``, or None.
+
+    Matches only when the intermediate blobs are read by nothing else and are not
+    external outputs, and the idiom's input is not overwritten in between, so that
+    replacing the three ops by one PyCumSum changes nothing else. Like every
+    use of the idiom, it assumes the scanned axis has len(LENGTHS) entries
+    (SparseLengthsSum would silently drop any further ones).
+    """
+    shape = _idiom_shape(netdef, sls_index)
+    if shape is None:
+        return None
+    indices = constant_int_blob(shape.indices_blob, netdef, sls_index, init_net)
+    lengths = constant_int_blob(shape.lengths_blob, netdef, sls_index, init_net)
+    if indices is None or lengths is None:
         return None
     exclusive = _exclusivity(indices, lengths)
     if exclusive is None:
         return None
-    return CumsumIdiom(first, sls_index, last, blob_in, ops[last].output[0], axis, exclusive, len(lengths))
+    return CumsumIdiom(shape.first, sls_index, shape.last, shape.blob_in, netdef.op[shape.last].output[0],
+                       shape.axis, exclusive, len(lengths))
+
+
+def unknown_idiom_constants(netdef, sls_index: int, init_net=None) -> Tuple[str, ...]:
+    """The INDICES / LENGTHS blobs whose values are unknown when the ops around SparseLengthsSum
+    op ``sls_index`` have the idiom's shape (e.g. its init net was not given); () otherwise.
+
+    >>> from caffe2.python import core
+    >>> from pycumsum_op.idioms import add_sparse_lengths_cumsum
+    >>> net, init = core.Net("doc_unknown"), core.Net("doc_unknown_init")
+    >>> _ = add_sparse_lengths_cumsum(net, "doc_u", 4, init_net=init)
+    >>> unknown_idiom_constants(net.Proto(), 1), unknown_idiom_constants(net.Proto(), 1, init.Proto())
+    (('doc_u_cumsum_indices', 'doc_u_cumsum_lengths'), ())
+    """
+    shape = _idiom_shape(netdef, sls_index)
+    if shape is None:
+        return ()
+    return tuple(blob for blob in (shape.indices_blob, shape.lengths_blob)
+                 if constant_int_blob(blob, netdef, sls_index, init_net) is None)

@@ -1,0 +1,18 @@
+"""``pycumsum-op demo`` (``make demo``): see `pycumsum_op.demo`."""
+from ..cli import whole_number
+
+DEFAULT_STEPS = 1000
+
+
+def _run(args) -> int:
+    from ..demo import run_demo
+    return run_demo(steps=args.steps, seed=args.seed)
+
+
+def add_parser(subparsers) -> None:
+    demo = subparsers.add_parser("demo", help="the question's net, its diagnosis and fixes, then EMD training")
+    demo.add_argument("--steps", type=whole_number(1), default=DEFAULT_STEPS, metavar="N",
+                      help="SGD steps of the EMD training (default: %(default)s)")
+    demo.add_argument("--seed", type=whole_number(0), default=0, metavar="S",
+                      help="random seed (default: %(default)s)")
+    demo.set_defaults(run=_run)

@@ -1,0 +1,89 @@
+"""``pycumsum-op doctor``: diagnose (and ``--fix``) "Gradient of output ... is sparse" in a saved net.
+
+Exit 0 when the net is healthy, 1 when it has findings (also when ``--fix`` wrote a
+repaired net), 2 on bad input (unreadable or unparsable file, unknown blob, a failure
+no net edit can cure), with a one-line reason on stderr. Needs Caffe2 only: torch and
+pycumsum_op's kernels load only for ``--strategy pycumsum``.
+"""
+from ..cli import _BadInput
+
+EXIT_HEALTHY, EXIT_FINDINGS = 0, 1
+
+
+def _read_net(path: str, what: str):
+    """A NetDef from a binary .pb or a text .pbtxt; the doctor never creates the net, so nothing runs."""
+    from ..serialization import load_net
+    try:
+        return load_net(path, verify=False)
+    except (OSError, ValueError) as error:
+        raise _BadInput("cannot read {} {!r}: {}".format(what, path, _first_line(error)))
+
+
+def _first_line(error: Exception) -> str:
+    """The reason without the path the message already names ("[Errno 13] Permission denied: 'x'")."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror.replace("load_net: ", "").lower()
+    return str(error).splitlines()[0]
+
+
+def _parse_loss(text: str):
+    """``BLOB`` (gradient of ones) or ``BLOB=GRADIENT_BLOB``."""
+    loss, _, gradient = text.partition("=")
+    return loss, gradient or None
+
+
+def _run(args) -> int:
+    from ..doctor import diagnose
+    from ..doctor.fix import STRATEGIES, UnfixableError, repair
+    from ..serialization import is_text_path, save_net
+
+    if args.strategy not in STRATEGIES:
+        raise _BadInput("--strategy {!r}: choose one of {}".format(args.strategy, ", ".join(STRATEGIES)))
+    netdef = _read_net(args.predict_net, "net")
+    if not netdef.op:  # (an init net may be empty)
+        raise _BadInput("net {!r} has no ops: is it a Caffe2 NetDef?".format(args.predict_net))
+    init_net = _read_net(args.init_net, "init net") if args.init_net else None
+    losses = dict(_parse_loss(text) for text in args.loss)
+    try:
+        findings = diagnose(netdef, losses, init_net)
+    except ValueError as error:  # a loss blob that is not in the net
+        raise _BadInput(str(error))
+    if not findings:
+        print("{}: healthy: AddGradientOperators({}) works.".format(args.predict_net, sorted(losses)))
+        return EXIT_HEALTHY
+    print("{}: {} finding(s):".format(args.predict_net, len(findings)))
+    for number, finding in enumerate(findings, 1):
+        print("\n[{}] {}".format(number, finding))
+    if args.fix:
+        try:
+            fixed, repairs = repair(netdef, losses, init_net, strategy=args.strategy)
+        except UnfixableError as error:
+            raise _BadInput("--fix: " + str(error).splitlines()[0] + " (see the findings above)")
+        try:
+            save_net(fixed, args.fix)
+        except OSError as error:
+            raise _BadInput("cannot write the fixed net to {!r}: {}".format(args.fix, error.strerror or error))
+        print("\nwrote the fixed net ({} ops, {} format) to {}; repaired {} site(s):".format(
+            len(fixed.op), "text" if is_text_path(args.fix) else "binary", args.fix, len(repairs)))
+        for applied in repairs:
+            print("  " + str(applied).replace("pass its init net", "pass --init-net INIT_NET"))
+    return EXIT_FINDINGS
+
+
+def add_parser(subparsers) -> None:
+    doctor = subparsers.add_parser(
+        "doctor", help="find (and fix) sparse-gradient errors in a saved net",
+        description="Walks the backward pass of PREDICT_NET as Caffe2's AddGradientOperators does and "
+                    "reports where it fails. Exit 0: healthy, 1: findings, 2: bad input.")
+    doctor.add_argument("predict_net", metavar="PREDICT_NET", help="the forward net (.pb binary or .pbtxt text)")
+    doctor.add_argument("--init-net", metavar="INIT_NET",
+                        help="its init net: the cumsum idiom's constants, needed by --strategy pycumsum")
+    doctor.add_argument("--loss", metavar="BLOB[=GRAD]", action="append", required=True,
+                        help="a loss blob, optionally with the name of its gradient blob; repeatable")
+    doctor.add_argument("--fix", metavar="OUT",
+                        help="write the fixed net here (text for .pbtxt/.prototxt/.pbtext/.txt, else binary)")
+    doctor.add_argument("--strategy", default="ensure_dense",
+                        help="cure for --fix, one of pycumsum_op.doctor.fix.STRATEGIES: ensure_dense (the "
+                             "default) puts EnsureDense where the gradient turns sparse; pycumsum replaces each "
+                             "Transpose -> SparseLengthsSum -> Transpose cumsum by one PyCumSum")
+    doctor.set_defaults(run=_run, needs="caffe2")

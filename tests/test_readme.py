@@ -1,0 +1,131 @@
+"""README.md's examples, run as a new user would: every ```python block in a fresh Python process
+(cwd: an empty temporary directory), its stdout compared with the ```text block right after it.
+
+The convention for README.md: each ```python block is followed (only blank lines between) by a
+```text block holding its exact output; a python block without one fails here. Shell examples go
+in ```sh blocks and are not run.
+"""
+import difflib
+import os
+import re
+import subprocess
+import sys
+from typing import List, NamedTuple, Optional
+
+import pytest
+
+README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+TIMEOUT_SECONDS = 120
+_FENCE = re.compile(r"^```(\S*)\s*$")
+
+
+class Example(NamedTuple):
+    """A ```python block: where it is, its code, and the output its ```text block promises."""
+    line: int                  # 1-based line of the opening fence
+    heading: str               # the last Markdown heading above it
+    code: str
+    expected: Optional[str]    # None: no ```text block follows
+
+    @property
+    def label(self) -> str:
+        first = next((line.strip() for line in self.code.splitlines() if line.strip()), "")
+        return "README.md:{} ({!r}, first line {!r})".format(self.line, self.heading, first)
+
+
+def _fenced_blocks(text: str):
+    """(opening line, language, body) of each fenced block, and the headings outside them."""
+    blocks, headings = [], []
+    lines = text.splitlines()
+    number = 0
+    while number < len(lines):
+        fence = _FENCE.match(lines[number])
+        if fence is None:
+            if lines[number].startswith("#"):
+                headings.append((number + 1, lines[number].lstrip("#").strip()))
+            number += 1
+            continue
+        end = number + 1
+        while end < len(lines) and lines[end].strip() != "```":
+            end += 1
+        if end == len(lines):
+            raise ValueError("README.md:{}: a ``` fence is never closed".format(number + 1))
+        blocks.append((number + 1, end + 1, fence.group(1), "\n".join(lines[number + 1:end]) + "\n"))
+        number = end + 1
+    return blocks, headings, lines
+
+
+def readme_examples(text: str) -> List[Example]:
+    """The ```python blocks of a Markdown text, each with the ```text block that follows it.
+
+    >>> doc = "# A\\n```python\\nprint(1)\\n```\\n\\n```text\\n1\\n```\\n## B\\n```python\\npass\\n```\\n"
+    >>> [(e.line, e.heading, e.code, e.expected) for e in readme_examples(doc)]
+    [(2, 'A', 'print(1)\\n', '1\\n'), (10, 'B', 'pass\\n', None)]
+    """
+    blocks, headings, lines = _fenced_blocks(text)
+    examples = []
+    for position, (start, end, language, body) in enumerate(blocks):
+        if language != "python":
+            continue
+        expected = None
+        if position + 1 < len(blocks):
+            next_start, _, next_language, next_body = blocks[position + 1]
+            only_blank_between = not any(line.strip() for line in lines[end:next_start - 1])
+            if next_language == "text" and only_blank_between:
+                expected = next_body
+        heading = ([title for line, title in headings if line < start] or ["(top)"])[-1]
+        examples.append(Example(start, heading, body, expected))
+    return examples
+
+
+with open(README) as _handle:
+    EXAMPLES = readme_examples(_handle.read())
+
+
+def test_the_readme_has_examples():
+    assert len(EXAMPLES) >= 5, [example.label for example in EXAMPLES]
+
+
+def check_example(example: Example, cwd) -> Optional[str]:
+    """Run ``example`` in a fresh interpreter in ``cwd``; None if it prints what it promises, else why not."""
+    if example.expected is None:
+        return "{}: a ```python block must be followed by a ```text block holding its exact output".format(
+            example.label)
+    try:
+        result = subprocess.run([sys.executable, "-c", example.code], cwd=str(cwd), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, universal_newlines=True, timeout=TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        return "{}: still running after {} s".format(example.label, TIMEOUT_SECONDS)
+    if result.returncode != 0:
+        return "{}: exited with status {}; stderr ends with:\n{}".format(
+            example.label, result.returncode, "\n".join(result.stderr.splitlines()[-15:]))
+    if result.stdout != example.expected:
+        diff = difflib.unified_diff(example.expected.splitlines(), result.stdout.splitlines(),
+                                    "README.md (expected)", "printed", lineterm="")
+        return "{}: prints something else than its ```text block:\n{}".format(example.label, "\n".join(diff))
+    return None
+
+
+def _example_id(example: Example) -> str:
+    return "line{}-{}".format(example.line, re.sub(r"[^a-z0-9]+", "-", example.heading.lower()).strip("-"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[_example_id(example) for example in EXAMPLES])
+def test_readme_example_prints_what_the_readme_shows(example, tmp_path):
+    problem = check_example(example, tmp_path)
+    if problem:
+        pytest.fail(problem, pytrace=False)
+
+
+def test_the_checker_names_the_block_and_shows_the_difference(tmp_path):
+    """The harness itself: a wrong output, a crash and a missing ```text block are each reported."""
+    text = ("## Sums\n```python\nprint(1 + 1)\nprint('same')\n```\n\n```text\n3\nsame\n```\n"
+            "## Crash\n```python\nraise SystemExit('boom')\n```\n```text\n```\n"
+            "## Alone\n```python\nprint(2)\n```\nprose\n```text\n2\n```\n")
+    wrong, crash, alone = readme_examples(text)
+    message = check_example(wrong, tmp_path)
+    assert message.startswith("README.md:2 ('Sums', first line 'print(1 + 1)'): prints something else")
+    assert "\n-3\n+2\n same" in message
+    assert "status 1" in check_example(crash, tmp_path) and "boom" in check_example(crash, tmp_path)
+    assert "must be followed by a ```text block" in check_example(alone, tmp_path)
+    assert check_example(wrong._replace(expected="2\nsame\n"), tmp_path) is None
+    assert os.listdir(str(tmp_path)) == []
