@@ -28,14 +28,12 @@ import warnings
 from typing import List, NamedTuple, Optional, Tuple
 
 from caffe2.proto import caffe2_pb2
+from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
 from ._safe_unpickle import MAX_PICKLE_BYTES, RefusedPickle, inspect_builder  # noqa: F401 (public here)
 from ._text_format import TextNetError, parse_text_netdef
-from .ops.builders import BUILDERS, check_builder_call
 
-#: The builders pycumsum_op writes into nets (stable import paths, always allowed).
-PYCUMSUM_BUILDERS = frozenset(BUILDERS)
 #: Op types whose constructor unpickles ``pickled_builder`` / ``pickled_grad_builder``.
 PYTHON_OP_TYPES = frozenset(["Python", "PythonGradient", "PythonDLPack", "PythonDLPackGradient"])
 BUILDER_ARGS = ("pickled_builder", "pickled_grad_builder")
@@ -163,6 +161,8 @@ def _nested_nets(op_type: str, arg, where: str, index: int, problems) -> List[ca
 
 
 def _check_builders(where, index, op_type, pickled, allowed, callable_at_load, problems, verified):
+    from .ops.builders import BUILDERS, check_builder_call  # imported on use: parsing a net needs no kernels
+
     builders = []
     for name, data in pickled:
         try:
@@ -232,7 +232,9 @@ def verify_net(net, allow=()) -> List[VerifiedOp]:
     op index, op type and argument that is refused, and every token-form (non-portable) op.
     """
     extra = _allow_names(allow)
-    allowed = PYCUMSUM_BUILDERS | extra
+    from .ops.builders import BUILDERS
+
+    allowed = frozenset(BUILDERS) | extra
     problems, verified = [], []
     nets = _nets_of(net)
     for label, netdef in nets:

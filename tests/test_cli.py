@@ -4,6 +4,7 @@ Exit status 0 = healthy, 1 = findings, 2 = bad input with a one-line reason and 
 What --fix writes is checked with Caffe2's own AddGradientOperators.
 """
 import os
+import pkgutil
 import subprocess
 import sys
 
@@ -12,7 +13,8 @@ from caffe2.proto import caffe2_pb2
 from caffe2.python import core
 from google.protobuf import text_format
 
-import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
+import pycumsum_op
+import pycumsum_op.commands
 from doctor_support import gradient_ops_work
 from pycumsum_op.doctor.fix import STRATEGIES
 from pycumsum_op.idioms import add_sparse_lengths_cumsum
@@ -117,7 +119,9 @@ def test_version_and_no_command():
     assert (version.returncode, version.stdout) == (0, "pycumsum-op {}\n".format(pycumsum_op.__version__))
     bare = run_cli()
     assert bare.returncode == 2 and "Traceback" not in bare.stderr
-    assert bare.stderr.splitlines()[-1] == "pycumsum-op: error: no command given; choose one of: demo, doctor"
+    commands = sorted(module.name for module in pkgutil.iter_modules(pycumsum_op.commands.__path__))
+    assert bare.stderr.splitlines()[-1] == "pycumsum-op: error: no command given; choose one of: {}".format(
+        ", ".join(commands))
 
 
 def test_argparse_errors_speak_the_users_words():

@@ -3,25 +3,25 @@
     pycumsum-op onnx import MODEL.onnx --predict-net P.pb --init-net I.pb
     pycumsum-op onnx export P.pb [--init-net I.pb] --input BLOB=DTYPE:D1,D2 [...] -o MODEL.onnx [--opset N]
 
-Nets are written as text for .pbtxt/.prototxt/.txt paths, binary otherwise. ``export`` reads the
+Nets are written as `save_net` writes them (text for .pbtxt/.prototxt/.pbtext/.txt, else binary). ``export`` reads the
 nets with `load_net` (Python ops other than pycumsum_op's are refused before anything runs).
 Exit 0 on success, 2 on bad input with a one-line reason on stderr.
 
 >>> _parse_input("data=float32:4,6")
-('data', (dtype('float32'), (4, 6)))
+('data', ('float32', (4, 6)))
 >>> _parse_input("step=int64:")
-('step', (dtype('int64'), ()))
+('step', ('int64', ()))
 """
 import argparse
 import warnings
-
-import numpy as np
 
 from ..cli import _BadInput
 
 
 def _parse_input(text: str):
-    """``BLOB=DTYPE:D1,D2,...`` -> (blob, (numpy dtype, shape)); an empty shape is a 0-d blob."""
+    """``BLOB=DTYPE:D1,D2,...`` -> (blob, (dtype name, shape)); an empty shape is a 0-d blob.
+
+    The dtype name is checked by `_value_info` once numpy is loaded (``--help`` imports no numpy)."""
     name, _, spec = text.partition("=")
     dtype, colon, dims = spec.partition(":")
     try:
@@ -30,31 +30,33 @@ def _parse_input(text: str):
         shape = tuple(int(extent) for extent in dims.split(",")) if dims.strip() else ()
         if any(extent < 0 for extent in shape):
             raise ValueError("negative extent")
-        return name, (np.dtype(dtype), shape)
+        return name, (dtype, shape)
     except (TypeError, ValueError) as error:
         raise argparse.ArgumentTypeError("bad --input {!r}: {}".format(text, error))
 
 
-def _write(message, path: str, what: str) -> None:
-    from google.protobuf import text_format
-
-    text = path.lower().endswith((".pbtxt", ".prototxt", ".txt"))
+def _write(write, path: str, what: str) -> None:
+    """``write()`` (which writes ``path``), an OSError reported as bad input naming ``what``."""
     try:
-        with open(path, "w" if text else "wb") as handle:
-            handle.write(text_format.MessageToString(message) if text else message.SerializeToString())
+        write()
     except OSError as error:
         raise _BadInput("cannot write the {} to {!r}: {}".format(what, path, error.strerror or error))
 
 
-def _quiet_caffe2() -> None:
-    """Caffe2 logs to stderr from C++ (init warnings, op errors); this command reports errors itself."""
-    from caffe2.python import workspace
+def _value_info(inputs) -> dict:
+    """{blob: (numpy dtype, shape)} from the parsed ``--input`` values."""
+    import numpy as np
 
-    workspace.GlobalInit(["pycumsum-op", "--caffe2_log_level=3"])
+    value_info = {}
+    for name, (dtype, shape) in inputs:
+        try:
+            value_info[name] = np.dtype(dtype), shape
+        except TypeError as error:
+            raise _BadInput("bad --input {}={}: {}".format(name, dtype, error))
+    return value_info
 
 
 def _import(args) -> int:
-    _quiet_caffe2()
     import onnx
     from google.protobuf.message import DecodeError
 
@@ -70,25 +72,28 @@ def _import(args) -> int:
             init_net, predict_net = to_caffe2(model)
         except (ValueError, RuntimeError, onnx.checker.ValidationError) as error:
             raise _BadInput("cannot import {!r}: {}".format(args.model, str(error).strip().splitlines()[-1]))
-    _write(predict_net, args.predict_net, "predict net")
-    _write(init_net, args.init_net, "init net")
+    from ..serialization import save_net
+
+    _write(lambda: save_net(predict_net, args.predict_net), args.predict_net, "predict net")
+    _write(lambda: save_net(init_net, args.init_net), args.init_net, "init net")
     print("{}: {} ops -> {}, {} parameters -> {}".format(args.model, len(predict_net.op), args.predict_net,
                                                           len(init_net.op), args.init_net))
     return 0
 
 
 def _export(args) -> int:
-    _quiet_caffe2()
+    from onnx import save as onnx_save
+
     from ..onnx import export
     from ..serialization import load_net
 
     try:
         predict_net = load_net(args.predict_net)
         init_net = load_net(args.init_net) if args.init_net else None
-        model = export(predict_net, init_net, dict(args.input), opset=args.opset)
+        model = export(predict_net, init_net, _value_info(args.input), opset=args.opset)
     except (OSError, ValueError) as error:  # UnsafeNetError is a ValueError
         raise _BadInput(str(error).strip().splitlines()[0])
-    _write(model, args.output, "ONNX model")
+    _write(lambda: onnx_save(model, args.output), args.output, "ONNX model")
     print("{}: {} nodes at opset {} -> {}".format(args.predict_net, len(model.graph.node), args.opset, args.output))
     return 0
 

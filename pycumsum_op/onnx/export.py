@@ -36,8 +36,8 @@ from caffe2.python.onnx.helper import c2_native_run_net
 from onnx import TensorProto, helper, mapping, numpy_helper
 
 from .._safe_unpickle import RefusedPickle, inspect_builder
-from ..ops.builders import scan_forward
-from ..serialization import PYCUMSUM_BUILDERS, PYTHON_OP_TYPES, verify_net
+from ..ops.builders import BUILDERS, scan_forward
+from ..serialization import PYTHON_OP_TYPES, verify_net
 
 #: The opset Caffe2's frontend writes its nodes for.
 STOCK_OPSET = 9
@@ -124,7 +124,7 @@ def cumsum_params(op, opset: int) -> dict:
         raise ValueError("{}: a gradient op has no ONNX form; export the forward net".format(_op_label(op)))
     pickled = next((arg.s for arg in op.arg if arg.name == "pickled_builder"), b"")
     try:
-        info = inspect_builder(pickled, PYCUMSUM_BUILDERS)
+        info = inspect_builder(pickled, frozenset(BUILDERS))
     except RefusedPickle as refused:
         raise ValueError("{}: not a PyCumSum op: its builder {}".format(_op_label(op), refused.reason))
     if info.builder != _SCAN_FORWARD:
