@@ -20,9 +20,10 @@ from .kernels import ScanArgumentError  # noqa: E402
 from .ops import cumsum, cumsum_bwd, cumsum_fwd, install as _install  # noqa: E402
 from .serialization import UnsafeNetError, load_net, verify_net  # noqa: E402
 from . import doctor  # noqa: E402
+from .converters import LoweringError, lower  # noqa: E402
 
 _install()
 
 __version__ = "0.1.0"
 __all__ = ["cumsum", "cumsum_fwd", "cumsum_bwd", "ScanArgumentError",
-           "UnsafeNetError", "load_net", "verify_net", "__version__"]
+           "UnsafeNetError", "load_net", "verify_net", "lower", "LoweringError", "__version__"]

@@ -49,8 +49,12 @@ def _resolve_axis(op_name: str, axis, dim):
 
 
 def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False,
-                dtype=None, dim=None):
-    """Append scan ``scan``'s Python op (forward + gradient builders) to ``net``; returns the output blob."""
+                dtype=None, dim=None, implementation="python", input_shape=None, input_dtype=None):
+    """Append scan ``scan``'s Python op (forward + gradient builders) to ``net``; returns the output blob.
+
+    ``implementation="aten"`` / ``"portable"`` appends C++ operators instead (see `pycumsum_op.lower`;
+    "portable" needs ``input_shape`` and ``input_dtype`` unless the workspace holds the input).
+    """
     kernel = SCAN_KERNELS[scan]
     op_name = kernel.op_name
     spec = ScanSpec.checked(op_name, _resolve_axis(op_name, axis, dim), exclusive, reverse, dtype)
@@ -60,13 +64,17 @@ def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, r
         raise ScanArgumentError(
             "{}: dtype={} cannot be used in place (blob_out == blob_in == {!r}): the overwritten input's "
             "dtype is needed for its gradient; write to a new blob".format(op_name, spec.dtype.name, str(blob_in)))
+    if implementation != "python":
+        from ..converters.lower import append_scan  # converters import this module
+        return append_scan(net, scan, spec, blob_in, blob_out, implementation, input_shape, input_dtype)
     params = {"scan": scan, "axis": spec.axis, "exclusive": spec.exclusive, "reverse": spec.reverse,
               "dtype": None if spec.dtype is None else spec.dtype.name}
     make_op = net.Python((scan_forward, (), params), grad_f=(scan_backward, (), params))
     return make_op([blob_in], [blob_out], name=op_name)
 
 
-def cumsum(net, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False, dtype=None, dim=None):
+def cumsum(net, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False, dtype=None, dim=None,
+           implementation="python", input_shape=None, input_dtype=None):
     """Append ``blob_out = torch.cumsum(blob_in, axis)`` to ``net``; returns the output BlobReference.
 
     axis (or its alias dim) is required; negative values count from the end.
@@ -75,9 +83,12 @@ def cumsum(net, blob_in, blob_out=None, axis=None, exclusive=False, reverse=Fals
     integer inputs give int64 and floats keep theirs, as in torch. In place
     (blob_out == blob_in) works, except together with dtype=.
     The op has a gradient, so ``net.AddGradientOperators`` works through it.
+    implementation="aten" or "portable" builds C++ operators instead of the Python op
+    (no Python in the net; "portable" also needs input_shape= and input_dtype=).
     """
-    return add_scan_op(net, "cumsum", blob_in, blob_out, axis=axis, exclusive=exclusive,
-                       reverse=reverse, dtype=dtype, dim=dim)
+    return add_scan_op(net, "cumsum", blob_in, blob_out, axis=axis, exclusive=exclusive, reverse=reverse,
+                       dtype=dtype, dim=dim, implementation=implementation, input_shape=input_shape,
+                       input_dtype=input_dtype)
 
 
 def install():

@@ -1,0 +1,229 @@
+"""`lower(net, target)`: the same net with every PyCumSum (and its gradient op) as C++ operators.
+
+>>> import numpy as np
+>>> from caffe2.python import core, workspace
+>>> import pycumsum_op
+>>> net = core.Net("doc_lower")
+>>> _ = net.PyCumSum("doc_lx", "doc_ly", axis=1, reverse=True)
+>>> lowered = pycumsum_op.lower(net, target="aten")
+>>> [(op.type, dict((a.name, a.s or a.i or list(a.ints)) for a in op.arg)["operator"]) for op in lowered.op]
+[('ATen', b'flip'), ('ATen', b'cumsum'), ('ATen', b'flip')]
+>>> workspace.FeedBlob("doc_lx", np.array([[1, 2, 3]], np.int32))
+True
+>>> workspace.RunNetOnce(lowered)
+True
+>>> workspace.FetchBlob("doc_ly")
+array([[6, 5, 3]])
+"""
+from typing import List, Optional
+
+import numpy as np
+from caffe2.proto import caffe2_pb2
+from caffe2.python import core, workspace
+
+from .._safe_unpickle import RefusedPickle, inspect_builder
+from ..kernels import SCAN_KERNELS, ScanArgumentError, ScanSpec
+from ..serialization import BUILDER_ARGS, PYCUMSUM_BUILDERS, PYTHON_OP_TYPES
+from . import aten, portable
+from .emitter import NUMPY_TYPES, TENSOR_TYPES, OpEmitter
+from .facts import InputFacts, LoweringError, Site, result_dtype
+
+#: target name -> the module whose ``emit_scan`` writes a scan in that target's operators.
+TARGETS = {"aten": aten, "portable": portable}
+#: Scans whose gradient op can be lowered: its gradient is the same scan of the output gradient, reversed.
+SELF_ADJOINT_SCANS = frozenset(["cumsum"])
+_FORWARD_BUILDER = "pycumsum_op.ops.builders.scan_forward"
+_BACKWARD_BUILDER = "pycumsum_op.ops.builders.scan_backward"
+_TARGET_TABLES = {"aten": aten.ATEN_SCAN_OPERATORS, "portable": portable.PORTABLE_SCAN_OPERATORS}
+
+
+def _check_target(target) -> None:
+    if target not in TARGETS:
+        raise LoweringError("lower: unknown target={!r}; use one of {}".format(target, ", ".join(sorted(TARGETS))))
+
+
+def _label(index: int, op) -> str:
+    return "op {} ({} {!r}: {} -> {})".format(index, op.type, op.name, ", ".join(op.input), ", ".join(op.output))
+
+
+def _scan_params(index: int, op):
+    """(scan name, ScanSpec) of a PyCumSum forward or gradient op; LoweringError for any other Python op."""
+    args = {arg.name: arg.s for arg in op.arg if arg.name in BUILDER_ARGS}
+    label = _label(index, op)
+    if "pickled_builder" not in args:
+        raise LoweringError("{}: a Python op without a pickled builder (token form) cannot be lowered: only "
+                            "PyCumSum ops can, and no Python op may remain in a lowered net".format(label))
+    try:
+        info = inspect_builder(args["pickled_builder"], PYCUMSUM_BUILDERS)
+    except RefusedPickle as refused:
+        raise LoweringError("{}: not a PyCumSum op (its builder pickle {}); only PyCumSum ops can be lowered, and "
+                            "no Python op may remain in a lowered net".format(label, refused.reason)) from None
+    if info.builder != _FORWARD_BUILDER or info.args:
+        raise LoweringError("{}: its builder is {}, not PyCumSum's; it cannot be lowered".format(label, info.builder))
+    params = dict(info.kwargs)
+    scan = params.pop("scan", None)
+    if scan not in SCAN_KERNELS:
+        raise LoweringError("{}: unknown scan {!r} in its builder".format(label, scan))
+    try:
+        spec = ScanSpec.checked(SCAN_KERNELS[scan].op_name, **params)
+    except (TypeError, ScanArgumentError) as error:
+        raise LoweringError("{}: its builder holds arguments PyCumSum does not take: {}".format(label, error)) from None
+    return scan, spec
+
+
+class _BlobFacts(object):
+    """Shapes and dtypes of blobs: the user's ``shapes``/``dtypes``, then Caffe2's inference, then the workspace."""
+
+    def __init__(self, netdef, init_netdef, shapes, dtypes):
+        self._netdef, self._init = netdef, init_netdef
+        self._shapes = {str(blob): tuple(int(d) for d in shape) for blob, shape in (shapes or {}).items()}
+        self._dtypes = {str(blob): np.dtype(dtype) for blob, dtype in (dtypes or {}).items()}
+        self._inferred = None
+
+    def _workspace(self, blob):
+        if not workspace.HasBlob(blob):
+            return None
+        try:
+            value = workspace.FetchBlob(blob)
+        except (RuntimeError, TypeError):
+            return None
+        return value if isinstance(value, np.ndarray) else None
+
+    def _infer(self):
+        if self._inferred is None:
+            hints_shape, hints_type = {}, {}
+            for blob in self._netdef.external_input:
+                value = self._workspace(blob)
+                shape = self._shapes.get(blob, None if value is None else value.shape)
+                dtype = self._dtypes.get(blob, None if value is None else value.dtype)
+                if shape is not None and dtype in TENSOR_TYPES:
+                    hints_shape[blob], hints_type[blob] = list(shape), TENSOR_TYPES[dtype]
+            nets = [net for net in (self._init, self._netdef) if net is not None]
+            try:
+                shapes, types = workspace.InferShapesAndTypes(nets, hints_shape, hints_type)
+            except Exception:  # Caffe2's inference gives up on some nets; the other sources remain
+                shapes, types = {}, {}
+            self._inferred = shapes, types
+        return self._inferred
+
+    def of(self, blob: str) -> InputFacts:
+        shapes, types = self._infer()
+        value = self._workspace(blob)
+        shape = self._shapes.get(blob)
+        if shape is None and blob in shapes and blob in types and types[blob] in NUMPY_TYPES:
+            shape = tuple(shapes[blob])
+        if shape is None and value is not None:
+            shape = value.shape
+        dtype = self._dtypes.get(blob)
+        if dtype is None and types.get(blob) in NUMPY_TYPES:
+            dtype = NUMPY_TYPES[types[blob]]
+        if dtype is None and value is not None:
+            dtype = value.dtype
+        return InputFacts(shape, dtype)
+
+
+def _check_supported(scan, target, where) -> None:
+    if scan not in _TARGET_TABLES[target]:
+        raise LoweringError("{}: scan {!r} ({}) has no lowering to target {!r} yet; supported there: {}".format(
+            where, scan, SCAN_KERNELS[scan].op_name, target, ", ".join(sorted(_TARGET_TABLES[target]))))
+
+
+def forward_ops(scan, spec, blob_in, blob_out, target, facts, emitter, where) -> List[caffe2_pb2.OperatorDef]:
+    """The ops computing ``blob_out = scan(blob_in)`` in ``target``'s operators."""
+    _check_supported(scan, target, where)
+    current = TARGETS[target].emit_scan(emitter, scan, spec, blob_in, facts, where)
+    return emitter.finish(current, blob_in, blob_out)
+
+
+def gradient_ops(scan, spec, op, target, facts, emitter, where) -> List[caffe2_pb2.OperatorDef]:
+    """The ops of a PyCumSum gradient op (inputs x, y, grad_y; output grad_x): the reversed scan of grad_y."""
+    _check_supported(scan, target, where)
+    if scan not in SELF_ADJOINT_SCANS:
+        raise LoweringError("{}: the gradient op of scan {!r} cannot be lowered yet; lower the forward net and "
+                            "call AddGradientOperators on the result".format(where, scan))
+    x_dtype = facts.dtype
+    y_dtype = result_dtype(spec, x_dtype)
+    if spec.dtype is not None and x_dtype is None:
+        raise LoweringError("{}: the gradient of a scan with dtype={} has its input's dtype; give dtypes={{{!r}: "
+                            "...}} or feed the blob into the workspace".format(where, spec.dtype.name, op.input[0]))
+    adjoint = spec._replace(reverse=not spec.reverse, dtype=None)
+    grad_facts = InputFacts(facts.shape, y_dtype)
+    grad_in, grad_out = op.input[2], op.output[0]
+    current = TARGETS[target].emit_scan(emitter, scan, adjoint, grad_in, grad_facts, Site(str(where), grad_in))
+    if x_dtype is not None and x_dtype.kind == "f" and x_dtype != y_dtype:  # PyCumSum's rule: grad_x has x's dtype
+        current = emitter.step("Cast", [current], to=TENSOR_TYPES[x_dtype])
+    return emitter.finish(current, grad_in, grad_out)
+
+
+def _blob_names(netdef) -> set:
+    names = set(netdef.external_input) | set(netdef.external_output)
+    for op in netdef.op:
+        names.update(op.input)
+        names.update(op.output)
+    return names
+
+
+def _as_netdef(net, what: str) -> Optional[caffe2_pb2.NetDef]:
+    if net is None or isinstance(net, caffe2_pb2.NetDef):
+        return net
+    if isinstance(net, core.Net):
+        return net.Proto()
+    raise TypeError("lower: {} must be a caffe2 core.Net or NetDef, got {}".format(what, type(net).__name__))
+
+
+def lower(net, target: str = "aten", shapes=None, init_net=None, dtypes=None) -> caffe2_pb2.NetDef:
+    """A new NetDef in which every PyCumSum op, and PyCumSum gradient op, is C++ operators of ``target``.
+
+    net: a core.Net or NetDef (not changed). target: "aten" (Caffe2's ATen operator: torch's kernels,
+    O(n), bit-identical to torch.cumsum, any shape at run time; not in mobile builds) or "portable"
+    (operators every Caffe2 build has; O(n log n); the scan length is fixed now and checked at run time).
+    shapes / dtypes: {blob: shape} / {blob: dtype} of scan inputs; unknown ones come from Caffe2's shape
+    inference over ``init_net`` and ``net``, then from the current workspace. Every other op, argument and
+    external blob stays as it was. Raises `LoweringError` naming the op for any Python op that is not a
+    PyCumSum and for what a target cannot know (e.g. the scan length for "portable").
+    """
+    _check_target(target)
+    netdef = _as_netdef(net, "net")
+    facts = _BlobFacts(netdef, _as_netdef(init_net, "init_net"), shapes, dtypes)
+    taken = _blob_names(netdef)
+    new_ops = []
+    for index, op in enumerate(netdef.op):
+        if op.type not in PYTHON_OP_TYPES:
+            copied = caffe2_pb2.OperatorDef()
+            copied.CopyFrom(op)
+            new_ops.append(copied)
+            continue
+        scan, spec = _scan_params(index, op)
+        where = Site(_label(index, op), op.input[0])
+        emitter = OpEmitter(taken, op.output[0], like=op)
+        if op.type == "Python":
+            new_ops.extend(forward_ops(scan, spec, op.input[0], op.output[0], target, facts.of(op.input[0]),
+                                       emitter, where))
+        elif op.type == "PythonGradient" and len(op.input) == 3 and len(op.output) == 1:
+            new_ops.extend(gradient_ops(scan, spec, op, target, facts.of(op.input[0]), emitter, where))
+        else:
+            raise LoweringError("{}: a {} op of a PyCumSum cannot be lowered".format(where, op.type))
+    lowered = caffe2_pb2.NetDef()
+    lowered.CopyFrom(netdef)
+    del lowered.op[:]
+    lowered.op.extend(new_ops)
+    return lowered
+
+
+def append_scan(net, scan, spec, blob_in, blob_out, target, input_shape=None, input_dtype=None):
+    """The build-time form: append ``scan`` of ``blob_in`` in ``target``'s operators to ``net``; returns blob_out.
+
+    ``input_shape`` / ``input_dtype`` describe ``blob_in`` (the workspace and the net's shape inference
+    fill in what is not given); "portable" needs both.
+    """
+    _check_target(target)
+    netdef = net.Proto()
+    facts = _BlobFacts(netdef, None, {str(blob_in): input_shape} if input_shape is not None else None,
+                       {str(blob_in): input_dtype} if input_dtype is not None else None).of(str(blob_in))
+    label = "{}({} -> {}, implementation={!r})".format(spec.op_name, blob_in, blob_out, target)
+    emitter = OpEmitter(_blob_names(netdef) | {str(blob_out)}, str(blob_out))
+    scratch = core.Net(netdef.name + "_" + target)
+    scratch.Proto().op.extend(forward_ops(scan, spec, str(blob_in), str(blob_out), target, facts, emitter,
+                                          Site(label, str(blob_in))))
+    net.AppendNet(scratch)
+    return core.BlobReference(str(blob_out), net)
