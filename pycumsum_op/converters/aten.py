@@ -1,8 +1,9 @@
 """Target "aten": a scan as Caffe2's ``ATen`` operator, which runs torch's own C++ kernels.
 
 ``ATen(operator="cumsum", dim=d)`` is bit-identical to torch.cumsum (integers give int64, like
-torch) and O(n); ``reverse`` adds ``flip`` around it; ``exclusive`` shifts the result by one with two
-``constant_pad_nd`` (pad one zero in front, then crop the last entry; right for empty axes too);
+torch) and O(n); ``reverse`` adds ``flip`` around it; ``exclusive`` shifts the result by one with
+``roll`` and zeroes the first entry with ``index_fill`` (any rank, no shape needed; an empty scan axis
+then fails at run time with torch's message, never with a wrong result);
 ``dtype=`` is a Caffe2 ``Cast`` in front (and behind, for integer types other than int64, which
 ATen's cumsum would widen). Only these forms are emitted; `aten_gradient` gives them gradients.
 The ATen operator is in every CPU build of Caffe2 from PyPI's torch but not in mobile builds: use
@@ -13,31 +14,10 @@ A new scan maps to an ATen operator with one entry in `ATEN_SCAN_OPERATORS`.
 import numpy as np
 
 from .emitter import TENSOR_TYPES
-from .facts import LoweringError, normalized_axis
+from .facts import LoweringError
 
 #: scan name -> ATen operator computing it with the ``(self, dim)`` overload.
 ATEN_SCAN_OPERATORS = {"cumsum": "cumsum"}
-
-
-def exclusive_pads(axis_from_end: int):
-    """constant_pad_nd pad lists (front zero, then crop the last) for the axis ``axis_from_end`` from the end.
-
-    >>> exclusive_pads(2)
-    ([0, 0, 1, 0], [0, 0, 0, -1])
-    """
-    before = [0, 0] * (axis_from_end - 1)
-    return before + [1, 0], before + [0, -1]
-
-
-def _axis_from_end(spec, where, facts) -> int:
-    if spec.axis < 0:
-        return -spec.axis
-    if facts.rank is None:
-        raise LoweringError(
-            "{}: exclusive=True with axis={} needs the rank of its input to lower to ATen; give "
-            "shapes={{{!r}: (...)}} (any sizes of the right rank), or build the op with a negative axis".format(
-                where, spec.axis, where.blob_in))
-    return max(facts.rank, 1) - normalized_axis(spec, where, facts.rank)
 
 
 def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> str:
@@ -47,7 +27,7 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> str:
                             "no Half kernel); use dtype='float' or target 'portable'".format(where))
     current = blob_in
     rank_zero = facts.rank == 0 and spec.exclusive
-    if rank_zero:  # constant_pad_nd needs an axis: scan the 0-d tensor as a 1-element vector
+    if rank_zero:  # roll needs an axis: scan the 0-d tensor as a 1-element vector
         current = emitter.step("ExpandDims", [current], dims=[0])
     if spec.dtype is not None:
         cast = {"to": TENSOR_TYPES[spec.dtype]}
@@ -58,8 +38,9 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> str:
         current = emitter.step("ATen", [current], operator="flip", dims=[spec.axis])
     current = emitter.step("ATen", [current], operator=ATEN_SCAN_OPERATORS[scan], dim=spec.axis)
     if spec.exclusive:
-        for pad in exclusive_pads(1 if rank_zero else _axis_from_end(spec, where, facts)):
-            current = emitter.step("ATen", [current], operator="constant_pad_nd", pad=pad)
+        first = emitter.step("GivenTensorInt64Fill", [], values=[0], shape=[1])
+        current = emitter.step("ATen", [current], operator="roll", shifts=[1], dims=[spec.axis])
+        current = emitter.step("ATen", [current, first], operator="index_fill", dim=spec.axis, value=0.0)
     if spec.reverse:
         current = emitter.step("ATen", [current], operator="flip", dims=[spec.axis])
     if spec.dtype is not None and spec.dtype.kind in "iu" and spec.dtype != np.dtype(np.int64):

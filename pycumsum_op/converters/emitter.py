@@ -62,8 +62,12 @@ class OpEmitter(object):
         return out
 
     def finish(self, current: str, blob_in: str, blob_out: str) -> list:
-        """Make the last op write ``blob_out`` (a Copy if nothing was emitted); returns the ops."""
-        if current == blob_in or not self.ops or current not in self.ops[-1].output:
+        """Make the last op write ``blob_out``; returns the ops. A Copy does it when nothing was emitted or
+        when the last op reads ``blob_out`` (in place: ATen and Slice ops cannot run in place)."""
+        if current == blob_out:  # in place, and nothing to compute
+            return self.ops
+        last = self.ops[-1] if self.ops else None
+        if current == blob_in or last is None or current not in last.output or blob_out in last.input:
             self.op("Copy", [current], [blob_out])
         else:
             outputs = self.ops[-1].output

@@ -100,7 +100,7 @@ class _BlobFacts(object):
                     hints_shape[blob], hints_type[blob] = list(shape), TENSOR_TYPES[dtype]
             nets = [net for net in (self._init, self._netdef) if net is not None]
             try:
-                shapes, types = workspace.InferShapesAndTypes(nets, hints_shape, hints_type)
+                shapes, types = workspace.InferShapesAndTypes(nets, hints_shape, nets_proto=True, blob_types=hints_type)
             except Exception:  # Caffe2's inference gives up on some nets; the other sources remain
                 shapes, types = {}, {}
             self._inferred = shapes, types
@@ -223,6 +223,7 @@ def append_scan(net, scan, spec, blob_in, blob_out, target, input_shape=None, in
     label = "{}({} -> {}, implementation={!r})".format(spec.op_name, blob_in, blob_out, target)
     emitter = OpEmitter(_blob_names(netdef) | {str(blob_out)}, str(blob_out))
     scratch = core.Net(netdef.name + "_" + target)
+    scratch.Proto().external_input.append(str(blob_in))  # AppendNet declares it where nothing makes it
     scratch.Proto().op.extend(forward_ops(scan, spec, str(blob_in), str(blob_out), target, facts, emitter,
                                           Site(label, str(blob_in))))
     net.AppendNet(scratch)

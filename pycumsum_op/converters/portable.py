@@ -60,11 +60,13 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> str:
     current = blob_in
     if facts.dtype != dtype:
         current = emitter.step("Cast", [current], to=TENSOR_TYPES[dtype], from_type=TENSOR_TYPES[facts.dtype])
-    if facts.rank == 0:  # one element: the scan is the element itself, or 0 when exclusive
-        return _zeros_like(emitter, current, dtype) if spec.exclusive else current
-    axis = normalized_axis(spec, where, facts.rank)
-    length = facts.shape[axis]
-    _check_length(emitter, blob_in, axis, length, where)
+    rank_zero = facts.rank == 0
+    if rank_zero:  # one element: scan it as a 1-element vector
+        current = emitter.step("ExpandDims", [current], dims=[0])
+    axis = 0 if rank_zero else normalized_axis(spec, where, facts.rank)
+    length = 1 if rank_zero else facts.shape[axis]
+    if not rank_zero:
+        _check_length(emitter, blob_in, axis, length, where)
     take = _slicer(emitter, axis)
     combine = PORTABLE_SCAN_OPERATORS[scan]
     step = 1
@@ -76,12 +78,12 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> str:
             summed = emitter.step(combine, [take(current, step, length), take(current, 0, length - step)])
             current = _concat(emitter, [take(current, 0, step), summed], axis)
         step *= 2
-    if spec.exclusive and length > 0:
+    if spec.exclusive and length > 0:  # shift by one; the slices keep a gradient path even when n == 1
         zero = _zeros_like(emitter, take(current, 0, 1), dtype)
-        if length == 1:
-            current = zero
-        elif spec.reverse:
+        if spec.reverse:
             current = _concat(emitter, [take(current, 1, length), zero], axis)
         else:
             current = _concat(emitter, [zero, take(current, 0, length - 1)], axis)
+    if rank_zero:
+        current = emitter.step("Squeeze", [current], dims=[0])
     return current
