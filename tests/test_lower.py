@@ -121,7 +121,11 @@ def test_gradient_matches_torch_autograd(case, target, lowered_gradient_ops, tor
     assert python_ops(lowered.Proto()) == []
     workspace.RunNetOnce(lowered)
     reference = torch_gradient(torch_scan, x, w, axis, exclusive, reverse, FLOAT_OVERRIDES[override])
-    assert_gradient_close(workspace.FetchBlob("lg_x_grad"), reference, x.dtype)
+    actual = workspace.FetchBlob("lg_x_grad")
+    assert actual.dtype == x.dtype and actual.shape == reference.shape
+    # Caffe2's Cast gradient runs the scan in y's dtype, torch in x's: float32 precision when either is float32.
+    tolerance = 1e-5 if np.float32 in (x.dtype, w.dtype) else 1e-12
+    np.testing.assert_allclose(actual, reference, rtol=tolerance, atol=tolerance * 100)
 
 
 @pytest.mark.parametrize("target", TARGETS)

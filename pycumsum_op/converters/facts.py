@@ -19,10 +19,32 @@ class Site(NamedTuple):
         return self.label
 
 
-class InputFacts(NamedTuple):
-    """The scan input's shape and dtype; None where neither the user nor Caffe2 knows it."""
-    shape: Optional[Tuple[int, ...]] = None
-    dtype: Optional[np.dtype] = None
+class InputFacts(object):
+    """The scan input's shape and dtype, None where neither the user nor Caffe2 knows it.
+
+    ``find`` (a function returning (shape, dtype)) runs on first use only, so a target that needs
+    neither never triggers Caffe2's shape inference.
+
+    >>> InputFacts(lambda: ((2, 3), np.dtype(np.float32))).rank
+    2
+    """
+
+    def __init__(self, find):
+        self._find = find
+        self._found = None
+
+    def _get(self):
+        if self._found is None:
+            self._found = self._find()
+        return self._found
+
+    @property
+    def shape(self) -> Optional[Tuple[int, ...]]:
+        return self._get()[0]
+
+    @property
+    def dtype(self) -> Optional[np.dtype]:
+        return self._get()[1]
 
     @property
     def rank(self) -> Optional[int]:

@@ -6,14 +6,14 @@
 >>> net = core.Net("doc_lower")
 >>> _ = net.PyCumSum("doc_lx", "doc_ly", axis=1, reverse=True)
 >>> lowered = pycumsum_op.lower(net, target="aten")
->>> [(op.type, dict((a.name, a.s or a.i or list(a.ints)) for a in op.arg)["operator"]) for op in lowered.op]
-[('ATen', b'flip'), ('ATen', b'cumsum'), ('ATen', b'flip')]
+>>> [(op.type, op.arg[0].s.decode()) for op in lowered.op]
+[('ATen', 'flip'), ('ATen', 'cumsum'), ('ATen', 'flip')]
 >>> workspace.FeedBlob("doc_lx", np.array([[1, 2, 3]], np.int32))
 True
 >>> workspace.RunNetOnce(lowered)
 True
 >>> workspace.FetchBlob("doc_ly")
-array([[6, 5, 3]])
+array([[6, 5, 3]], dtype=int64)
 """
 from typing import List, Optional
 
@@ -71,6 +71,19 @@ def _scan_params(index: int, op):
     return scan, spec
 
 
+def _inferable(netdef, known: set) -> caffe2_pb2.NetDef:
+    """A copy holding only the ops whose inputs are all ``known`` (extended by their outputs); Python ops
+    are left out. Caffe2's shape inference warns on stderr for every op it cannot see through."""
+    copy = caffe2_pb2.NetDef()
+    copy.CopyFrom(netdef)
+    del copy.op[:]
+    for op in netdef.op:
+        if op.type not in PYTHON_OP_TYPES and all(blob in known for blob in op.input):
+            copy.op.add().CopyFrom(op)
+            known.update(op.output)
+    return copy
+
+
 class _BlobFacts(object):
     """Shapes and dtypes of blobs: the user's ``shapes``/``dtypes``, then Caffe2's inference, then the workspace."""
 
@@ -98,7 +111,8 @@ class _BlobFacts(object):
                 dtype = self._dtypes.get(blob, None if value is None else value.dtype)
                 if shape is not None and dtype in TENSOR_TYPES:
                     hints_shape[blob], hints_type[blob] = list(shape), TENSOR_TYPES[dtype]
-            nets = [net for net in (self._init, self._netdef) if net is not None]
+            known = set(hints_shape)
+            nets = [_inferable(net, known) for net in (self._init, self._netdef) if net is not None]
             try:
                 shapes, types = workspace.InferShapesAndTypes(nets, hints_shape, nets_proto=True, blob_types=hints_type)
             except Exception:  # Caffe2's inference gives up on some nets; the other sources remain
@@ -107,6 +121,9 @@ class _BlobFacts(object):
         return self._inferred
 
     def of(self, blob: str) -> InputFacts:
+        return InputFacts(lambda: self._find(blob))
+
+    def _find(self, blob: str):
         shapes, types = self._infer()
         value = self._workspace(blob)
         shape = self._shapes.get(blob)
@@ -119,7 +136,7 @@ class _BlobFacts(object):
             dtype = NUMPY_TYPES[types[blob]]
         if dtype is None and value is not None:
             dtype = value.dtype
-        return InputFacts(shape, dtype)
+        return shape, dtype
 
 
 def _check_supported(scan, target, where) -> None:
@@ -141,17 +158,18 @@ def gradient_ops(scan, spec, op, target, facts, emitter, where) -> List[caffe2_p
     if scan not in SELF_ADJOINT_SCANS:
         raise LoweringError("{}: the gradient op of scan {!r} cannot be lowered yet; lower the forward net and "
                             "call AddGradientOperators on the result".format(where, scan))
-    x_dtype = facts.dtype
-    y_dtype = result_dtype(spec, x_dtype)
-    if spec.dtype is not None and x_dtype is None:
+    if spec.dtype is not None and facts.dtype is None:
         raise LoweringError("{}: the gradient of a scan with dtype={} has its input's dtype; give dtypes={{{!r}: "
                             "...}} or feed the blob into the workspace".format(where, spec.dtype.name, op.input[0]))
     adjoint = spec._replace(reverse=not spec.reverse, dtype=None)
-    grad_facts = InputFacts(facts.shape, y_dtype)
     grad_in, grad_out = op.input[2], op.output[0]
-    current = TARGETS[target].emit_scan(emitter, scan, adjoint, grad_in, grad_facts, Site(str(where), grad_in))
-    if x_dtype is not None and x_dtype.kind == "f" and x_dtype != y_dtype:  # PyCumSum's rule: grad_x has x's dtype
-        current = emitter.step("Cast", [current], to=TENSOR_TYPES[x_dtype])
+    current, grad_dtype = grad_in, lambda: result_dtype(spec, facts.dtype)
+    if spec.dtype is not None and facts.dtype.kind == "f" and facts.dtype != spec.dtype:
+        # PyCumSum (and torch): grad_x has x's dtype, and the scan runs in it
+        current = emitter.step("Cast", [current], to=TENSOR_TYPES[facts.dtype])
+        grad_dtype = lambda: facts.dtype  # noqa: E731
+    grad_facts = InputFacts(lambda: (facts.shape, grad_dtype()))  # grad_y is shaped like x
+    current = TARGETS[target].emit_scan(emitter, scan, adjoint, current, grad_facts, Site(str(where), grad_in))
     return emitter.finish(current, grad_in, grad_out)
 
 
@@ -171,6 +189,24 @@ def _as_netdef(net, what: str) -> Optional[caffe2_pb2.NetDef]:
     raise TypeError("lower: {} must be a caffe2 core.Net or NetDef, got {}".format(what, type(net).__name__))
 
 
+def _lower_python_op(index, op, target, facts, taken) -> List[caffe2_pb2.OperatorDef]:
+    scan, spec = _scan_params(index, op)
+    where = Site(_label(index, op), op.input[0])
+    emitter = OpEmitter(taken, op.output[0], like=op)
+    if op.type == "Python":
+        return forward_ops(scan, spec, op.input[0], op.output[0], target, facts.of(op.input[0]), emitter, where)
+    if op.type == "PythonGradient" and len(op.input) == 3 and len(op.output) == 1:
+        return gradient_ops(scan, spec, op, target, facts.of(op.input[0]), emitter, where)
+    raise LoweringError("{}: a {} op of a PyCumSum cannot be lowered".format(where, op.type))
+
+
+def lower_op(op, netdef, target: str = "aten") -> List[caffe2_pb2.OperatorDef]:
+    """The ops replacing one PyCumSum ``op`` that is to sit in ``netdef`` (fresh names avoid its blobs)."""
+    _check_target(target)
+    facts = _BlobFacts(netdef, None, None, None)
+    return _lower_python_op(len(netdef.op), op, target, facts, _blob_names(netdef) | set(op.input) | set(op.output))
+
+
 def lower(net, target: str = "aten", shapes=None, init_net=None, dtypes=None) -> caffe2_pb2.NetDef:
     """A new NetDef in which every PyCumSum op, and PyCumSum gradient op, is C++ operators of ``target``.
 
@@ -188,21 +224,12 @@ def lower(net, target: str = "aten", shapes=None, init_net=None, dtypes=None) ->
     taken = _blob_names(netdef)
     new_ops = []
     for index, op in enumerate(netdef.op):
-        if op.type not in PYTHON_OP_TYPES:
+        if op.type in PYTHON_OP_TYPES:
+            new_ops.extend(_lower_python_op(index, op, target, facts, taken))
+        else:
             copied = caffe2_pb2.OperatorDef()
             copied.CopyFrom(op)
             new_ops.append(copied)
-            continue
-        scan, spec = _scan_params(index, op)
-        where = Site(_label(index, op), op.input[0])
-        emitter = OpEmitter(taken, op.output[0], like=op)
-        if op.type == "Python":
-            new_ops.extend(forward_ops(scan, spec, op.input[0], op.output[0], target, facts.of(op.input[0]),
-                                       emitter, where))
-        elif op.type == "PythonGradient" and len(op.input) == 3 and len(op.output) == 1:
-            new_ops.extend(gradient_ops(scan, spec, op, target, facts.of(op.input[0]), emitter, where))
-        else:
-            raise LoweringError("{}: a {} op of a PyCumSum cannot be lowered".format(where, op.type))
     lowered = caffe2_pb2.NetDef()
     lowered.CopyFrom(netdef)
     del lowered.op[:]
@@ -218,8 +245,8 @@ def append_scan(net, scan, spec, blob_in, blob_out, target, input_shape=None, in
     """
     _check_target(target)
     netdef = net.Proto()
-    facts = _BlobFacts(netdef, None, {str(blob_in): input_shape} if input_shape is not None else None,
-                       {str(blob_in): input_dtype} if input_dtype is not None else None).of(str(blob_in))
+    facts = _BlobFacts(netdef, None, None if input_shape is None else {str(blob_in): input_shape},
+                       None if input_dtype is None else {str(blob_in): input_dtype}).of(str(blob_in))
     label = "{}({} -> {}, implementation={!r})".format(spec.op_name, blob_in, blob_out, target)
     emitter = OpEmitter(_blob_names(netdef) | {str(blob_out)}, str(blob_out))
     scratch = core.Net(netdef.name + "_" + target)

@@ -8,6 +8,8 @@ Two cures, both keeping every external blob name and every other op as it was:
 - ``strategy="pycumsum"``: each Transpose → SparseLengthsSum → Transpose cumsum
   idiom becomes one PyCumSum (exclusive where the idiom is) writing the same
   output blob; anything else gets EnsureDense.
+- ``strategy="lowered"``: as "pycumsum", but the PyCumSum is lowered to Caffe2's
+  ATen cumsum (`pycumsum_op.lower`): the repaired net has no Python op.
 
 >>> from caffe2.python import core
 >>> from pycumsum_op.idioms import add_sparse_lengths_cumsum
@@ -18,14 +20,19 @@ Two cures, both keeping every external blob name and every other op as it was:
 ['Transpose', 'EnsureDense', 'SparseLengthsSum', 'Transpose', 'SumElements']
 >>> [op.type for op in fix(net, ["doc_f_loss"], init, strategy="pycumsum").op]
 ['Python', 'SumElements']
+>>> [op.type for op in fix(net, ["doc_f_loss"], init, strategy="lowered").op]
+['ATen', 'GivenTensorInt64Fill', 'ATen', 'ATen', 'SumElements']
 """
 from caffe2.python import core
 from caffe2.proto import caffe2_pb2
 
+from ..converters.lower import lower_op
 from ..ops import cumsum
 from .diagnose import as_netdef, diagnose, normalize_losses
 
-STRATEGIES = ("ensure_dense", "pycumsum")
+STRATEGIES = ("ensure_dense", "pycumsum", "lowered")
+#: Strategies that replace the cumsum idiom: by the PyCumSum op, or by its lowered (C++) form.
+_IDIOM_STRATEGIES = ("pycumsum", "lowered")
 _MAX_ROUNDS = 8
 
 
@@ -93,14 +100,15 @@ def _pycumsum_op(idiom, like) -> caffe2_pb2.OperatorDef:
     return op
 
 
-def _replace_idioms(netdef, idioms) -> caffe2_pb2.NetDef:
-    """Each idiom's three ops become one PyCumSum where its last Transpose was."""
+def _replace_idioms(netdef, idioms, lowered=False) -> caffe2_pb2.NetDef:
+    """Each idiom's three ops become one PyCumSum (or its lowered ops) where its last Transpose was."""
     dropped = {index for idiom in idioms for index in (idiom.first_transpose, idiom.sparse_lengths_sum)}
     replaced = {idiom.last_transpose: idiom for idiom in idioms}
     new_ops = []
     for index, op in enumerate(netdef.op):
         if index in replaced:
-            new_ops.append(_pycumsum_op(replaced[index], op))
+            scan_op = _pycumsum_op(replaced[index], op)
+            new_ops.extend(lower_op(scan_op, netdef) if lowered else [scan_op])
         elif index not in dropped:
             new_ops.append(op)
     return _with_ops(netdef, new_ops)
@@ -129,8 +137,9 @@ def fix(net, losses, init_net=None, strategy: str = "ensure_dense") -> caffe2_pb
         if not findings:
             return fixed
         _refuse_unfixable(findings)
-        idioms = {f.idiom for f in findings if f.idiom is not None} if strategy == "pycumsum" else set()
-        fixed = _replace_idioms(fixed, idioms) if idioms else _insert_ensure_dense(fixed, findings)
+        idioms = {f.idiom for f in findings if f.idiom is not None} if strategy in _IDIOM_STRATEGIES else set()
+        fixed = (_replace_idioms(fixed, idioms, strategy == "lowered") if idioms
+                 else _insert_ensure_dense(fixed, findings))
     raise RuntimeError("pycumsum_op.doctor.fix: still failing after {} rounds:\n{}".format(
         _MAX_ROUNDS, "\n".join(str(f) for f in diagnose(fixed, losses, init_net))))
 
