@@ -129,6 +129,30 @@ def test_gradient_matches_torch_autograd(case, target, lowered_gradient_ops, tor
 
 
 @pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("lowered_gradient_ops", [False, True])
+@pytest.mark.parametrize("shape, axis, exclusive, reverse", [
+    ((3, 1100), 1, False, True), ((1100, 2), 0, True, False),   # MatMul form: two block levels
+    ((2, 45, 3), -2, True, True), ((2, 33), 1, False, False),   # padding to a whole block
+])
+def test_gradient_on_long_float32_lanes(target, lowered_gradient_ops, shape, axis, exclusive, reverse,
+                                        clean_workspace, torch_scan):
+    rng = np.random.RandomState(sum(shape))
+    x, w = rng.uniform(-1, 1, shape).astype(np.float32), rng.uniform(-1, 1, shape).astype(np.float32)
+    workspace.FeedBlob("lg_x", x)
+    workspace.FeedBlob("lg_w", w)
+    net = gradient_net(dict(axis=axis, exclusive=exclusive, reverse=reverse), lowered_gradient_ops)
+    lowered = core.Net(pycumsum_op.lower(net, target))
+    if not lowered_gradient_ops:
+        lowered.AddGradientOperators({"lg_y": "lg_w"})
+        lowered.AddExternalInput("lg_w")
+    workspace.RunNetOnce(lowered)
+    reference = torch_scan(torch.from_numpy(x), axis, exclusive, reverse).numpy()
+    np.testing.assert_allclose(workspace.FetchBlob("lg_y"), reference, rtol=1e-4, atol=1e-4)
+    assert_gradient_close(workspace.FetchBlob("lg_x_grad"), torch_gradient(torch_scan, x, w, axis, exclusive, reverse),
+                          np.float32)
+
+
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("shape, axis", [((4, 100000), 1), ((100000, 3), 0)])
 def test_float32_accuracy_on_long_lanes(target, shape, axis, clean_workspace):
     """Relative error of float32 results against float64 on 10^5-long lanes: at most 1e-6."""
@@ -156,18 +180,20 @@ def test_other_ops_arguments_and_external_blobs_unchanged(clean_workspace):
     assert pycumsum_op.verify_net(lowered) == []  # no Python op: portable for verify_net
 
 
-def test_portable_checks_the_scan_length_and_allows_another_batch_size(clean_workspace, torch_scan):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])  # MatMul form and Hillis–Steele form
+def test_portable_checks_rank_and_scan_length_and_allows_another_batch_size(dtype, clean_workspace, torch_scan):
     net = core.Net("lower_lengths")
     net.PyCumSum("ll_x", "ll_y", axis=1)
-    lowered = pycumsum_op.lower(net, "portable", shapes={"ll_x": (2, 5)}, dtypes={"ll_x": np.float64})
-    other_batch = np.random.RandomState(4).randn(7, 5, 3)  # batch 7 and an extra trailing dim: still right
+    lowered = pycumsum_op.lower(net, "portable", shapes={"ll_x": (2, 5)}, dtypes={"ll_x": dtype})
+    other_batch = np.random.RandomState(4).randn(7, 5).astype(dtype)
     workspace.FeedBlob("ll_x", other_batch)
     workspace.RunNetOnce(lowered)
     np.testing.assert_allclose(workspace.FetchBlob("ll_y"), torch_scan(torch.from_numpy(other_batch), 1).numpy(),
-                               rtol=1e-12)
-    for length in (4, 6, 9):
-        workspace.FeedBlob("ll_x", np.ones((2, length)))
-        with pytest.raises(RuntimeError, match="scan length 5 along axis 1 of 'll_x'.*lower the net again"):
+                               rtol=1e-5)
+    for shape, words in [((2, 4), "scan length 5 along axis 1 of 'll_x'"), ((2, 9), "scan length 5"),
+                         ((2, 5, 3), "rank-2 input 'll_x'"), ((10,), "rank-2")]:
+        workspace.FeedBlob("ll_x", np.ones(shape, dtype))
+        with pytest.raises(RuntimeError, match=words + ".*lower the net again"):
             workspace.RunNetOnce(lowered)
 
 
