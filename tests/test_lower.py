@@ -267,3 +267,40 @@ def test_build_time_form_has_no_python_op_and_a_gradient(target, clean_workspace
     np.testing.assert_allclose(workspace.FetchBlob("lb_y"), torch_scan(torch.from_numpy(x), 1, reverse=True).numpy(),
                                rtol=1e-5, atol=1e-5)
     assert_gradient_close(workspace.FetchBlob("lb_x_grad"), reference, np.float32)
+
+
+def test_bad_shapes_dtypes_and_implementation_are_refused_by_name(clean_workspace):
+    net = core.Net("lower_bad_args")
+    net.PyCumSum("lb2_x", "lb2_y", axis=0)
+    with pytest.raises(LoweringError, match=r"shapes\['lb2_x'\] = \(3, -1\) is not a shape"):
+        pycumsum_op.lower(net, "portable", shapes={"lb2_x": (3, -1)}, dtypes={"lb2_x": "float"})
+    with pytest.raises(LoweringError, match=r"dtypes\['lb2_x'\] = 'complex' is not a tensor dtype"):
+        pycumsum_op.lower(net, "portable", shapes={"lb2_x": (3,)}, dtypes={"lb2_x": "complex"})
+    with pytest.raises(pycumsum_op.ScanArgumentError, match="PyCumSum: implementation='cuda'; use 'python', "):
+        core.Net("lower_bad_impl").PyCumSum("lb2_x", "lb2_y", axis=0, implementation="cuda")
+
+
+def test_caffe2_dtype_names_mean_what_they_mean_in_pycumsum(clean_workspace):
+    """dtypes={"x": "float"} is float32 (Caffe2's name), as PyCumSum's own dtype= reads it."""
+    net = core.Net("lower_names")
+    net.PyCumSum("ln_x", "ln_y", axis=0)
+    lowered = pycumsum_op.lower(net, "portable", shapes={"ln_x": (3,)}, dtypes={"ln_x": "float"})
+    assert "Cast" not in [op.type for op in lowered.op]  # float32 in, float32 out: nothing to cast
+    workspace.FeedBlob("ln_x", np.array([1, 2, 3], np.float32))
+    workspace.RunNetOnce(lowered)
+    assert workspace.FetchBlob("ln_y").tolist() == [1, 3, 6]
+
+
+def _custom_gradient(inputs, outputs):
+    outputs[0].feed(inputs[2].data)
+
+
+def test_a_gradient_op_with_another_gradient_builder_is_refused(clean_workspace):
+    """A Python op whose forward is PyCumSum's builder but whose grad_f is not: its gradient is not a cumsum's."""
+    from pycumsum_op.ops.builders import scan_forward
+    net = core.Net("lower_custom_grad")
+    params = {"scan": "cumsum", "axis": 0, "exclusive": False, "reverse": False, "dtype": None}
+    net.Python((scan_forward, (), params), grad_f=(_custom_gradient, (), {}))(["lc_x"], ["lc_y"])
+    net.AddGradientOperators({"lc_y": "lc_w"})
+    with pytest.raises(LoweringError, match=r"op 1 \(PythonGradient.*its gradient builder is refused"):
+        pycumsum_op.lower(net, "aten")

@@ -23,6 +23,7 @@ from caffe2.python import core, workspace
 
 from .._safe_unpickle import RefusedPickle, inspect_builder
 from ..kernels import SCAN_KERNELS, ScanArgumentError, ScanSpec
+from ..kernels.spec import CAFFE2_DTYPE_NAMES
 from ..serialization import BUILDER_ARGS, PYCUMSUM_BUILDERS, PYTHON_OP_TYPES
 from . import aten, portable
 from .emitter import NUMPY_TYPES, TENSOR_TYPES, OpEmitter
@@ -60,6 +61,14 @@ def _scan_params(index: int, op):
                             "no Python op may remain in a lowered net".format(label, refused.reason)) from None
     if info.builder != _FORWARD_BUILDER or info.args:
         raise LoweringError("{}: its builder is {}, not PyCumSum's; it cannot be lowered".format(label, info.builder))
+    if op.type == "PythonGradient":  # the gradient op runs the grad builder: it must be PyCumSum's too
+        try:
+            grad_builder = inspect_builder(args.get("pickled_grad_builder", b""), PYCUMSUM_BUILDERS).builder
+        except RefusedPickle as refused:
+            grad_builder = "refused ({})".format(refused.reason)
+        if grad_builder != _BACKWARD_BUILDER:
+            raise LoweringError("{}: its gradient builder is {}, not PyCumSum's; it cannot be lowered".format(
+                label, grad_builder))
     params = dict(info.kwargs)
     scan = params.pop("scan", None)
     if scan not in SCAN_KERNELS:
@@ -84,13 +93,36 @@ def _inferable(netdef, known: set) -> caffe2_pb2.NetDef:
     return copy
 
 
+def _checked_shape(blob, shape):
+    try:
+        dims = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        dims = None
+    if dims is None or any(d < 0 for d in dims):
+        raise LoweringError("lower: shapes[{!r}] = {!r} is not a shape (a sequence of sizes >= 0)".format(
+            str(blob), shape))
+    return dims
+
+
+def _checked_dtype(blob, dtype):
+    """A numpy dtype; Caffe2 names ("float" is float32, "double" float64) as PyCumSum's dtype= reads them."""
+    try:
+        resolved = np.dtype(CAFFE2_DTYPE_NAMES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
+    except TypeError:
+        resolved = None
+    if resolved is None or resolved not in TENSOR_TYPES:
+        raise LoweringError("lower: dtypes[{!r}] = {!r} is not a tensor dtype Caffe2 has ({})".format(
+            str(blob), dtype, ", ".join(sorted(t.name for t in TENSOR_TYPES))))
+    return resolved
+
+
 class _BlobFacts(object):
     """Shapes and dtypes of blobs: the user's ``shapes``/``dtypes``, then Caffe2's inference, then the workspace."""
 
     def __init__(self, netdef, init_netdef, shapes, dtypes):
         self._netdef, self._init = netdef, init_netdef
-        self._shapes = {str(blob): tuple(int(d) for d in shape) for blob, shape in (shapes or {}).items()}
-        self._dtypes = {str(blob): np.dtype(dtype) for blob, dtype in (dtypes or {}).items()}
+        self._shapes = {str(blob): _checked_shape(blob, shape) for blob, shape in (shapes or {}).items()}
+        self._dtypes = {str(blob): _checked_dtype(blob, dtype) for blob, dtype in (dtypes or {}).items()}
         self._inferred = None
 
     def _workspace(self, blob):
@@ -173,7 +205,8 @@ def gradient_ops(scan, spec, op, target, facts, emitter, where) -> List[caffe2_p
     return emitter.finish(current, grad_in, grad_out)
 
 
-def _blob_names(netdef) -> set:
+def blob_names(netdef) -> set:
+    """Every blob name a NetDef uses (external inputs/outputs, op inputs/outputs)."""
     names = set(netdef.external_input) | set(netdef.external_output)
     for op in netdef.op:
         names.update(op.input)
@@ -204,7 +237,7 @@ def lower_op(op, netdef, target: str = "aten") -> List[caffe2_pb2.OperatorDef]:
     """The ops replacing one PyCumSum ``op`` that is to sit in ``netdef`` (fresh names avoid its blobs)."""
     _check_target(target)
     facts = _BlobFacts(netdef, None, None, None)
-    return _lower_python_op(len(netdef.op), op, target, facts, _blob_names(netdef) | set(op.input) | set(op.output))
+    return _lower_python_op(len(netdef.op), op, target, facts, blob_names(netdef) | set(op.input) | set(op.output))
 
 
 def lower(net, target: str = "aten", shapes=None, init_net=None, dtypes=None) -> caffe2_pb2.NetDef:
@@ -221,7 +254,7 @@ def lower(net, target: str = "aten", shapes=None, init_net=None, dtypes=None) ->
     _check_target(target)
     netdef = _as_netdef(net, "net")
     facts = _BlobFacts(netdef, _as_netdef(init_net, "init_net"), shapes, dtypes)
-    taken = _blob_names(netdef)
+    taken = blob_names(netdef)
     new_ops = []
     for index, op in enumerate(netdef.op):
         if op.type in PYTHON_OP_TYPES:
@@ -243,12 +276,14 @@ def append_scan(net, scan, spec, blob_in, blob_out, target, input_shape=None, in
     ``input_shape`` / ``input_dtype`` describe ``blob_in`` (the workspace and the net's shape inference
     fill in what is not given); "portable" needs both.
     """
-    _check_target(target)
+    if target not in TARGETS:
+        raise ScanArgumentError("{}: implementation={!r}; use 'python', {}".format(
+            spec.op_name, target, " or ".join(repr(name) for name in sorted(TARGETS))))
     netdef = net.Proto()
     facts = _BlobFacts(netdef, None, None if input_shape is None else {str(blob_in): input_shape},
                        None if input_dtype is None else {str(blob_in): input_dtype}).of(str(blob_in))
     label = "{}({} -> {}, implementation={!r})".format(spec.op_name, blob_in, blob_out, target)
-    emitter = OpEmitter(_blob_names(netdef) | {str(blob_out)}, str(blob_out))
+    emitter = OpEmitter(blob_names(netdef) | {str(blob_out)}, str(blob_out))
     scratch = core.Net(netdef.name + "_" + target)
     scratch.Proto().external_input.append(str(blob_in))  # AppendNet declares it where nothing makes it
     scratch.Proto().op.extend(forward_ops(scan, spec, str(blob_in), str(blob_out), target, facts, emitter,

@@ -26,7 +26,7 @@ Two cures, both keeping every external blob name and every other op as it was:
 from caffe2.python import core
 from caffe2.proto import caffe2_pb2
 
-from ..converters.lower import lower_op
+from ..converters.lower import blob_names, lower_op
 from ..ops import cumsum
 from .diagnose import as_netdef, diagnose, normalize_losses
 
@@ -38,14 +38,6 @@ _MAX_ROUNDS = 8
 
 class UnfixableError(ValueError):
     """The net's backward pass fails in a way no edit of the net can cure; the message says why."""
-
-
-def _blob_names(netdef) -> set:
-    names = set(netdef.external_input) | set(netdef.external_output)
-    for op in netdef.op:
-        names.update(op.input)
-        names.update(op.output)
-    return names
 
 
 def _fresh_name(base: str, taken: set) -> str:
@@ -75,7 +67,7 @@ def _same_device(op, like) -> None:
 def _insert_ensure_dense(netdef, findings) -> caffe2_pb2.NetDef:
     """EnsureDense on each sparse-gradient source's input, just in front of the source op."""
     sources = sorted({(finding.source_index, finding.source_input_index) for finding in findings})
-    taken = _blob_names(netdef)
+    taken = blob_names(netdef)
     new_ops = []
     for index, op in enumerate(netdef.op):
         copied = caffe2_pb2.OperatorDef()
