@@ -59,7 +59,7 @@ def assert_lowered_result(actual, reference, target, x, axis):
     assert np.all(np.abs(actual.astype(np.float64) - reference) <= bound)
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(case=scan_cases(), target=st.sampled_from(TARGETS), known_from=st.sampled_from(["workspace", "arguments"]),
        in_place=st.booleans())
 def test_forward_matches_torch(case, target, known_from, in_place, torch_scan, to_torch_dtype):
@@ -103,7 +103,7 @@ def gradient_net(kwargs, with_gradient_ops):
     return net
 
 
-@settings(max_examples=200)
+@settings(max_examples=100)
 @given(case=gradient_cases(), target=st.sampled_from(TARGETS), lowered_gradient_ops=st.booleans())
 def test_gradient_matches_torch_autograd(case, target, lowered_gradient_ops, torch_scan):
     """Either the net's PyCumSum gradient ops are lowered, or AddGradientOperators runs on the lowered net."""
@@ -304,3 +304,52 @@ def test_a_gradient_op_with_another_gradient_builder_is_refused(clean_workspace)
     net.AddGradientOperators({"lc_y": "lc_w"})
     with pytest.raises(LoweringError, match=r"op 1 \(PythonGradient.*its gradient builder is refused"):
         pycumsum_op.lower(net, "aten")
+
+
+#: The grid of item 7: 0-d, empty, rank 1-4, a lane longer than one MatMul block; every axis, negative ones too.
+GRID_SHAPES = [(), (0,), (5,), (3, 0, 2), (2, 3, 4), (2, 1, 3, 33)]
+GRID_FLAGS = [(exclusive, reverse) for exclusive in (False, True) for reverse in (False, True)]
+
+
+def grid_axes(shape):
+    span = max(len(shape), 1)
+    return range(-span, span)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
+def test_forward_grid_every_dtype_flag_and_axis(target, dtype, clean_workspace, torch_scan, to_torch_dtype):
+    rng = np.random.RandomState(11)
+    for shape in GRID_SHAPES:
+        x = (rng.randint(0, 2, shape) if dtype == np.bool_ else rng.uniform(-50, 50, shape)).astype(dtype)
+        for axis in grid_axes(shape):
+            for exclusive, reverse in GRID_FLAGS:
+                if target == "aten" and exclusive and x.ndim and x.shape[axis] == 0:
+                    continue  # refused at run time: test_aten_exclusive_on_an_empty_scan_axis_fails_at_run_time
+                actual = lower_and_run(x, target, "arguments", axis=axis, exclusive=exclusive, reverse=reverse)
+                reference = expected(torch_scan, to_torch_dtype, x, axis, exclusive, reverse, None)
+                assert_lowered_result(actual, reference, target, x, axis)
+
+
+@pytest.mark.parametrize("lowered_gradient_ops", [False, True])
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gradient_grid_every_flag_and_axis(dtype, target, lowered_gradient_ops, clean_workspace, torch_scan):
+    rng = np.random.RandomState(12)
+    for shape in GRID_SHAPES:
+        x, w = rng.uniform(-1, 1, shape).astype(dtype), rng.uniform(-1, 1, shape).astype(dtype)
+        for axis in grid_axes(shape):
+            for exclusive, reverse in GRID_FLAGS:
+                if target == "aten" and exclusive and x.ndim and x.shape[axis] == 0:
+                    continue  # refused at run time (see above)
+                workspace.ResetWorkspace()
+                workspace.FeedBlob("lg_x", x)
+                workspace.FeedBlob("lg_w", w)
+                net = gradient_net(dict(axis=axis, exclusive=exclusive, reverse=reverse), lowered_gradient_ops)
+                lowered = core.Net(pycumsum_op.lower(net, target))
+                if not lowered_gradient_ops:
+                    lowered.AddGradientOperators({"lg_y": "lg_w"})
+                    lowered.AddExternalInput("lg_w")
+                workspace.RunNetOnce(lowered)
+                assert_gradient_close(workspace.FetchBlob("lg_x_grad"),
+                                      torch_gradient(torch_scan, x, w, axis, exclusive, reverse), dtype)
