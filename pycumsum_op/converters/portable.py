@@ -1,6 +1,7 @@
 """Target "portable": a scan from operators every Caffe2 build has (Slice, Add, Concat, Cast, ...).
 
-float32 (Caffe2's MatMul is float-only) takes the blocked form: the axis moved last (Transpose),
+float32 (Caffe2's MatMul is float-only) takes the blocked form (not on non-last axes of at most
+`SHORT_AXIS` entries): the axis moved last (Transpose),
 blocks of `BLOCK` entries scanned by one MatMul with a triangular matrix, the block totals scanned
 the same way (recursively) and added back — O(n·BLOCK) multiply-adds in a few passes over memory.
 Other dtypes take a Hillis–Steele scan: for s = 1, 2, 4, ... < n, ``y[s:] += y[:n-s]`` as
@@ -22,8 +23,10 @@ from .facts import LoweringError, normalized_axis, result_dtype
 PORTABLE_SCAN_OPERATORS = {"cumsum": "Add"}
 #: Scans with the blocked MatMul form (float32): a sum is a product with a triangular matrix of ones.
 MATMUL_SCANS = frozenset(["cumsum"])
-#: Entries per block of the MatMul form: n·BLOCK multiply-adds, log_BLOCK(n) levels.
-BLOCK = 32
+#: Entries per block of the MatMul form: n·BLOCK multiply-adds, log_BLOCK(n) levels (16 measured fastest).
+BLOCK = 16
+#: A non-last axis at most this long takes Hillis–Steele: cheaper than the two Transposes of the MatMul form.
+SHORT_AXIS = 64
 
 
 def triangular(size: int, reverse: bool, exclusive: bool) -> np.ndarray:
@@ -145,8 +148,9 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> str:
     if not rank_zero:
         _check_rank_and_length(emitter, blob_in, facts.rank, axis, length, where)
     take = _slicer(emitter, axis)
-    if dtype == np.dtype(np.float32) and scan in MATMUL_SCANS and length > 1:
-        rank = max(facts.rank, 1)
+    rank = max(facts.rank, 1)
+    short_non_last = axis != rank - 1 and length <= SHORT_AXIS
+    if dtype == np.dtype(np.float32) and scan in MATMUL_SCANS and length > 1 and not short_non_last:
         last = [a for a in range(rank) if a != axis] + [axis]  # the scanned axis moved last
         moved = axis != rank - 1
         if moved:
