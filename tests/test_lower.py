@@ -94,13 +94,24 @@ def test_long_lanes_match_torch(case, target, torch_scan, to_torch_dtype):
                           x, axis)
 
 
-def gradient_net(kwargs, with_gradient_ops):
+def run_lowered_gradient(x, w, target, lowered_gradient_ops, **kwargs):
+    """y = PyCumSum(x) with d(loss)/dy = w, lowered to ``target``: either the net's PyCumSum gradient op is
+    lowered, or AddGradientOperators runs on the lowered net. Returns (y, grad_x)."""
+    workspace.ResetWorkspace()
+    workspace.FeedBlob("lg_x", x)
+    workspace.FeedBlob("lg_w", w)
     net = core.Net("lower_gradient")
     y = net.PyCumSum("lg_x", "lg_y", **kwargs)
-    if with_gradient_ops:
+    if lowered_gradient_ops:
         net.AddGradientOperators({y: "lg_w"})
         net.AddExternalInput("lg_w")
-    return net
+    lowered = core.Net(pycumsum_op.lower(net, target))
+    if not lowered_gradient_ops:
+        lowered.AddGradientOperators({"lg_y": "lg_w"})
+        lowered.AddExternalInput("lg_w")
+    assert python_ops(lowered.Proto()) == []
+    workspace.RunNetOnce(lowered)
+    return workspace.FetchBlob("lg_y"), workspace.FetchBlob("lg_x_grad")
 
 
 @settings(max_examples=100)
@@ -110,18 +121,9 @@ def test_gradient_matches_torch_autograd(case, target, lowered_gradient_ops, tor
     x, w, axis, exclusive, reverse, override = case
     if target == "aten" and exclusive and x.ndim and x.shape[axis] == 0:
         return  # refused at run time: test_aten_exclusive_on_an_empty_scan_axis_fails_at_run_time
-    workspace.ResetWorkspace()
-    workspace.FeedBlob("lg_x", x)
-    workspace.FeedBlob("lg_w", w)
-    net = gradient_net(dict(axis=axis, exclusive=exclusive, reverse=reverse, dtype=override), lowered_gradient_ops)
-    lowered = core.Net(pycumsum_op.lower(net, target))
-    if not lowered_gradient_ops:
-        lowered.AddGradientOperators({"lg_y": "lg_w"})
-        lowered.AddExternalInput("lg_w")
-    assert python_ops(lowered.Proto()) == []
-    workspace.RunNetOnce(lowered)
+    _, actual = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
+                                     reverse=reverse, dtype=override)
     reference = torch_gradient(torch_scan, x, w, axis, exclusive, reverse, FLOAT_OVERRIDES[override])
-    actual = workspace.FetchBlob("lg_x_grad")
     assert actual.dtype == x.dtype and actual.shape == reference.shape
     # Caffe2's Cast gradient runs the scan in y's dtype, torch in x's: float32 precision when either is float32.
     tolerance = 1e-5 if np.float32 in (x.dtype, w.dtype) else 1e-12
@@ -138,18 +140,11 @@ def test_gradient_on_long_float32_lanes(target, lowered_gradient_ops, shape, axi
                                         clean_workspace, torch_scan):
     rng = np.random.RandomState(sum(shape))
     x, w = rng.uniform(-1, 1, shape).astype(np.float32), rng.uniform(-1, 1, shape).astype(np.float32)
-    workspace.FeedBlob("lg_x", x)
-    workspace.FeedBlob("lg_w", w)
-    net = gradient_net(dict(axis=axis, exclusive=exclusive, reverse=reverse), lowered_gradient_ops)
-    lowered = core.Net(pycumsum_op.lower(net, target))
-    if not lowered_gradient_ops:
-        lowered.AddGradientOperators({"lg_y": "lg_w"})
-        lowered.AddExternalInput("lg_w")
-    workspace.RunNetOnce(lowered)
+    y, grad_x = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
+                                     reverse=reverse)
     reference = torch_scan(torch.from_numpy(x), axis, exclusive, reverse).numpy()
-    np.testing.assert_allclose(workspace.FetchBlob("lg_y"), reference, rtol=1e-4, atol=1e-4)
-    assert_gradient_close(workspace.FetchBlob("lg_x_grad"), torch_gradient(torch_scan, x, w, axis, exclusive, reverse),
-                          np.float32)
+    np.testing.assert_allclose(y, reference, rtol=1e-4, atol=1e-4)
+    assert_gradient_close(grad_x, torch_gradient(torch_scan, x, w, axis, exclusive, reverse), np.float32)
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -342,14 +337,6 @@ def test_gradient_grid_every_flag_and_axis(dtype, target, lowered_gradient_ops, 
             for exclusive, reverse in GRID_FLAGS:
                 if target == "aten" and exclusive and x.ndim and x.shape[axis] == 0:
                     continue  # refused at run time (see above)
-                workspace.ResetWorkspace()
-                workspace.FeedBlob("lg_x", x)
-                workspace.FeedBlob("lg_w", w)
-                net = gradient_net(dict(axis=axis, exclusive=exclusive, reverse=reverse), lowered_gradient_ops)
-                lowered = core.Net(pycumsum_op.lower(net, target))
-                if not lowered_gradient_ops:
-                    lowered.AddGradientOperators({"lg_y": "lg_w"})
-                    lowered.AddExternalInput("lg_w")
-                workspace.RunNetOnce(lowered)
-                assert_gradient_close(workspace.FetchBlob("lg_x_grad"),
-                                      torch_gradient(torch_scan, x, w, axis, exclusive, reverse), dtype)
+                _, grad_x = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
+                                                 reverse=reverse)
+                assert_gradient_close(grad_x, torch_gradient(torch_scan, x, w, axis, exclusive, reverse), dtype)

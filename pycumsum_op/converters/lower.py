@@ -59,7 +59,7 @@ def _scan_params(index: int, op):
     except RefusedPickle as refused:
         raise LoweringError("{}: not a PyCumSum op (its builder pickle {}); only PyCumSum ops can be lowered, and "
                             "no Python op may remain in a lowered net".format(label, refused.reason)) from None
-    if info.builder != _FORWARD_BUILDER or info.args:
+    if info.builder != _FORWARD_BUILDER:
         raise LoweringError("{}: its builder is {}, not PyCumSum's; it cannot be lowered".format(label, info.builder))
     if op.type == "PythonGradient":  # the gradient op runs the grad builder: it must be PyCumSum's too
         try:
