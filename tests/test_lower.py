@@ -340,3 +340,12 @@ def test_gradient_grid_every_flag_and_axis(dtype, target, lowered_gradient_ops, 
                 _, grad_x = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
                                                  reverse=reverse)
                 assert_gradient_close(grad_x, torch_gradient(torch_scan, x, w, axis, exclusive, reverse), dtype)
+
+
+def test_a_pycumsum_op_with_extra_blobs_is_refused(clean_workspace):
+    """A PyCumSum Python op given two inputs (not a form lower knows) is refused, not half-lowered."""
+    net = core.Net("lower_two_inputs")
+    net.PyCumSum("l2_x", "l2_y", axis=0)
+    net.Proto().op[0].input.append("l2_axis")
+    with pytest.raises(LoweringError, match=r"op 0 .*with 2 input\(s\) and 1 output\(s\) cannot be lowered"):
+        pycumsum_op.lower(net, "aten")

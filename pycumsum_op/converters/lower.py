@@ -226,11 +226,12 @@ def _lower_python_op(index, op, target, facts, taken) -> List[caffe2_pb2.Operato
     scan, spec = _scan_params(index, op)
     where = Site(_label(index, op), op.input[0])
     emitter = OpEmitter(taken, op.output[0], like=op)
-    if op.type == "Python":
+    if op.type == "Python" and len(op.input) == 1 and len(op.output) == 1:
         return forward_ops(scan, spec, op.input[0], op.output[0], target, facts.of(op.input[0]), emitter, where)
     if op.type == "PythonGradient" and len(op.input) == 3 and len(op.output) == 1:
         return gradient_ops(scan, spec, op, target, facts.of(op.input[0]), emitter, where)
-    raise LoweringError("{}: a {} op of a PyCumSum cannot be lowered".format(where, op.type))
+    raise LoweringError("{}: a {} op of a PyCumSum with {} input(s) and {} output(s) cannot be lowered (a scan "
+                        "has 1 and 1; its gradient op 3 and 1)".format(where, op.type, len(op.input), len(op.output)))
 
 
 def lower_op(op, netdef, target: str = "aten") -> List[caffe2_pb2.OperatorDef]:
