@@ -9,6 +9,10 @@ in a rotated order, each sample a batch of calls lasting about a millisecond; th
 Peak memory comes from child processes (benchmarks/peak_memory.py: peak resident set growth), accuracy
 from 10^6-long float32 rows and columns against float64, and every target of the issue gets PASS or MISS.
 
+``--only-lowering`` (also run at the end of a full run) times the nets `pycumsum_op.lower` makes — targets "aten"
+and "portable", forward and forward+backward — against torch and PyCumSum on the grid plus seeded random shapes,
+and the seed net at 1024x1024 (`lowering_rows`).
+
 Output: markdown tables on stdout, the same in benchmarks/results/latest.md, raw numbers in
 benchmarks/results/latest.json. Timings are only as quiet as the machine: the load average is reported.
 """
