@@ -99,3 +99,16 @@ def paths(x, axis):
     """The engine paths PyCumSum takes for x along axis: forward, backward (a reverse scan)."""
     out = np.empty_like(x)
     return tuple(engine.choose_path(x, out, axis % x.ndim, False, reverse)[0] for reverse in (False, True))
+
+
+def lowered(axis, target, backward=False):
+    """The PyCumSum net (with its gradient op when ``backward``) lowered to ``target`` ("aten"/"portable").
+
+    X must be in the workspace (portable takes the scan length from it); returns the runner.
+    """
+    net = core.Net("bench_lowered_" + target)
+    y = net.PyCumSum(X, "bench_low_y_fb" if backward else "bench_low_y", axis=axis)
+    if backward:
+        net.AddExternalInput(GRAD_Y)
+        net.AddGradientOperators({y: GRAD_Y})
+    return _created(core.Net(pycumsum_op.lower(net, target)))

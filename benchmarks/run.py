@@ -9,6 +9,10 @@ in a rotated order, each sample a batch of calls lasting about a millisecond; th
 Peak memory comes from child processes (benchmarks/peak_memory.py: peak resident set growth), accuracy
 from 10^6-long float32 rows and columns against float64, and every target of the issue gets PASS or MISS.
 
+``--only-lowering`` (also run at the end of a full run) times the nets `pycumsum_op.lower` makes — targets "aten"
+and "portable", forward and forward+backward — against torch and PyCumSum on the grid plus seeded random shapes,
+and the seed net at 1024x1024 (`lowering_rows`).
+
 Output: markdown tables on stdout, the same in benchmarks/results/latest.md, raw numbers in
 benchmarks/results/latest.json. Timings are only as quiet as the machine: the load average is reported.
 """
@@ -285,6 +289,100 @@ def report_markdown(result):
     return "\n".join(parts) + "\n"
 
 
+# --- Lowered PyCumSum (pycumsum_op.lower): C++ operators against torch, PyCumSum and the seed net -------------
+
+LOWERING_TARGETS = ("aten", "portable")
+ATEN_TARGET, PORTABLE_TARGET, PORTABLE_VS_SEED_TARGET = 1.2, 5.0, 50.0
+LOWERING_KINDS = ("forward", "forward_backward")
+
+
+def lowering_shapes(seed=9, count=3):
+    """The fixed grid plus ``count`` seeded random 2-D shapes of 2^10 to 2^20 elements."""
+    rng = np.random.RandomState(seed)
+    drawn = []
+    for _ in range(count):
+        size = 2 ** rng.randint(10, 21)
+        rows = 2 ** rng.randint(0, int(np.log2(size)) + 1)
+        drawn.append((int(rows), int(size // rows)))
+    return SHAPES + drawn
+
+
+def time_lowering_case(shape, axis, budget_s):
+    """Medians (seconds) of torch, PyCumSum and both lowered targets, forward and forward+backward."""
+    x, grad_y = nets.feed(shape)
+    candidates = {"torch_forward": nets.torch_forward(x, axis),
+                  "torch_forward_backward": nets.torch_forward_backward(x, grad_y, axis),
+                  "pycumsum_forward": nets.pycumsum(axis),
+                  "pycumsum_forward_backward": nets.pycumsum(axis, backward=True)}
+    for target in LOWERING_TARGETS:
+        candidates[target + "_forward"] = nets.lowered(axis, target)
+        candidates[target + "_forward_backward"] = nets.lowered(axis, target, backward=True)
+    if tuple(shape) == (1024, 1024) and axis == 1:  # the question's net, with the EnsureDense fix
+        candidates["seed_forward"] = nets.seed(shape[1])
+        candidates["seed_forward_backward"] = nets.seed(shape[1], backward=True)
+    result = {"shape": list(shape), "axis": axis, "size": x.size}
+    result.update({name: median(times) for name, times in measure(candidates, budget_s, 5, 60).items()})
+    return result
+
+
+def lowering_targets(rows):
+    """PASS/MISS for issue 9's targets, from ratios measured in the same process."""
+    targets = []
+
+    def add(name, ratio, limit, faster=False):
+        passed = ratio >= limit if faster else ratio <= limit
+        targets.append({"target": name, "status": "PASS" if passed else "MISS", "detail": "{:.2f}x".format(ratio)})
+
+    for row in rows:
+        label = "{} axis {}".format(tuple(row["shape"]), row["axis"])
+        if row["size"] >= TORCH_TARGET_MIN_SIZE:
+            add("aten forward <= {}x torch, {}".format(ATEN_TARGET, label),
+                row["aten_forward"] / row["torch_forward"], ATEN_TARGET)
+            add("portable forward <= {}x torch, {}".format(PORTABLE_TARGET, label),
+                row["portable_forward"] / row["torch_forward"], PORTABLE_TARGET)
+        for kind in LOWERING_KINDS:
+            if "seed_" + kind in row:
+                add("portable {} >= {}x faster than the seed net, {}".format(
+                    kind.replace("_", "+"), PORTABLE_VS_SEED_TARGET, label),
+                    row["seed_" + kind] / row["portable_" + kind], PORTABLE_VS_SEED_TARGET, faster=True)
+    return targets
+
+
+def lowering_markdown(rows, targets):
+    ratio = "{:.2f}x".format
+    parts = ["## Lowered PyCumSum (pycumsum_op.lower), float32", "",
+             "torch {} threads (OMP_NUM_THREADS={}), load average {:.2f} at the end. Ratios against torch measured "
+             "in the same process in rotating rounds; 'aten' = Caffe2's ATen op, 'portable' = blocked triangular "
+             "MatMul (float32). Seeded random shapes follow the fixed grid.".format(
+                 torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS", "unset"), os.getloadavg()[0]), ""]
+    for kind in LOWERING_KINDS:
+        title = "torch autograd" if kind == "forward_backward" else "torch"
+        parts += ["### {}".format(kind.replace("_", " + ").capitalize()), "",
+                  table(["shape", "axis", title, "PyCumSum", "aten", "aten vs torch", "portable",
+                         "portable vs torch", "seed net vs portable"],
+                        [[r["shape"], r["axis"], duration(r["torch_" + kind]), duration(r["pycumsum_" + kind]),
+                          duration(r["aten_" + kind]), ratio(r["aten_" + kind] / r["torch_" + kind]),
+                          duration(r["portable_" + kind]), ratio(r["portable_" + kind] / r["torch_" + kind]),
+                          ratio(r["seed_" + kind] / r["portable_" + kind]) if "seed_" + kind in r else "-"]
+                         for r in rows]), ""]
+    missed = [t for t in targets if t["status"] == "MISS"]
+    parts += ["### Targets (lowering)", "",
+              table(["target", "status", "measured"], [[t["target"], t["status"], t["detail"]] for t in targets]),
+              "", "{} of {} targets met.".format(len(targets) - len(missed), len(targets))]
+    return "\n".join(parts) + "\n"
+
+
+def lowering_rows(budget_s):
+    """Issue 9's rows: every lowering shape and axis; returns (rows, targets, markdown)."""
+    rows = []
+    for shape in lowering_shapes():
+        for axis in range(len(shape)):
+            rows.append(time_lowering_case(shape, axis, budget_s))
+            print("timed lowering {} axis {}".format(shape, axis), file=sys.stderr)
+    targets = lowering_targets(rows)
+    return rows, targets, lowering_markdown(rows, targets)
+
+
 def environment():
     cpu = platform.processor() or platform.machine()
     try:
@@ -305,9 +403,14 @@ def main(argv=None):
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory child processes")
     parser.add_argument("--output", default=os.path.join(HERE, "results", "latest"),
                         help="writes OUTPUT.json and OUTPUT.md")
+    parser.add_argument("--only-lowering", action="store_true", help="time only the lowered nets (pycumsum_op.lower)")
     args = parser.parse_args(argv)
     started = time.time()
     result = {"environment": environment()}
+    if args.only_lowering:
+        result["lowering"], result["lowering_targets"], markdown = lowering_rows(args.budget)
+        result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
+        return write_report(result, markdown, args.output, started)
     seed_budget = args.seed_budget_gib * (1 << 30)
     cases = []
     for shape in SHAPES:
@@ -321,16 +424,21 @@ def main(argv=None):
         dict(peak_memory(c["shape"], c["axis"], "seed_forward" in c), shape=c["shape"], axis=c["axis"])
         for c in cases if c["size"] >= COPY_TARGET_MIN_SIZE or "seed_forward" in c]
     result["targets"] = evaluate(cases, result["overhead"], result["accuracy"], result["memory"])
+    result["lowering"], result["lowering_targets"], lowering_markdown_text = lowering_rows(args.budget)
     result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
+    return write_report(result, report_markdown(result) + "\n" + lowering_markdown_text, args.output, started)
+
+
+def write_report(result, markdown, output, started):
+    """Print the markdown and write OUTPUT.json / OUTPUT.md."""
     result["environment"]["seconds"] = round(time.time() - started, 1)
-    markdown = report_markdown(result)
     print(markdown)
-    os.makedirs(os.path.dirname(args.output), exist_ok=True)
-    with open(args.output + ".json", "w") as out:
+    os.makedirs(os.path.dirname(output), exist_ok=True)
+    with open(output + ".json", "w") as out:
         json.dump(result, out, indent=1)
-    with open(args.output + ".md", "w") as out:
+    with open(output + ".md", "w") as out:
         out.write(markdown)
-    print("wrote {0}.json and {0}.md in {1:.0f} s".format(args.output, time.time() - started), file=sys.stderr)
+    print("wrote {0}.json and {0}.md in {1:.0f} s".format(output, time.time() - started), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from ._runtime import require_caffe2, started_as_command
 
 __version__ = "0.2.0"
 __all__ = ["cumsum", "cumsum_fwd", "cumsum_bwd", "ScanArgumentError",
-           "UnsafeNetError", "load_net", "save_net", "verify_net", "__version__"]
+           "UnsafeNetError", "load_net", "save_net", "verify_net", "lower", "LoweringError", "__version__"]
 
 
 def _load_api() -> dict:
@@ -32,10 +32,12 @@ def _load_api() -> dict:
     ops = importlib.import_module(__name__ + ".ops")
     from .kernels import ScanArgumentError
     from .serialization import UnsafeNetError, load_net, save_net, verify_net
+    from .converters import LoweringError, lower  # also registers the ATen gradient
     ops.install()
     return {"cumsum": ops.cumsum, "cumsum_fwd": ops.cumsum_fwd, "cumsum_bwd": ops.cumsum_bwd,
             "ScanArgumentError": ScanArgumentError, "UnsafeNetError": UnsafeNetError, "load_net": load_net,
-            "save_net": save_net, "verify_net": verify_net, "doctor": doctor}
+            "save_net": save_net, "verify_net": verify_net, "lower": lower, "LoweringError": LoweringError,
+            "doctor": doctor}
 
 
 def _load() -> None:

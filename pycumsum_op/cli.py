@@ -3,6 +3,8 @@
     pycumsum-op --version
     pycumsum-op doctor PREDICT_NET [--init-net INIT_NET] --loss BLOB [--loss BLOB ...] [--fix OUT]
     pycumsum-op demo [--steps N] [--seed S]
+    pycumsum-op lower NET [--target aten|portable] -o OUT
+    pycumsum-op onnx import|export ...
 
 Building the parser imports neither Caffe2 nor numpy nor torch, so ``--help`` and ``--version``
 work anywhere. A command module's ``add_parser(subparsers)`` registers its subcommand and
@@ -30,6 +32,31 @@ class _BadInput(Exception):
     """Bad command-line input: reported in one line, exit status 2."""
 
 
+def _first_line(error: Exception) -> str:
+    """The reason without the path the message already names ("[Errno 13] Permission denied: 'x'")."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror.replace("load_net: ", "").lower()
+    return str(error).splitlines()[0]
+
+
+def read_net(path: str, what: str):
+    """A NetDef from a binary .pb or a text .pbtxt, not verified: the commands that use this never
+    create the net, so nothing in it runs. Unreadable or unparsable input is `_BadInput`."""
+    from .serialization import load_net
+    try:
+        return load_net(path, verify=False)
+    except (OSError, ValueError) as error:
+        raise _BadInput("cannot read {} {!r}: {}".format(what, path, _first_line(error)))
+
+
+def write_file(write, path: str, what: str) -> None:
+    """``write()``, which writes ``path``; an OSError is `_BadInput` naming ``what``."""
+    try:
+        write()
+    except OSError as error:
+        raise _BadInput("cannot write the {} to {!r}: {}".format(what, path, error.strerror or error))
+
+
 def whole_number(minimum: int):
     """An argparse ``type``: an integer >= ``minimum``, refused in words.
 
@@ -55,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     from .commands import doctor
     from .commands import demo
     from .commands import onnx
+    from .commands import lower
 
     parser = argparse.ArgumentParser(
         prog=COMMAND, description="torch.cumsum for Caffe2 (PyCumSum) and a doctor for "
@@ -65,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     doctor.add_parser(commands)
     demo.add_parser(commands)
     onnx.add_parser(commands)
+    lower.add_parser(commands)
     parser.set_defaults(command_names=sorted(commands.choices))
     return parser
 

@@ -13,7 +13,7 @@ from doctor_support import add_weighted_loss, gradient_ops_work, run_with_gradie
 from pycumsum_op.doctor import Repair, diagnose, fix, repair
 from pycumsum_op.doctor.findings import (GRADIENT_ERROR, MIXED_GRADIENTS, SPARSE_GRADIENT,
                                          TWO_CHARACTER_GRADIENT_NAME)
-from pycumsum_op.doctor.fix import UnfixableError
+from pycumsum_op.doctor.fix import STRATEGIES, UnfixableError
 from pycumsum_op.idioms import add_sparse_lengths_cumsum, sparse_lengths_cumsum_constants
 
 pytestmark = pytest.mark.usefixtures("clean_workspace")
@@ -201,7 +201,7 @@ def healthy_ensure_dense_idiom():
 
 
 @pytest.mark.parametrize("build", [healthy_fc, healthy_pycumsum, healthy_embedding, healthy_ensure_dense_idiom])
-@pytest.mark.parametrize("strategy", ["ensure_dense", "pycumsum"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
 def test_healthy_nets_have_no_findings_and_come_back_unchanged(build, strategy):
     netdef = build().Proto()
     assert gradient_ops_work(netdef, ["loss"])  # Caffe2 agrees the net is healthy
@@ -228,7 +228,7 @@ def assert_untouched_outside(fixed, original, kept_ops):
 
 @pytest.mark.parametrize("exclusive", [True, False])
 @pytest.mark.parametrize("constants", ["workspace", "init_net_int32", "init_net_int64"])
-@pytest.mark.parametrize("strategy", ["ensure_dense", "pycumsum"])
+@pytest.mark.parametrize("strategy", STRATEGIES)
 def test_fixing_the_idiom_matches_torch(exclusive, constants, strategy):
     net, init = idiom_net(exclusive, constants)
     original = net.Proto()
@@ -238,7 +238,10 @@ def test_fixing_the_idiom_matches_torch(exclusive, constants, strategy):
     assert gradient_ops_work(fixed, ["loss"]) and diagnose(fixed, ["loss"], init) == []
     assert_untouched_outside(fixed, original, list(original.op)[3:])
     types = [op.type for op in fixed.op]
-    if strategy == "pycumsum":
+    if strategy == "lowered":  # ATen cumsum (roll + index_fill when exclusive); no Python op
+        assert types[-2:] == ["Mul", "SumElements"] and set(types[:-2]) <= {"ATen", "GivenTensorInt64Fill"}
+        assert fixed.op[0].input[0] == "x" and fixed.op[-3].output[0] == "y"
+    elif strategy == "pycumsum":
         assert types == ["Python", "Mul", "SumElements"]
         assert (fixed.op[0].name, list(fixed.op[0].input), list(fixed.op[0].output)) == ("PyCumSum", ["x"], ["y"])
     else:

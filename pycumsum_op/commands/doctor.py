@@ -5,25 +5,9 @@ repaired net), 2 on bad input (unreadable or unparsable file, unknown blob, a fa
 no net edit can cure), with a one-line reason on stderr. Needs Caffe2 only: torch and
 pycumsum_op's kernels load only for ``--strategy pycumsum``.
 """
-from ..cli import _BadInput
+from ..cli import _BadInput, read_net, write_file
 
 EXIT_HEALTHY, EXIT_FINDINGS = 0, 1
-
-
-def _read_net(path: str, what: str):
-    """A NetDef from a binary .pb or a text .pbtxt; the doctor never creates the net, so nothing runs."""
-    from ..serialization import load_net
-    try:
-        return load_net(path, verify=False)
-    except (OSError, ValueError) as error:
-        raise _BadInput("cannot read {} {!r}: {}".format(what, path, _first_line(error)))
-
-
-def _first_line(error: Exception) -> str:
-    """The reason without the path the message already names ("[Errno 13] Permission denied: 'x'")."""
-    if isinstance(error, OSError) and error.strerror:
-        return error.strerror.replace("load_net: ", "").lower()
-    return str(error).splitlines()[0]
 
 
 def _parse_loss(text: str):
@@ -39,10 +23,10 @@ def _run(args) -> int:
 
     if args.strategy not in STRATEGIES:
         raise _BadInput("--strategy {!r}: choose one of {}".format(args.strategy, ", ".join(STRATEGIES)))
-    netdef = _read_net(args.predict_net, "net")
+    netdef = read_net(args.predict_net, "net")
     if not netdef.op:  # (an init net may be empty)
         raise _BadInput("net {!r} has no ops: is it a Caffe2 NetDef?".format(args.predict_net))
-    init_net = _read_net(args.init_net, "init net") if args.init_net else None
+    init_net = read_net(args.init_net, "init net") if args.init_net else None
     losses = dict(_parse_loss(text) for text in args.loss)
     try:
         findings = diagnose(netdef, losses, init_net)
@@ -59,10 +43,7 @@ def _run(args) -> int:
             fixed, repairs = repair(netdef, losses, init_net, strategy=args.strategy)
         except UnfixableError as error:
             raise _BadInput("--fix: " + str(error).splitlines()[0] + " (see the findings above)")
-        try:
-            save_net(fixed, args.fix)
-        except OSError as error:
-            raise _BadInput("cannot write the fixed net to {!r}: {}".format(args.fix, error.strerror or error))
+        write_file(lambda: save_net(fixed, args.fix), args.fix, "fixed net")
         print("\nwrote the fixed net ({} ops, {} format) to {}; repaired {} site(s):".format(
             len(fixed.op), "text" if is_text_path(args.fix) else "binary", args.fix, len(repairs)))
         for applied in repairs:

@@ -15,7 +15,7 @@ Exit 0 on success, 2 on bad input with a one-line reason on stderr.
 import argparse
 import warnings
 
-from ..cli import _BadInput
+from ..cli import _BadInput, write_file
 
 
 def _parse_input(text: str):
@@ -33,14 +33,6 @@ def _parse_input(text: str):
         return name, (dtype, shape)
     except (TypeError, ValueError) as error:
         raise argparse.ArgumentTypeError("bad --input {!r}: {}".format(text, error))
-
-
-def _write(write, path: str, what: str) -> None:
-    """``write()`` (which writes ``path``), an OSError reported as bad input naming ``what``."""
-    try:
-        write()
-    except OSError as error:
-        raise _BadInput("cannot write the {} to {!r}: {}".format(what, path, error.strerror or error))
 
 
 def _value_info(inputs) -> dict:
@@ -74,8 +66,8 @@ def _import(args) -> int:
             raise _BadInput("cannot import {!r}: {}".format(args.model, str(error).strip().splitlines()[-1]))
     from ..serialization import save_net
 
-    _write(lambda: save_net(predict_net, args.predict_net), args.predict_net, "predict net")
-    _write(lambda: save_net(init_net, args.init_net), args.init_net, "init net")
+    write_file(lambda: save_net(predict_net, args.predict_net), args.predict_net, "predict net")
+    write_file(lambda: save_net(init_net, args.init_net), args.init_net, "init net")
     print("{}: {} ops -> {}, {} parameters -> {}".format(args.model, len(predict_net.op), args.predict_net,
                                                           len(init_net.op), args.init_net))
     return 0
@@ -93,7 +85,7 @@ def _export(args) -> int:
         model = export(predict_net, init_net, _value_info(args.input), opset=args.opset)
     except (OSError, ValueError) as error:  # UnsafeNetError is a ValueError
         raise _BadInput(str(error).strip().splitlines()[0])
-    _write(lambda: onnx_save(model, args.output), args.output, "ONNX model")
+    write_file(lambda: onnx_save(model, args.output), args.output, "ONNX model")
     print("{}: {} nodes at opset {} -> {}".format(args.predict_net, len(model.graph.node), args.opset, args.output))
     return 0
 

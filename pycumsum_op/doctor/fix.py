@@ -8,6 +8,8 @@ Two cures, both keeping every external blob name and every other op as it was:
 - ``strategy="pycumsum"``: each Transpose → SparseLengthsSum → Transpose cumsum
   idiom becomes one PyCumSum (exclusive where the idiom is) writing the same
   output blob; anything else gets EnsureDense.
+- ``strategy="lowered"``: as "pycumsum", but the PyCumSum op is lowered to Caffe2's
+  C++ operators (`pycumsum_op.lower`, target "aten"): the repaired net has no Python op.
 
 >>> from caffe2.python import core
 >>> from pycumsum_op.idioms import add_sparse_lengths_cumsum
@@ -18,6 +20,8 @@ Two cures, both keeping every external blob name and every other op as it was:
 ['Transpose', 'EnsureDense', 'SparseLengthsSum', 'Transpose', 'SumElements']
 >>> [op.type for op in fix(net, ["doc_f_loss"], init, strategy="pycumsum").op]
 ['Python', 'SumElements']
+>>> [op.type for op in fix(net, ["doc_f_loss"], init, strategy="lowered").op]
+['ATen', 'GivenTensorInt64Fill', 'ATen', 'ATen', 'SumElements']
 
 `repair` is `fix` that also says what it applied at each site:
 
@@ -30,9 +34,12 @@ from typing import List, NamedTuple
 from caffe2.python import core
 from caffe2.proto import caffe2_pb2
 
+from ..netdefs import blob_names
 from .diagnose import as_netdef, diagnose, normalize_losses
 
-STRATEGIES = ("ensure_dense", "pycumsum")
+STRATEGIES = ("ensure_dense", "pycumsum", "lowered")
+#: Strategies that replace the cumsum idiom: by the PyCumSum op, or by its lowered (C++) form.
+_IDIOM_STRATEGIES = ("pycumsum", "lowered")
 _MAX_ROUNDS = 8
 
 
@@ -57,14 +64,6 @@ class Repaired(NamedTuple):
     """What `repair` returns: the fixed NetDef and one `Repair` per site, in the order applied."""
     net: caffe2_pb2.NetDef
     repairs: List[Repair]
-
-
-def _blob_names(netdef) -> set:
-    names = set(netdef.external_input) | set(netdef.external_output)
-    for op in netdef.op:
-        names.update(op.input)
-        names.update(op.output)
-    return names
 
 
 def _fresh_name(base: str, taken: set) -> str:
@@ -100,7 +99,7 @@ def _ensure_dense_repairs(netdef, findings, strategy: str) -> List[Repair]:
     for (index, position), finding in sorted(sites.items()):
         op = netdef.op[index]
         note = ""
-        if strategy == "pycumsum":
+        if strategy in _IDIOM_STRATEGIES:
             note = ("not PyCumSum: the cumsum idiom's constants {} are unknown; pass its init net".format(
                 " and ".join(repr(blob) for blob in finding.unknown_constants)) if finding.unknown_constants
                 else "not PyCumSum: not the Transpose -> SparseLengthsSum -> Transpose cumsum idiom")
@@ -112,7 +111,7 @@ def _ensure_dense_repairs(netdef, findings, strategy: str) -> List[Repair]:
 def _insert_ensure_dense(netdef, findings) -> caffe2_pb2.NetDef:
     """EnsureDense on each sparse-gradient source's input, just in front of the source op."""
     sources = sorted({(finding.source_index, finding.source_input_index) for finding in findings})
-    taken = _blob_names(netdef)
+    taken = blob_names(netdef)
     new_ops = []
     for index, op in enumerate(netdef.op):
         copied = caffe2_pb2.OperatorDef()
@@ -138,14 +137,17 @@ def _pycumsum_op(idiom, like) -> caffe2_pb2.OperatorDef:
     return op
 
 
-def _replace_idioms(netdef, idioms) -> caffe2_pb2.NetDef:
-    """Each idiom's three ops become one PyCumSum where its last Transpose was."""
+def _replace_idioms(netdef, idioms, lowered=False) -> caffe2_pb2.NetDef:
+    """Each idiom's three ops become one PyCumSum (or its lowered ops) where its last Transpose was."""
+    if lowered:
+        from ..converters.lower import lower_op  # Caffe2 C++ forms: loaded only when this strategy is used
     dropped = {index for idiom in idioms for index in (idiom.first_transpose, idiom.sparse_lengths_sum)}
     replaced = {idiom.last_transpose: idiom for idiom in idioms}
     new_ops = []
     for index, op in enumerate(netdef.op):
         if index in replaced:
-            new_ops.append(_pycumsum_op(replaced[index], op))
+            scan_op = _pycumsum_op(replaced[index], op)
+            new_ops.extend(lower_op(scan_op, netdef) if lowered else [scan_op])
         elif index not in dropped:
             new_ops.append(op)
     return _with_ops(netdef, new_ops)
@@ -157,9 +159,10 @@ def _refuse_unfixable(findings) -> None:
         raise UnfixableError("the net cannot be fixed by editing it:\n" + "\n".join(str(f) for f in unfixable))
 
 
-def _idiom_repair(idiom) -> Repair:
-    applied = "one PyCumSum({!r}, {!r}, axis={}{})".format(
-        idiom.blob_in, idiom.blob_out, idiom.axis, ", exclusive=True" if idiom.exclusive else "")
+def _idiom_repair(idiom, lowered: bool) -> Repair:
+    applied = "one PyCumSum({!r}, {!r}, axis={}{}){}".format(
+        idiom.blob_in, idiom.blob_out, idiom.axis, ", exclusive=True" if idiom.exclusive else "",
+        ", lowered to Caffe2's ATen operators" if lowered else "")
     return Repair("Transpose, SparseLengthsSum, Transpose", idiom.blob_out, applied)
 
 
@@ -176,10 +179,10 @@ def repair(net, losses, init_net=None, strategy: str = "ensure_dense") -> Repair
         if not findings:
             return Repaired(fixed, repairs)
         _refuse_unfixable(findings)
-        idioms = {f.idiom for f in findings if f.idiom is not None} if strategy == "pycumsum" else set()
+        idioms = {f.idiom for f in findings if f.idiom is not None} if strategy in _IDIOM_STRATEGIES else set()
         if idioms:
-            repairs += [_idiom_repair(idiom) for idiom in sorted(idioms)]
-            fixed = _replace_idioms(fixed, idioms)
+            repairs += [_idiom_repair(idiom, strategy == "lowered") for idiom in sorted(idioms)]
+            fixed = _replace_idioms(fixed, idioms, strategy == "lowered")
         else:
             repairs += _ensure_dense_repairs(fixed, findings, strategy)
             fixed = _insert_ensure_dense(fixed, findings)

@@ -1,0 +1,286 @@
+"""`lower(net, target)`: the same net with every PyCumSum (and its gradient op) as C++ operators.
+
+>>> import numpy as np
+>>> from caffe2.python import core, workspace
+>>> import pycumsum_op
+>>> net = core.Net("doc_lower")
+>>> _ = net.PyCumSum("doc_lx", "doc_ly", axis=1, reverse=True)
+>>> lowered = pycumsum_op.lower(net, target="aten")
+>>> [(op.type, op.arg[0].s.decode()) for op in lowered.op]
+[('ATen', 'flip'), ('ATen', 'cumsum'), ('ATen', 'flip')]
+>>> workspace.FeedBlob("doc_lx", np.array([[1, 2, 3]], np.int32))
+True
+>>> workspace.RunNetOnce(lowered)
+True
+>>> workspace.FetchBlob("doc_ly")
+array([[6, 5, 3]], dtype=int64)
+"""
+from typing import List, Optional
+
+import numpy as np
+from caffe2.proto import caffe2_pb2
+from caffe2.python import core, workspace
+
+from .._safe_unpickle import RefusedPickle, inspect_builder
+from ..kernels import SCAN_KERNELS, ScanArgumentError, ScanSpec
+from ..kernels.spec import CAFFE2_DTYPE_NAMES
+from ..netdefs import blob_names
+from ..ops.builders import BUILDERS
+from ..serialization import BUILDER_ARGS, PYTHON_OP_TYPES
+from . import aten, portable
+from .emitter import NUMPY_TYPES, TENSOR_TYPES, OpEmitter
+from .facts import InputFacts, LoweringError, Site, result_dtype
+
+#: target name -> the module whose ``emit_scan`` writes a scan in that target's operators.
+TARGETS = {"aten": aten, "portable": portable}
+#: Scans whose gradient op can be lowered: its gradient is the same scan of the output gradient, reversed.
+SELF_ADJOINT_SCANS = frozenset(["cumsum"])
+_FORWARD_BUILDER = "pycumsum_op.ops.builders.scan_forward"
+_BACKWARD_BUILDER = "pycumsum_op.ops.builders.scan_backward"
+_TARGET_TABLES = {"aten": aten.ATEN_SCAN_OPERATORS, "portable": portable.PORTABLE_SCAN_OPERATORS}
+
+
+def _check_target(target) -> None:
+    if target not in TARGETS:
+        raise LoweringError("lower: unknown target={!r}; use one of {}".format(target, ", ".join(sorted(TARGETS))))
+
+
+def _label(index: int, op) -> str:
+    return "op {} ({} {!r}: {} -> {})".format(index, op.type, op.name, ", ".join(op.input), ", ".join(op.output))
+
+
+def _scan_params(index: int, op):
+    """(scan name, ScanSpec) of a PyCumSum forward or gradient op; LoweringError for any other Python op."""
+    args = {arg.name: arg.s for arg in op.arg if arg.name in BUILDER_ARGS}
+    label = _label(index, op)
+    if "pickled_builder" not in args:
+        raise LoweringError("{}: a Python op without a pickled builder (token form) cannot be lowered: only "
+                            "PyCumSum ops can, and no Python op may remain in a lowered net".format(label))
+    try:
+        info = inspect_builder(args["pickled_builder"], frozenset(BUILDERS))
+    except RefusedPickle as refused:
+        raise LoweringError("{}: not a PyCumSum op (its builder pickle {}); only PyCumSum ops can be lowered, and "
+                            "no Python op may remain in a lowered net".format(label, refused.reason)) from None
+    if info.builder != _FORWARD_BUILDER:
+        raise LoweringError("{}: its builder is {}, not PyCumSum's; it cannot be lowered".format(label, info.builder))
+    if op.type == "PythonGradient":  # the gradient op runs the grad builder: it must be PyCumSum's too
+        try:
+            grad_builder = inspect_builder(args.get("pickled_grad_builder", b""), frozenset(BUILDERS)).builder
+        except RefusedPickle as refused:
+            grad_builder = "refused ({})".format(refused.reason)
+        if grad_builder != _BACKWARD_BUILDER:
+            raise LoweringError("{}: its gradient builder is {}, not PyCumSum's; it cannot be lowered".format(
+                label, grad_builder))
+    params = dict(info.kwargs)
+    scan = params.pop("scan", None)
+    if scan not in SCAN_KERNELS:
+        raise LoweringError("{}: unknown scan {!r} in its builder".format(label, scan))
+    try:
+        spec = ScanSpec.checked(SCAN_KERNELS[scan].op_name, **params)
+    except (TypeError, ScanArgumentError) as error:
+        raise LoweringError("{}: its builder holds arguments PyCumSum does not take: {}".format(label, error)) from None
+    return scan, spec
+
+
+def _inferable(netdef, known: set) -> caffe2_pb2.NetDef:
+    """A copy holding only the ops whose inputs are all ``known`` (extended by their outputs); Python ops
+    are left out. Caffe2's shape inference warns on stderr for every op it cannot see through."""
+    copy = caffe2_pb2.NetDef()
+    copy.CopyFrom(netdef)
+    del copy.op[:]
+    for op in netdef.op:
+        if op.type not in PYTHON_OP_TYPES and all(blob in known for blob in op.input):
+            copy.op.add().CopyFrom(op)
+            known.update(op.output)
+    return copy
+
+
+def _checked_shape(blob, shape):
+    try:
+        dims = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        dims = None
+    if dims is None or any(d < 0 for d in dims):
+        raise LoweringError("lower: shapes[{!r}] = {!r} is not a shape (a sequence of sizes >= 0)".format(
+            str(blob), shape))
+    return dims
+
+
+def _checked_dtype(blob, dtype):
+    """A numpy dtype; Caffe2 names ("float" is float32, "double" float64) as PyCumSum's dtype= reads them."""
+    try:
+        resolved = np.dtype(CAFFE2_DTYPE_NAMES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
+    except TypeError:
+        resolved = None
+    if resolved is None or resolved not in TENSOR_TYPES:
+        raise LoweringError("lower: dtypes[{!r}] = {!r} is not a tensor dtype Caffe2 has ({})".format(
+            str(blob), dtype, ", ".join(sorted(t.name for t in TENSOR_TYPES))))
+    return resolved
+
+
+class _BlobFacts(object):
+    """Shapes and dtypes of blobs: the user's ``shapes``/``dtypes``, then Caffe2's inference, then the workspace."""
+
+    def __init__(self, netdef, init_netdef, shapes, dtypes):
+        self._netdef, self._init = netdef, init_netdef
+        self._shapes = {str(blob): _checked_shape(blob, shape) for blob, shape in (shapes or {}).items()}
+        self._dtypes = {str(blob): _checked_dtype(blob, dtype) for blob, dtype in (dtypes or {}).items()}
+        self._inferred = None
+
+    def _workspace(self, blob):
+        if not workspace.HasBlob(blob):
+            return None
+        try:
+            value = workspace.FetchBlob(blob)
+        except (RuntimeError, TypeError):
+            return None
+        return value if isinstance(value, np.ndarray) else None
+
+    def _infer(self):
+        if self._inferred is None:
+            hints_shape, hints_type = {}, {}
+            for blob in self._netdef.external_input:
+                value = self._workspace(blob)
+                shape = self._shapes.get(blob, None if value is None else value.shape)
+                dtype = self._dtypes.get(blob, None if value is None else value.dtype)
+                if shape is not None and dtype in TENSOR_TYPES:
+                    hints_shape[blob], hints_type[blob] = list(shape), TENSOR_TYPES[dtype]
+            known = set(hints_shape)
+            nets = [_inferable(net, known) for net in (self._init, self._netdef) if net is not None]
+            try:
+                shapes, types = workspace.InferShapesAndTypes(nets, hints_shape, nets_proto=True, blob_types=hints_type)
+            except Exception:  # Caffe2's inference gives up on some nets; the other sources remain
+                shapes, types = {}, {}
+            self._inferred = shapes, types
+        return self._inferred
+
+    def of(self, blob: str) -> InputFacts:
+        return InputFacts(lambda: self._find(blob))
+
+    def _find(self, blob: str):
+        shapes, types = self._infer()
+        value = self._workspace(blob)
+        shape = self._shapes.get(blob)
+        if shape is None and blob in shapes and blob in types and types[blob] in NUMPY_TYPES:
+            shape = tuple(shapes[blob])
+        if shape is None and value is not None:
+            shape = value.shape
+        dtype = self._dtypes.get(blob)
+        if dtype is None and types.get(blob) in NUMPY_TYPES:
+            dtype = NUMPY_TYPES[types[blob]]
+        if dtype is None and value is not None:
+            dtype = value.dtype
+        return shape, dtype
+
+
+def _check_supported(scan, target, where) -> None:
+    if scan not in _TARGET_TABLES[target]:
+        raise LoweringError("{}: scan {!r} ({}) has no lowering to target {!r} yet; supported there: {}".format(
+            where, scan, SCAN_KERNELS[scan].op_name, target, ", ".join(sorted(_TARGET_TABLES[target]))))
+
+
+def forward_ops(scan, spec, blob_in, blob_out, target, facts, emitter, where) -> List[caffe2_pb2.OperatorDef]:
+    """The ops computing ``blob_out = scan(blob_in)`` in ``target``'s operators."""
+    _check_supported(scan, target, where)
+    current = TARGETS[target].emit_scan(emitter, scan, spec, blob_in, facts, where)
+    return emitter.finish(current, blob_in, blob_out)
+
+
+def gradient_ops(scan, spec, op, target, facts, emitter, where) -> List[caffe2_pb2.OperatorDef]:
+    """The ops of a PyCumSum gradient op (inputs x, y, grad_y; output grad_x): the reversed scan of grad_y."""
+    _check_supported(scan, target, where)
+    if scan not in SELF_ADJOINT_SCANS:
+        raise LoweringError("{}: the gradient op of scan {!r} cannot be lowered yet; lower the forward net and "
+                            "call AddGradientOperators on the result".format(where, scan))
+    if spec.dtype is not None and facts.dtype is None:
+        raise LoweringError("{}: the gradient of a scan with dtype={} has its input's dtype; give dtypes={{{!r}: "
+                            "...}} or feed the blob into the workspace".format(where, spec.dtype.name, op.input[0]))
+    adjoint = spec._replace(reverse=not spec.reverse, dtype=None)
+    grad_in, grad_out = op.input[2], op.output[0]
+    current, grad_dtype = grad_in, lambda: result_dtype(spec, facts.dtype)
+    if spec.dtype is not None and facts.dtype.kind == "f" and facts.dtype != spec.dtype:
+        # PyCumSum (and torch): grad_x has x's dtype, and the scan runs in it
+        current = emitter.step("Cast", [current], to=TENSOR_TYPES[facts.dtype])
+        grad_dtype = lambda: facts.dtype  # noqa: E731
+    grad_facts = InputFacts(lambda: (facts.shape, grad_dtype()))  # grad_y is shaped like x
+    current = TARGETS[target].emit_scan(emitter, scan, adjoint, current, grad_facts, Site(str(where), grad_in))
+    return emitter.finish(current, grad_in, grad_out)
+
+
+def _as_netdef(net, what: str) -> Optional[caffe2_pb2.NetDef]:
+    if net is None or isinstance(net, caffe2_pb2.NetDef):
+        return net
+    if isinstance(net, core.Net):
+        return net.Proto()
+    raise TypeError("lower: {} must be a caffe2 core.Net or NetDef, got {}".format(what, type(net).__name__))
+
+
+def _lower_python_op(index, op, target, facts, taken) -> List[caffe2_pb2.OperatorDef]:
+    scan, spec = _scan_params(index, op)
+    where = Site(_label(index, op), op.input[0])
+    emitter = OpEmitter(taken, op.output[0], like=op)
+    if op.type == "Python" and len(op.input) == 1 and len(op.output) == 1:
+        return forward_ops(scan, spec, op.input[0], op.output[0], target, facts.of(op.input[0]), emitter, where)
+    if op.type == "PythonGradient" and len(op.input) == 3 and len(op.output) == 1:
+        return gradient_ops(scan, spec, op, target, facts.of(op.input[0]), emitter, where)
+    raise LoweringError("{}: a {} op of a PyCumSum with {} input(s) and {} output(s) cannot be lowered (a scan "
+                        "has 1 and 1; its gradient op 3 and 1)".format(where, op.type, len(op.input), len(op.output)))
+
+
+def lower_op(op, netdef, target: str = "aten") -> List[caffe2_pb2.OperatorDef]:
+    """The ops replacing one PyCumSum ``op`` that is to sit in ``netdef`` (fresh names avoid its blobs)."""
+    _check_target(target)
+    facts = _BlobFacts(netdef, None, None, None)
+    return _lower_python_op(len(netdef.op), op, target, facts, blob_names(netdef) | set(op.input) | set(op.output))
+
+
+def lower(net, target: str = "aten", shapes=None, init_net=None, dtypes=None) -> caffe2_pb2.NetDef:
+    """A new NetDef in which every PyCumSum op, and PyCumSum gradient op, is C++ operators of ``target``.
+
+    net: a core.Net or NetDef (not changed). target: "aten" (Caffe2's ATen operator: torch's kernels,
+    O(n), bit-identical to torch.cumsum, any shape at run time; not in mobile builds) or "portable"
+    (operators every Caffe2 build has; O(n log n); the scan length is fixed now and checked at run time).
+    shapes / dtypes: {blob: shape} / {blob: dtype} of scan inputs; unknown ones come from Caffe2's shape
+    inference over ``init_net`` and ``net``, then from the current workspace. Every other op, argument and
+    external blob stays as it was. Raises `LoweringError` naming the op for any Python op that is not a
+    PyCumSum and for what a target cannot know (e.g. the scan length for "portable").
+    """
+    _check_target(target)
+    netdef = _as_netdef(net, "net")
+    facts = _BlobFacts(netdef, _as_netdef(init_net, "init_net"), shapes, dtypes)
+    taken = blob_names(netdef)
+    new_ops = []
+    for index, op in enumerate(netdef.op):
+        if op.type in PYTHON_OP_TYPES:
+            new_ops.extend(_lower_python_op(index, op, target, facts, taken))
+        else:
+            copied = caffe2_pb2.OperatorDef()
+            copied.CopyFrom(op)
+            new_ops.append(copied)
+    lowered = caffe2_pb2.NetDef()
+    lowered.CopyFrom(netdef)
+    del lowered.op[:]
+    lowered.op.extend(new_ops)
+    return lowered
+
+
+def append_scan(net, scan, spec, blob_in, blob_out, target, input_shape=None, input_dtype=None):
+    """The build-time form: append ``scan`` of ``blob_in`` in ``target``'s operators to ``net``; returns blob_out.
+
+    ``input_shape`` / ``input_dtype`` describe ``blob_in`` (the workspace and the net's shape inference
+    fill in what is not given); "portable" needs both.
+    """
+    if target not in TARGETS:
+        raise ScanArgumentError("{}: implementation={!r}; use 'python', {}".format(
+            spec.op_name, target, " or ".join(repr(name) for name in sorted(TARGETS))))
+    netdef = net.Proto()
+    facts = _BlobFacts(netdef, None, None if input_shape is None else {str(blob_in): input_shape},
+                       None if input_dtype is None else {str(blob_in): input_dtype}).of(str(blob_in))
+    label = "{}({} -> {}, implementation={!r})".format(spec.op_name, blob_in, blob_out, target)
+    emitter = OpEmitter(blob_names(netdef) | {str(blob_out)}, str(blob_out))
+    scratch = core.Net(netdef.name + "_" + target)
+    scratch.Proto().external_input.append(str(blob_in))  # AppendNet declares it where nothing makes it
+    scratch.Proto().op.extend(forward_ops(scan, spec, str(blob_in), str(blob_out), target, facts, emitter,
+                                          Site(label, str(blob_in))))
+    net.AppendNet(scratch)
+    return core.BlobReference(str(blob_out), net)

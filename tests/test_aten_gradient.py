@@ -1,0 +1,75 @@
+"""The gradient registered for Caffe2's ATen operator (pycumsum_op.converters.aten_gradient).
+
+The forms `lower` emits (cumsum, flip, roll, index_fill) are checked with Caffe2's own
+GradientChecker (finite differences of the op itself); every other ATen op must raise exactly
+what Caffe2 raises in a process that never imported pycumsum_op.
+"""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from caffe2.python import core, gradient_checker
+
+import pycumsum_op  # noqa: F401  (registers the ATen gradient)
+
+FORMS = [
+    ("cumsum", dict(dim=1), 1), ("cumsum", dict(dim=-1), 1), ("cumsum", dict(dim=0), 1),
+    ("flip", dict(dims=[0]), 1), ("flip", dict(dims=[-1]), 1),
+    ("roll", dict(shifts=[1], dims=[1]), 1), ("roll", dict(shifts=[1], dims=[-3]), 1),
+    ("index_fill", dict(dim=1, value=0.0), 2),
+]
+
+
+@pytest.mark.parametrize("operator, args, inputs", FORMS)
+def test_emitted_forms_pass_caffe2_gradient_checker(operator, args, inputs):
+    x = np.random.RandomState(0).uniform(-1, 1, (3, 4, 2)).astype(np.float64)
+    feeds = [x, np.array([0, 2], np.int64)][:inputs]
+    op = core.CreateOperator("ATen", ["X", "I"][:inputs], ["Y"], operator=operator, **args)
+    checker = gradient_checker.GradientChecker(stepsize=1e-4, threshold=1e-6,
+                                               device_option=core.DeviceOption(0), workspace_name="aten_gradient")
+    passed, gradient, numeric = checker.CheckSimple(op, feeds, 0, [0])
+    assert passed, (gradient, numeric)
+
+
+#: ATen ops that are not forms `lower` emits: other operators, extra arguments, other input counts.
+OTHER_ATEN_OPS = [
+    dict(inputs=["X"], operator="sin"),
+    dict(inputs=["X"], operator="cumsum", dim=0, dtype=7),
+    dict(inputs=["X", "X"], operator="flip", dims=[0]),
+    dict(inputs=["X"], operator="roll", shifts=[1]),
+    dict(inputs=["X"], operator="index_fill", dim=0, value=0.0),
+    dict(inputs=["X"], operator="constant_pad_nd", pad=[1, 0]),
+    dict(inputs=["X"]),
+]
+#: The child imports torch as pycumsum_op does (importing torch turns off C++ frames in c10's messages).
+_CHILD = r"""
+import json, sys
+import torch
+from caffe2.python import core
+assert "pycumsum_op" not in sys.modules
+messages = []
+for spec in json.loads(sys.argv[1]):
+    inputs = spec.pop("inputs")
+    op = core.CreateOperator("ATen", inputs, ["Y"], **spec)
+    try:
+        core.GradientRegistry.GetGradientForOp(op, ["Y_grad"])
+        messages.append(None)
+    except Exception as error:
+        messages.append([type(error).__name__, str(error)])
+print(json.dumps(messages))
+"""
+
+
+def test_other_aten_ops_raise_exactly_what_caffe2_raises():
+    child = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(OTHER_ATEN_OPS)], stdout=subprocess.PIPE,
+                           universal_newlines=True, check=True, timeout=120)
+    before = json.loads(child.stdout.strip().splitlines()[-1])
+    for spec, expected in zip(OTHER_ATEN_OPS, before):
+        spec = dict(spec)
+        op = core.CreateOperator("ATen", spec.pop("inputs"), ["Y"], **spec)
+        with pytest.raises(Exception) as raised:
+            core.GradientRegistry.GetGradientForOp(op, ["Y_grad"])
+        assert expected is not None
+        assert [type(raised.value).__name__, str(raised.value)] == expected

@@ -1,0 +1,351 @@
+"""pycumsum_op.lower: PyCumSum nets as C++ operators ("aten" and "portable"), against torch.
+
+Forward: every input dtype × dtype= × exclusive × reverse × axis (negative too) on rank 0-4 with empty
+and 1-element axes, plus long lanes that take every Hillis–Steele step; "aten" must equal torch bit for
+bit. Gradients: AddGradientOperators on a lowered net, and lowering a net that already has PyCumSum's
+gradient ops, both against torch.autograd. Also: what stays unchanged, what is refused and how.
+"""
+import hypothesis.extra.numpy as hnp
+import hypothesis.strategies as st
+import numpy as np
+import pytest
+import torch
+from caffe2.python import core, workspace
+from hypothesis import given, settings
+
+import pycumsum_op
+from pycumsum_op.converters import LoweringError
+from test_forward import elements, expected, scan_cases
+from test_gradient import FLOAT_OVERRIDES, assert_gradient_close, gradient_cases, torch_gradient
+
+TARGETS = ["aten", "portable"]
+
+
+def python_ops(netdef):
+    return [op.type for op in netdef.op if op.type.startswith("Python")]
+
+
+def lower_and_run(x, target, known_from, in_place=False, **kwargs):
+    """Build a PyCumSum net, lower it (input facts from the workspace or from shapes=/dtypes=), run it."""
+    workspace.ResetWorkspace()
+    out = "lw_x" if in_place else "lw_y"
+    net = core.Net("lower_forward")
+    net.PyCumSum("lw_x", out, **kwargs)
+    if known_from == "workspace":
+        workspace.FeedBlob("lw_x", x)
+        lowered = pycumsum_op.lower(net, target)
+    else:
+        lowered = pycumsum_op.lower(net, target, shapes={"lw_x": x.shape}, dtypes={"lw_x": x.dtype})
+        workspace.FeedBlob("lw_x", x)
+    assert python_ops(lowered) == []
+    workspace.RunNetOnce(lowered)
+    return workspace.FetchBlob(out)
+
+
+def assert_lowered_result(actual, reference, target, x, axis):
+    """aten: bit-identical to torch. portable: exact for integers; floats within the error bound of a
+    log-depth sum in the result dtype: 2·(ceil(log2 n) + 1)·eps·sum(|x| along the lane)."""
+    assert actual.dtype == reference.dtype and actual.shape == reference.shape, (actual.dtype, actual.shape)
+    if target == "aten" or reference.dtype.kind != "f":
+        np.testing.assert_array_equal(actual, reference)
+        return
+    magnitude = np.abs(x.astype(np.float64)).reshape(reference.shape)
+    length = 1
+    if reference.ndim:
+        length = reference.shape[axis]
+        magnitude = np.sum(magnitude, axis=axis, keepdims=True)
+    eps = np.finfo(reference.dtype).eps
+    bound = 2 * (np.ceil(np.log2(max(length, 1))) + 1) * eps * magnitude
+    assert np.all(np.abs(actual.astype(np.float64) - reference) <= bound)
+
+
+@settings(max_examples=150)
+@given(case=scan_cases(), target=st.sampled_from(TARGETS), known_from=st.sampled_from(["workspace", "arguments"]),
+       in_place=st.booleans())
+def test_forward_matches_torch(case, target, known_from, in_place, torch_scan, to_torch_dtype):
+    x, axis, exclusive, reverse, override = case
+    in_place = in_place and override is None
+    if target == "aten" and exclusive and x.ndim and x.shape[axis] == 0:
+        return  # refused at run time: test_aten_exclusive_on_an_empty_scan_axis_fails_at_run_time
+    actual = lower_and_run(x, target, known_from, in_place, axis=axis, exclusive=exclusive, reverse=reverse,
+                           dtype=override)
+    assert_lowered_result(actual, expected(torch_scan, to_torch_dtype, x, axis, exclusive, reverse, override), target,
+                          x, axis)
+
+
+@st.composite
+def long_lane_cases(draw):
+    """Rank 1-3 with the scanned axis 1..70 long: every Hillis–Steele step count up to 7."""
+    rank = draw(st.integers(1, 3))
+    axis = draw(st.integers(-rank, rank - 1))
+    shape = [draw(st.integers(1, 3)) for _ in range(rank)]
+    shape[axis] = draw(st.integers(1, 70))
+    dtype = draw(st.sampled_from([np.float32, np.float64, np.int32, np.int64]))
+    x = draw(hnp.arrays(dtype, tuple(shape), elements=elements(dtype)))
+    return x, axis, draw(st.booleans()), draw(st.booleans())
+
+
+@settings(max_examples=60)
+@given(case=long_lane_cases(), target=st.sampled_from(TARGETS))
+def test_long_lanes_match_torch(case, target, torch_scan, to_torch_dtype):
+    x, axis, exclusive, reverse = case
+    actual = lower_and_run(x, target, "arguments", axis=axis, exclusive=exclusive, reverse=reverse)
+    assert_lowered_result(actual, expected(torch_scan, to_torch_dtype, x, axis, exclusive, reverse, None), target,
+                          x, axis)
+
+
+def run_lowered_gradient(x, w, target, lowered_gradient_ops, **kwargs):
+    """y = PyCumSum(x) with d(loss)/dy = w, lowered to ``target``: either the net's PyCumSum gradient op is
+    lowered, or AddGradientOperators runs on the lowered net. Returns (y, grad_x)."""
+    workspace.ResetWorkspace()
+    workspace.FeedBlob("lg_x", x)
+    workspace.FeedBlob("lg_w", w)
+    net = core.Net("lower_gradient")
+    y = net.PyCumSum("lg_x", "lg_y", **kwargs)
+    if lowered_gradient_ops:
+        net.AddGradientOperators({y: "lg_w"})
+        net.AddExternalInput("lg_w")
+    lowered = core.Net(pycumsum_op.lower(net, target))
+    if not lowered_gradient_ops:
+        lowered.AddGradientOperators({"lg_y": "lg_w"})
+        lowered.AddExternalInput("lg_w")
+    assert python_ops(lowered.Proto()) == []
+    workspace.RunNetOnce(lowered)
+    return workspace.FetchBlob("lg_y"), workspace.FetchBlob("lg_x_grad")
+
+
+@settings(max_examples=100)
+@given(case=gradient_cases(), target=st.sampled_from(TARGETS), lowered_gradient_ops=st.booleans())
+def test_gradient_matches_torch_autograd(case, target, lowered_gradient_ops, torch_scan):
+    """Either the net's PyCumSum gradient ops are lowered, or AddGradientOperators runs on the lowered net."""
+    x, w, axis, exclusive, reverse, override = case
+    if target == "aten" and exclusive and x.ndim and x.shape[axis] == 0:
+        return  # refused at run time: test_aten_exclusive_on_an_empty_scan_axis_fails_at_run_time
+    _, actual = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
+                                     reverse=reverse, dtype=override)
+    reference = torch_gradient(torch_scan, x, w, axis, exclusive, reverse, FLOAT_OVERRIDES[override])
+    assert actual.dtype == x.dtype and actual.shape == reference.shape
+    # Caffe2's Cast gradient runs the scan in y's dtype, torch in x's: float32 precision when either is float32.
+    tolerance = 1e-5 if np.float32 in (x.dtype, w.dtype) else 1e-12
+    np.testing.assert_allclose(actual, reference, rtol=tolerance, atol=tolerance * 100)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("lowered_gradient_ops", [False, True])
+@pytest.mark.parametrize("shape, axis, exclusive, reverse", [
+    ((3, 1100), 1, False, True), ((1100, 2), 0, True, False),   # MatMul form: two block levels
+    ((2, 45, 3), -2, True, True), ((2, 33), 1, False, False),   # padding to a whole block
+])
+def test_gradient_on_long_float32_lanes(target, lowered_gradient_ops, shape, axis, exclusive, reverse,
+                                        clean_workspace, torch_scan):
+    rng = np.random.RandomState(sum(shape))
+    x, w = rng.uniform(-1, 1, shape).astype(np.float32), rng.uniform(-1, 1, shape).astype(np.float32)
+    y, grad_x = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
+                                     reverse=reverse)
+    reference = torch_scan(torch.from_numpy(x), axis, exclusive, reverse).numpy()
+    np.testing.assert_allclose(y, reference, rtol=1e-4, atol=1e-4)
+    assert_gradient_close(grad_x, torch_gradient(torch_scan, x, w, axis, exclusive, reverse), np.float32)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("shape, axis", [((4, 100000), 1), ((100000, 3), 0)])
+def test_float32_accuracy_on_long_lanes(target, shape, axis, clean_workspace):
+    """Relative error of float32 results against float64 on 10^5-long lanes: at most 1e-6."""
+    x = np.random.RandomState(0).uniform(0.5, 1.5, shape).astype(np.float32)
+    for reverse in (False, True):
+        actual = lower_and_run(x, target, "workspace", axis=axis, reverse=reverse)
+        values = torch.from_numpy(x.astype(np.float64))
+        reference = (values.flip(axis).cumsum(axis).flip(axis) if reverse else values.cumsum(axis)).numpy()
+        assert np.max(np.abs(actual - reference) / reference) <= 1e-6
+
+
+def test_other_ops_arguments_and_external_blobs_unchanged(clean_workspace):
+    net = core.Net("lower_keep")
+    net.Relu("k_in", "k_relu")
+    net.PyCumSum("k_relu", "k_scan", axis=-1)
+    net.Scale("k_scan", "k_out", scale=3.0)
+    net.AddExternalOutput(core.BlobReference("k_out"))
+    before = net.Proto().SerializeToString()
+    lowered = pycumsum_op.lower(net, "aten")
+    assert net.Proto().SerializeToString() == before  # the input net is untouched
+    assert lowered.op[0] == net.Proto().op[0] and lowered.op[-1] == net.Proto().op[-1]
+    assert (lowered.name, lowered.external_input, lowered.external_output) == (
+        net.Proto().name, net.Proto().external_input, net.Proto().external_output)
+    assert [op.type for op in lowered.op] == ["Relu", "ATen", "Scale"]
+    assert pycumsum_op.verify_net(lowered) == []  # no Python op: portable for verify_net
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])  # MatMul form and Hillis–Steele form
+def test_portable_checks_rank_and_scan_length_and_allows_another_batch_size(dtype, clean_workspace, torch_scan):
+    net = core.Net("lower_lengths")
+    net.PyCumSum("ll_x", "ll_y", axis=1)
+    lowered = pycumsum_op.lower(net, "portable", shapes={"ll_x": (2, 5)}, dtypes={"ll_x": dtype})
+    other_batch = np.random.RandomState(4).randn(7, 5).astype(dtype)
+    workspace.FeedBlob("ll_x", other_batch)
+    workspace.RunNetOnce(lowered)
+    np.testing.assert_allclose(workspace.FetchBlob("ll_y"), torch_scan(torch.from_numpy(other_batch), 1).numpy(),
+                               rtol=1e-5)
+    for shape, words in [((2, 4), "scan length 5 along axis 1 of 'll_x'"), ((2, 9), "scan length 5"),
+                         ((2, 5, 3), "rank-2 input 'll_x'"), ((10,), "rank-2")]:
+        workspace.FeedBlob("ll_x", np.ones(shape, dtype))
+        with pytest.raises(RuntimeError, match=words + ".*lower the net again"):
+            workspace.RunNetOnce(lowered)
+
+
+def test_portable_needs_the_shape_and_says_how_to_give_it(clean_workspace):
+    net = core.Net("lower_unknown")
+    net.PyCumSum("lu_x", "lu_y", axis=0)
+    with pytest.raises(LoweringError, match=r"op 0 \(Python 'PyCumSum': lu_x -> lu_y\): target 'portable' needs "
+                                            r"the shape and dtype of its input 'lu_x'.*shapes=\{'lu_x'"):
+        pycumsum_op.lower(net, "portable")
+    with pytest.raises(LoweringError, match="needs the dtype of its input 'lu_x'"):
+        pycumsum_op.lower(net, "portable", shapes={"lu_x": (3,)})
+
+
+def test_shapes_come_from_caffe2_inference_over_the_init_net(clean_workspace, torch_scan):
+    init, net = core.Net("lower_init"), core.Net("lower_inferred")
+    init.GivenTensorFill([], "li_w", shape=[2, 6], values=list(np.arange(12.0)))
+    net.Mul(["li_w", "li_w"], "li_sq")
+    net.PyCumSum("li_sq", "li_y", axis=-1, exclusive=True)
+    lowered = pycumsum_op.lower(net, "portable", init_net=init)
+    workspace.RunNetOnce(init)
+    workspace.RunNetOnce(lowered)
+    squares = torch.arange(12.0, dtype=torch.float32).reshape(2, 6) ** 2
+    np.testing.assert_allclose(workspace.FetchBlob("li_y"), torch_scan(squares, -1, exclusive=True).numpy())
+
+
+def test_aten_exclusive_on_an_empty_scan_axis_fails_at_run_time(clean_workspace):
+    """ATen's roll/index_fill refuse a 0-long axis: an error, never a wrong result."""
+    net = core.Net("lower_empty")
+    net.PyCumSum("le_x", "le_y", axis=1, exclusive=True)
+    lowered = pycumsum_op.lower(net, "aten")
+    workspace.FeedBlob("le_x", np.zeros((3, 0), np.float32))
+    with pytest.raises(RuntimeError, match="ATen"):
+        workspace.RunNetOnce(lowered)
+
+
+def _not_pycumsum(inputs, outputs):
+    outputs[0].feed(inputs[0].data)
+
+
+@pytest.mark.parametrize("make_op, words", [
+    (lambda net: net.Python(_not_pycumsum)(["lo_x"], ["lo_z"]), "token form"),
+    (lambda net: net.Python((_not_pycumsum, (), {}))(["lo_x"], ["lo_z"]), "not a PyCumSum op"),
+])
+def test_other_python_ops_are_refused_by_index(make_op, words, clean_workspace):
+    net = core.Net("lower_refuse")
+    net.PyCumSum("lo_x", "lo_y", axis=0)
+    make_op(net)
+    with pytest.raises(LoweringError, match=r"op 1 \(Python.*lo_x -> lo_z\).*" + words):
+        pycumsum_op.lower(net, "aten")
+
+
+def test_unknown_target_is_refused():
+    with pytest.raises(LoweringError, match="unknown target='mobile'; use one of aten, portable"):
+        pycumsum_op.lower(core.Net("lower_target"), "mobile")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_build_time_form_has_no_python_op_and_a_gradient(target, clean_workspace, torch_scan):
+    x = np.random.RandomState(5).randn(3, 6).astype(np.float32)
+    w = np.random.RandomState(6).randn(3, 6).astype(np.float32)
+    net = core.Net("lower_build")
+    y = net.PyCumSum("lb_x", "lb_y", axis=1, reverse=True, implementation=target, input_shape=x.shape,
+                     input_dtype=x.dtype)
+    assert str(y) == "lb_y" and python_ops(net.Proto()) == []
+    net.AddGradientOperators({y: "lb_w"})
+    net.AddExternalInput("lb_w")
+    workspace.FeedBlob("lb_x", x)
+    workspace.FeedBlob("lb_w", w)
+    workspace.RunNetOnce(net)
+    reference = torch_gradient(torch_scan, x, w, 1, False, True)
+    np.testing.assert_allclose(workspace.FetchBlob("lb_y"), torch_scan(torch.from_numpy(x), 1, reverse=True).numpy(),
+                               rtol=1e-5, atol=1e-5)
+    assert_gradient_close(workspace.FetchBlob("lb_x_grad"), reference, np.float32)
+
+
+def test_bad_shapes_dtypes_and_implementation_are_refused_by_name(clean_workspace):
+    net = core.Net("lower_bad_args")
+    net.PyCumSum("lb2_x", "lb2_y", axis=0)
+    with pytest.raises(LoweringError, match=r"shapes\['lb2_x'\] = \(3, -1\) is not a shape"):
+        pycumsum_op.lower(net, "portable", shapes={"lb2_x": (3, -1)}, dtypes={"lb2_x": "float"})
+    with pytest.raises(LoweringError, match=r"dtypes\['lb2_x'\] = 'complex' is not a tensor dtype"):
+        pycumsum_op.lower(net, "portable", shapes={"lb2_x": (3,)}, dtypes={"lb2_x": "complex"})
+    with pytest.raises(pycumsum_op.ScanArgumentError, match="PyCumSum: implementation='cuda'; use 'python', "):
+        core.Net("lower_bad_impl").PyCumSum("lb2_x", "lb2_y", axis=0, implementation="cuda")
+
+
+def test_caffe2_dtype_names_mean_what_they_mean_in_pycumsum(clean_workspace):
+    """dtypes={"x": "float"} is float32 (Caffe2's name), as PyCumSum's own dtype= reads it."""
+    net = core.Net("lower_names")
+    net.PyCumSum("ln_x", "ln_y", axis=0)
+    lowered = pycumsum_op.lower(net, "portable", shapes={"ln_x": (3,)}, dtypes={"ln_x": "float"})
+    assert "Cast" not in [op.type for op in lowered.op]  # float32 in, float32 out: nothing to cast
+    workspace.FeedBlob("ln_x", np.array([1, 2, 3], np.float32))
+    workspace.RunNetOnce(lowered)
+    assert workspace.FetchBlob("ln_y").tolist() == [1, 3, 6]
+
+
+def _custom_gradient(inputs, outputs):
+    outputs[0].feed(inputs[2].data)
+
+
+def test_a_gradient_op_with_another_gradient_builder_is_refused(clean_workspace):
+    """A Python op whose forward is PyCumSum's builder but whose grad_f is not: its gradient is not a cumsum's."""
+    from pycumsum_op.ops.builders import scan_forward
+    net = core.Net("lower_custom_grad")
+    params = {"scan": "cumsum", "axis": 0, "exclusive": False, "reverse": False, "dtype": None}
+    net.Python((scan_forward, (), params), grad_f=(_custom_gradient, (), {}))(["lc_x"], ["lc_y"])
+    net.AddGradientOperators({"lc_y": "lc_w"})
+    with pytest.raises(LoweringError, match=r"op 1 \(PythonGradient.*its gradient builder is refused"):
+        pycumsum_op.lower(net, "aten")
+
+
+#: The grid of item 7: 0-d, empty, rank 1-4, a lane longer than one MatMul block; every axis, negative ones too.
+GRID_SHAPES = [(), (0,), (5,), (3, 0, 2), (2, 3, 4), (2, 1, 3, 33)]
+GRID_FLAGS = [(exclusive, reverse) for exclusive in (False, True) for reverse in (False, True)]
+
+
+def grid_axes(shape):
+    span = max(len(shape), 1)
+    return range(-span, span)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
+def test_forward_grid_every_dtype_flag_and_axis(target, dtype, clean_workspace, torch_scan, to_torch_dtype):
+    rng = np.random.RandomState(11)
+    for shape in GRID_SHAPES:
+        x = (rng.randint(0, 2, shape) if dtype == np.bool_ else rng.uniform(-50, 50, shape)).astype(dtype)
+        for axis in grid_axes(shape):
+            for exclusive, reverse in GRID_FLAGS:
+                if target == "aten" and exclusive and x.ndim and x.shape[axis] == 0:
+                    continue  # refused at run time: test_aten_exclusive_on_an_empty_scan_axis_fails_at_run_time
+                actual = lower_and_run(x, target, "arguments", axis=axis, exclusive=exclusive, reverse=reverse)
+                reference = expected(torch_scan, to_torch_dtype, x, axis, exclusive, reverse, None)
+                assert_lowered_result(actual, reference, target, x, axis)
+
+
+@pytest.mark.parametrize("lowered_gradient_ops", [False, True])
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gradient_grid_every_flag_and_axis(dtype, target, lowered_gradient_ops, clean_workspace, torch_scan):
+    rng = np.random.RandomState(12)
+    for shape in GRID_SHAPES:
+        x, w = rng.uniform(-1, 1, shape).astype(dtype), rng.uniform(-1, 1, shape).astype(dtype)
+        for axis in grid_axes(shape):
+            for exclusive, reverse in GRID_FLAGS:
+                if target == "aten" and exclusive and x.ndim and x.shape[axis] == 0:
+                    continue  # refused at run time (see above)
+                _, grad_x = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
+                                                 reverse=reverse)
+                assert_gradient_close(grad_x, torch_gradient(torch_scan, x, w, axis, exclusive, reverse), dtype)
+
+
+def test_a_pycumsum_op_with_extra_blobs_is_refused(clean_workspace):
+    """A PyCumSum Python op given two inputs (not a form lower knows) is refused, not half-lowered."""
+    net = core.Net("lower_two_inputs")
+    net.PyCumSum("l2_x", "l2_y", axis=0)
+    net.Proto().op[0].input.append("l2_axis")
+    with pytest.raises(LoweringError, match=r"op 0 .*with 2 input\(s\) and 1 output\(s\) cannot be lowered"):
+        pycumsum_op.lower(net, "aten")
