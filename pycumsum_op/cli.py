@@ -15,6 +15,7 @@ import sys
 
 from google.protobuf import text_format
 
+from .commands import train
 from .demo import DEFAULT_STEPS, run_demo
 from .doctor import diagnose, fix
 from .doctor.fix import UnfixableError
@@ -110,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="SGD steps of the EMD training (default: %(default)s)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     demo.set_defaults(run=_demo)
+    train.add_parser(commands)
     return parser
 
 
