@@ -26,7 +26,7 @@ from typing import List, NamedTuple, Optional
 
 import numpy as np
 
-from .run_directory import RunConfig, RunDirectory, RunResult
+from .run_directory import RunConfig, RunDirectory, RunResult, max_parameter_difference
 from .rendezvous import TrainingSetupError, check_interface
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -150,7 +150,6 @@ def _reference(config: RunConfig) -> RunResult:
 
 def check_results(results: List[RunResult], config: RunConfig, out) -> bool:
     """Print and check: ranks equal to each other, and to the single-process run within tolerance."""
-    from .model import max_parameter_difference
     between_ranks = max_parameter_difference(*(result.params for result in results))
     reference = _reference(config)
     to_reference = max_parameter_difference(reference.params, *(result.params for result in results))

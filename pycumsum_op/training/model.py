@@ -28,18 +28,12 @@ from caffe2.python.modeling.initializers import Initializer
 
 from ..examples.ordinal_emd import PARAMETERS, add_ordinal_emd_loss, add_sgd_update
 from .rendezvous import TrainingSetupError
+from .run_directory import max_parameter_difference
 
 with contextlib.redirect_stdout(io.StringIO()):  # its import prints "Ignoring @/caffe2/caffe2/contrib/gloo:gloo_ops
     from caffe2.python import data_parallel_model  # as it is not a valid file": the wheel has Gloo's ops built in
 
 DEFAULT_TIMEOUT_SECONDS = 30
-
-
-def max_parameter_difference(*param_sets: Dict[str, np.ndarray]) -> float:
-    """max |a - b| over every parameter of every set against the first set (0.0 when all equal)."""
-    first = param_sets[0]
-    return max((float(np.abs(params[name] - first[name]).max()) for params in param_sets[1:] for name in first),
-               default=0.0)
 
 
 class DataParallelEMD:

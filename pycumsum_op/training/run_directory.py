@@ -18,6 +18,13 @@ from ..examples.ordinal_emd import PARAMETERS
 from .rendezvous import TrainingSetupError, check_store_directory
 
 
+def max_parameter_difference(*param_sets: Dict[str, np.ndarray]) -> float:
+    """max |a - b| over every parameter of every set against the first set (0.0 when all equal)."""
+    first = param_sets[0]
+    return max((float(np.abs(params[name] - first[name]).max()) for params in param_sets[1:] for name in first),
+               default=0.0)
+
+
 class RunConfig(NamedTuple):
     """What every rank of a run must agree on: the world's shape and the training problem."""
     nodes: int
