@@ -22,7 +22,9 @@ setup(
     install_requires=["numpy>=1.19,<1.24", "protobuf>=3.12,<4", "six", "future", "typing-extensions"],
     extras_require={
         # torch 1.10.2 imports pkg_resources: setuptools 82 removed it, 80.9+ warns on every import.
-        "caffe2": ["torch==1.10.2", "setuptools<80"],
+        # data_parallel_model imports memonger, which needs networkx (not a torch dependency); 2.8.8 needs 3.8+.
+        "caffe2": ["torch==1.10.2", "setuptools<80", "networkx==2.8.8; python_version >= '3.8'",
+                   "networkx==2.5.1; python_version < '3.8'"],
         "onnx": ["onnx==1.10.2"],
     },
     entry_points={"console_scripts": ["pycumsum-op=pycumsum_op.cli:main"]},

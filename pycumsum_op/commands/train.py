@@ -12,13 +12,6 @@ import argparse
 import sys
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1, got {}".format(value))
-    return value
-
-
 def _positive_float(text: str) -> float:
     value = float(text)
     if not value > 0:
@@ -28,6 +21,7 @@ def _positive_float(text: str) -> float:
 
 def add_parser(subparsers) -> None:
     """Register ``train`` on the ``pycumsum-op`` subcommand parser."""
+    from ..cli import _positive_int  # cli is loaded: it is the caller
     train = subparsers.add_parser(
         "train", help="train the demo's EMD model data-parallel over N processes (Caffe2 data_parallel_model, Gloo)",
         description="Starts N worker processes that train the ordinal EMD model (FC -> tanh -> FC -> softmax -> "
