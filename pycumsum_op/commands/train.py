@@ -70,3 +70,6 @@ def run(args) -> int:
     except TrainingSetupError as error:
         print("pycumsum-op train: error: {}".format(error), file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:  # the launcher has stopped the workers on its way out
+        print("pycumsum-op train: interrupted; every worker was stopped", file=sys.stderr)
+        return 130

@@ -51,6 +51,11 @@ def _die_with_parent() -> None:
         pass
 
 
+def _interrupt(signum, frame):
+    """SIGTERM to the launcher ends it like Ctrl-C: the workers are stopped on the way out."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def new_run_id() -> str:
     return "{}-{}".format(time.strftime("%Y%m%d-%H%M%S"), uuid.uuid4().hex[:8])
 
@@ -107,14 +112,10 @@ def _reason(worker: Worker) -> str:
 
 def supervise(workers: List[Worker], deadline_seconds: float, out) -> bool:
     """Wait for the workers; True when all succeeded. Never waits past the deadline."""
-    start = time.monotonic()
-    failed: List[Worker] = []
-    first_failure = None
+    start, first_failure = time.monotonic(), None
     while any(worker.process.poll() is None for worker in workers):
         now = time.monotonic()
-        newly = [w for w in workers if w.process.returncode not in (None, 0) and w not in failed]
-        failed += newly
-        if newly and first_failure is None:
+        if first_failure is None and any(worker.process.returncode not in (None, 0) for worker in workers):
             first_failure = now
         if first_failure is not None and now - first_failure > GRACE_SECONDS:
             break
@@ -123,10 +124,10 @@ def supervise(workers: List[Worker], deadline_seconds: float, out) -> bool:
                       "every worker\n".format(deadline_seconds))
             break
         time.sleep(0.05)
-    still_running = [w for w in workers if w.process.poll() is None]
+    still_running = [worker for worker in workers if worker.process.poll() is None]
     _stop(still_running)
-    failed += [w for w in workers if w.process.returncode != 0 and w not in failed and w not in still_running]
-    failed.sort(key=lambda worker: worker.process.returncode >= 0)  # a killed worker is the likely cause: first
+    failed = sorted((worker for worker in workers if worker not in still_running and worker.process.returncode),
+                    key=lambda worker: worker.process.returncode >= 0)  # a killed worker is the likely cause: first
     for worker in failed:
         out.write("rank {} (pid {}) {}\n".format(worker.rank, worker.process.pid, _reason(worker)))
     for worker in still_running:
@@ -139,12 +140,17 @@ def _reference(config: RunConfig) -> RunResult:
     from caffe2.python import workspace
     from ..examples import Caffe2OrdinalEMD, init_params, make_ordinal_data
     data = make_ordinal_data(config.samples, config.features, config.classes, config.seed)
-    model = Caffe2OrdinalEMD(init_params(config.features, config.hidden, config.classes, config.seed),
-                             config.learning_rate)
-    losses = [model.step(data.features[config.global_rows(step)], data.one_hot[config.global_rows(step)]).loss
-              for step in range(config.steps)]
-    result = RunResult(model.params(), np.array(losses))
-    workspace.ResetWorkspace()
+    caller_workspace = workspace.CurrentWorkspace()
+    workspace.SwitchWorkspace("pycumsum_op_training_reference", True)  # leave the caller's blobs alone
+    try:
+        model = Caffe2OrdinalEMD(init_params(config.features, config.hidden, config.classes, config.seed),
+                                 config.learning_rate)
+        losses = [model.step(data.features[config.global_rows(step)],
+                             data.one_hot[config.global_rows(step)]).loss for step in range(config.steps)]
+        result = RunResult(model.params(), np.array(losses))
+        workspace.ResetWorkspace()
+    finally:
+        workspace.SwitchWorkspace(caller_workspace)
     return result
 
 
@@ -184,7 +190,7 @@ def launch(config: RunConfig, node_rank: int = 0, store: Optional[str] = None, r
     run_id = run_id or new_run_id()
     workers: List[Worker] = []
     succeeded = False
-    previous_handler = signal.signal(signal.SIGTERM, lambda *_: sys.exit(EXIT_FAILED))
+    previous_handler = signal.signal(signal.SIGTERM, _interrupt)
     try:
         run = RunDirectory(store, run_id)
         run.claim(node_rank)
