@@ -15,7 +15,8 @@ from pycumsum_op.training.run_directory import RunConfig, RunDirectory
 pytestmark = pytest.mark.usefixtures("clean_workspace")
 SAMPLES, FEATURES, HIDDEN, CLASSES, BATCH, LEARNING_RATE, STEPS = 192, 5, 12, 4, 48, 1.0, 20
 CONFIG = RunConfig(nodes=1, workers=2, devices=3, steps=STEPS, seed=3, batch=BATCH, learning_rate=LEARNING_RATE,
-                   samples=SAMPLES, features=FEATURES, hidden=HIDDEN, classes=CLASSES, timeout=5)
+                   samples=SAMPLES, features=FEATURES, hidden=HIDDEN, classes=CLASSES, timeout=5,
+                   join_timeout=5)
 
 
 def batches(data):
@@ -87,6 +88,13 @@ def test_a_run_id_runs_once_per_node_and_every_node_must_agree_on_the_configurat
     with pytest.raises(TrainingSetupError, match=r"node 1 disagrees .* nodes=1 \(here 2\), workers=2 \(here 3\)"):
         run.agree(CONFIG._replace(nodes=2, workers=3), node_rank=1)
     assert run.config() == CONFIG
+
+
+def test_workers_wait_for_every_rank_to_join_and_name_the_missing_ones(tmp_path):
+    run, config = RunDirectory(str(tmp_path), "run-2"), CONFIG._replace(join_timeout=0)
+    with pytest.raises(TimeoutError, match=r"rank\(s\) 0 did not join run 'run-2' within 0 s \(--join-timeout\)"):
+        run.join(1, config)
+    run.join(0, config)  # rank 1 is there already
 
 
 def test_the_rendezvous_checks_what_would_abort_caffe2(tmp_path):

@@ -1,7 +1,7 @@
 """``pycumsum-op train``: data-parallel training of the ordinal EMD model over worker processes (Gloo).
 
     pycumsum-op train --workers N --steps S [--seed K] [--devices D] [--batch B] [--timeout SEC]
-                      [--deadline SEC] [--interface IF] [--store DIR] [--run-id ID]
+                      [--join-timeout SEC] [--deadline SEC] [--interface IF] [--store DIR] [--run-id ID]
                       [--nodes M --node-rank R] [--save PARAMS.npz]
 
 Exit 0 when training finished and (node 0) every rank's parameters are equal to each other and to a
@@ -39,6 +39,8 @@ def add_parser(subparsers) -> None:
     train.add_argument("--learning-rate", type=_positive_float, help="SGD learning rate (default: the demo's, 1.0)")
     train.add_argument("--timeout", type=_positive_int, default=30,
                        help="seconds any Gloo rendezvous or collective may wait for a peer (default: %(default)s)")
+    train.add_argument("--join-timeout", type=_positive_int, default=300,
+                       help="seconds the workers of all nodes wait for each other to start (default: %(default)s)")
     train.add_argument("--deadline", type=_positive_float, default=3600.0,
                        help="seconds after which the whole run is stopped (default: %(default)s)")
     train.add_argument("--interface", default=None,
@@ -62,7 +64,7 @@ def run(args) -> int:
                        seed=args.seed, batch=args.batch or TRAINING["batch"],
                        learning_rate=args.learning_rate or TRAINING["learning_rate"],
                        samples=TRAINING["samples"], features=TRAINING["features"], hidden=TRAINING["hidden"],
-                       classes=TRAINING["classes"], timeout=args.timeout)
+                       classes=TRAINING["classes"], timeout=args.timeout, join_timeout=args.join_timeout)
     interface = args.interface if args.interface or args.nodes > 1 else "lo"
     try:
         return launch(config, node_rank=args.node_rank, store=args.store, run_id=args.run_id, interface=interface,

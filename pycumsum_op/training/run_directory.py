@@ -2,6 +2,7 @@
 
     STORE/RUN_ID/config.json          the run's configuration; every node's launcher must agree with it
     STORE/RUN_ID/nodes/NODE_RANK      created once by that node's launcher: a reused run id fails at once
+    STORE/RUN_ID/joined/RANK          created by each worker once it has started, before Gloo's rendezvous
     STORE/RUN_ID/logs/rank-R.log      each worker's stdout/stderr (rank 0's stdout goes to the terminal)
     STORE/RUN_ID/results/rank-R.npz   each rank's final parameters and per-step losses
 
@@ -39,6 +40,7 @@ class RunConfig(NamedTuple):
     hidden: int
     classes: int
     timeout: int            # seconds, every Gloo operation
+    join_timeout: int       # seconds the ranks wait for each other to start
 
     @property
     def world_size(self) -> int:
@@ -68,7 +70,7 @@ class RunDirectory:
         check_store_directory(store_dir)
         self.store_dir, self.run_id = os.path.abspath(store_dir), run_id
         self.path = os.path.join(self.store_dir, run_id)
-        for sub in ("nodes", "logs", "results"):
+        for sub in ("nodes", "joined", "logs", "results"):
             os.makedirs(os.path.join(self.path, sub), exist_ok=True)
 
     def claim(self, node_rank: int) -> None:
@@ -102,6 +104,23 @@ class RunDirectory:
     def config(self) -> RunConfig:
         with open(os.path.join(self.path, "config.json")) as handle:
             return RunConfig(**json.load(handle))
+
+    def join(self, rank: int, config: RunConfig) -> None:
+        """Announce ``rank`` and wait until every rank of the run has: `TimeoutError` naming the missing ranks
+        after ``config.join_timeout`` seconds (Gloo's own rendezvous would only name internal keys)."""
+        joined = os.path.join(self.path, "joined")
+        open(os.path.join(joined, str(rank)), "w").close()
+        deadline = time.monotonic() + config.join_timeout
+        while True:
+            missing = sorted(set(range(config.world_size)) - {int(name) for name in os.listdir(joined)})
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    "rank(s) {} did not join run {!r} within {} s (--join-timeout): a worker or node did not start, "
+                    "or the nodes were started with different --nodes/--workers".format(
+                        ", ".join(map(str, missing)), self.run_id, config.join_timeout))
+            time.sleep(0.05)
 
     def log_path(self, rank: int) -> str:
         return os.path.join(self.path, "logs", "rank-{}.log".format(rank))

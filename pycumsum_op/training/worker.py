@@ -19,16 +19,11 @@ from .rendezvous import file_store_rendezvous
 from .run_directory import RunDirectory, RunResult, max_parameter_difference
 
 
-def _rendezvous_failure(config, run: RunDirectory, interface, error: Exception) -> str:
+def _rendezvous_failure(config, interface, error: Exception) -> str:
     """What a failed Gloo set-up means, for the user (Caffe2's message names internal keys)."""
-    if "Wait timeout" in str(error):
-        cause = ("rank(s) missing from the rendezvous in {}: a worker or node did not start, or the nodes were "
-                 "started with different --nodes/--workers".format(run.path))
-    else:
-        cause = "a peer is unreachable over interface {} (--interface: the network connecting the nodes)".format(
-            interface or "of this host's name")
-    return "the {} ranks did not connect within {} s (--timeout): {}. Caffe2: {}".format(
-        config.world_size, config.timeout, cause, error)
+    return ("the {} ranks started but did not connect within {} s (--timeout): a peer stopped, or is unreachable "
+            "over interface {} (--interface: the network connecting the nodes). Caffe2: {}".format(
+                config.world_size, config.timeout, interface or "of this host's name", error))
 
 
 def train(store: str, run_id: str, rank: int, interface=None, out=None) -> RunResult:
@@ -38,13 +33,15 @@ def train(store: str, run_id: str, rank: int, interface=None, out=None) -> RunRe
     config = run.config()
     data = make_ordinal_data(config.samples, config.features, config.classes, config.seed)
     params = init_params(config.features, config.hidden, config.classes, config.seed)
-    rendezvous = (file_store_rendezvous(store, run_id, rank, config.world_size, interface)
-                  if config.world_size > 1 else None)
+    rendezvous = None
+    if config.world_size > 1:
+        run.join(rank, config)
+        rendezvous = file_store_rendezvous(store, run_id, rank, config.world_size, interface)
     try:
         model = DataParallelEMD(params, config.learning_rate, devices=range(config.devices), rendezvous=rendezvous,
                                 timeout_seconds=config.timeout)
     except RuntimeError as error:
-        raise RuntimeError(_rendezvous_failure(config, run, interface, error)) from error
+        raise RuntimeError(_rendezvous_failure(config, interface, error)) from error
     if rank == 0:
         out.write("all {} rank(s) connected; training {} steps, global batch {} ({} rows per device)\n".format(
             config.world_size, config.steps, config.batch, config.batch // (config.world_size * config.devices)))
