@@ -88,6 +88,8 @@ def test_a_run_id_runs_once_per_node_and_every_node_must_agree_on_the_configurat
     with pytest.raises(TrainingSetupError, match=r"node 1 disagrees .* nodes=1 \(here 2\), workers=2 \(here 3\)"):
         run.agree(CONFIG._replace(nodes=2, workers=3), node_rank=1)
     assert run.config() == CONFIG
+    with pytest.raises(TrainingSetupError, match=r"--run-id '../elsewhere' must be letters, digits"):
+        RunDirectory(str(tmp_path), "../elsewhere")
 
 
 def test_workers_wait_for_every_rank_to_join_and_name_the_missing_ones(tmp_path):

@@ -38,7 +38,8 @@ def add_parser(subparsers) -> None:
                        help="global batch, split evenly over every replica of every node (default: the demo's, 128)")
     train.add_argument("--learning-rate", type=_positive_float, help="SGD learning rate (default: the demo's, 1.0)")
     train.add_argument("--timeout", type=_positive_int, default=30,
-                       help="seconds any Gloo rendezvous or collective may wait for a peer (default: %(default)s)")
+                       help="once every rank joined, seconds any Gloo connection or collective may wait for a "
+                            "peer (default: %(default)s)")
     train.add_argument("--join-timeout", type=_positive_int, default=300,
                        help="seconds the workers of all nodes wait for each other to start (default: %(default)s)")
     train.add_argument("--deadline", type=_positive_float, default=3600.0,
@@ -47,7 +48,7 @@ def add_parser(subparsers) -> None:
                        help="network interface Gloo uses (default: lo on one node; the hostname's address "
                             "with --nodes > 1)")
     train.add_argument("--store", help="rendezvous directory; with --nodes > 1 on a filesystem every node shares "
-                                       "(default: a temporary directory, removed afterwards)")
+                                       "(default: a temporary directory, removed after a successful run)")
     train.add_argument("--run-id", help="a new name for every run, the same on every node (default: generated)")
     train.add_argument("--nodes", type=_positive_int, default=1, help="machines taking part (default: 1)")
     train.add_argument("--node-rank", type=int, default=0, help="this machine's index, 0..nodes-1 (default: 0)")

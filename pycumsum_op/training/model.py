@@ -49,7 +49,6 @@ class DataParallelEMD:
     def __init__(self, params: Dict[str, np.ndarray], learning_rate: float, devices: Sequence[int] = (0,),
                  rendezvous: Optional[dict] = None, timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS):
         self.devices = list(devices)
-        self.features_shape = params["fc1_w"].shape[1]
         self._initial, self._learning_rate = params, learning_rate
         self.model = model_helper.ModelHelper(name="ordinal_emd_data_parallel")
         data_parallel_model.Parallelize(
@@ -61,8 +60,9 @@ class DataParallelEMD:
                 for arg in op.arg:
                     if arg.name == "timeout_ms":
                         arg.i = int(timeout_seconds * 1000)
-        self._feed(np.zeros((len(self.devices), self.features_shape), np.float32),
-                   np.zeros((len(self.devices), params["fc2_w"].shape[0]), np.float32))
+        (classes, _), (_, features) = params["fc2_w"].shape, params["fc1_w"].shape  # placeholders: nets need inputs
+        self._feed(np.zeros((len(self.devices), features), np.float32),
+                   np.zeros((len(self.devices), classes), np.float32))
         data_parallel_model.RunInitNet(self.model)  # runs the init nets (rendezvous, broadcast), creates the nets
 
     def _blob(self, device: int, name: str) -> str:

@@ -10,6 +10,7 @@ Gloo's rendezvous keys live next to it, in the file store's own subdirectory for
 """
 import json
 import os
+import re
 import time
 from typing import Dict, List, NamedTuple
 
@@ -67,6 +68,9 @@ class RunDirectory:
     """STORE/RUN_ID (see the module docstring)."""
 
     def __init__(self, store_dir: str, run_id: str):
+        if not re.match(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$", run_id):
+            raise TrainingSetupError("--run-id {!r} must be letters, digits, '.', '_' and '-' (a directory name in the "
+                                     "store), not starting with '.'".format(run_id))
         check_store_directory(store_dir)
         self.store_dir, self.run_id = os.path.abspath(store_dir), run_id
         self.path = os.path.join(self.store_dir, run_id)

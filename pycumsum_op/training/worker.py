@@ -41,6 +41,8 @@ def train(store: str, run_id: str, rank: int, interface=None, out=None) -> RunRe
         model = DataParallelEMD(params, config.learning_rate, devices=range(config.devices), rendezvous=rendezvous,
                                 timeout_seconds=config.timeout)
     except RuntimeError as error:
+        if rendezvous is None:
+            raise
         raise RuntimeError(_rendezvous_failure(config, interface, error)) from error
     if rank == 0:
         out.write("all {} rank(s) connected; training {} steps, global batch {} ({} rows per device)\n".format(
