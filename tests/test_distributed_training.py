@@ -90,12 +90,17 @@ def torch_twin_params(steps, world_size, seed=0):
 
 @pytest.mark.timeout(150)
 def test_two_nodes_sharing_a_store_directory_train_as_one_world(tmp_path):
-    common = ["--workers", 1, "--steps", 20, "--nodes", 2, "--store", tmp_path, "--run-id", "two-nodes"] + LOOPBACK
+    common = ["--workers", 1, "--devices", 2, "--steps", 20, "--nodes", 2, "--store", tmp_path, "--run-id",
+              "two-nodes"] + LOOPBACK  # Gloo all-reduces the two local replicas of each process in one op
     node1 = start(*common, "--node-rank", 1)
     node0 = train(*common, "--node-rank", 0)
     node1_output = node1.communicate(timeout=60)[0]
     assert node0.returncode == 0, node0.stdout + node0.stderr
-    assert "node 0 of 2: ranks 0..0 of 2" in node0.stdout and "parameters of ranks 0..1: equal" in node0.stdout
+    assert "node 0 of 2: ranks 0..0 of 2, 2 CPU device(s) each" in node0.stdout
+    assert "all 2 rank(s) connected; training 20 steps, global batch 128 (32 rows per device)" in node0.stdout
+    assert "parameters of ranks 0..1: equal (max difference 0)" in node0.stdout
+    assert re.search(r"single-process run over the same global batches: max difference \S+ \(tolerance \S+\): "
+                     r"agree", node0.stdout)
     assert node1.returncode == 0, node1_output
     assert "node 1: ranks 1..1 finished; node 0 checks the parameters" in node1_output
 
