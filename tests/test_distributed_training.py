@@ -5,6 +5,7 @@ test's process timeouts; stores are fresh temporary directories. The parameters 
 checked against the PyTorch twin trained on the same global batches (not against the command's
 own single-process check, which is checked too).
 """
+import contextlib
 import os
 import re
 import signal
@@ -122,6 +123,28 @@ def test_a_killed_worker_fails_the_others_and_the_command_quickly_with_its_name(
     assert re.search(r"rank 0 \(pid {}\) (failed: RuntimeError: at step \d+: .*(Connection reset by peer|"
                      r"Connection closed by peer|Timed out)|was stopped by the launcher)".format(pids[0]), output)
     assert "training FAILED" in output
+    assert wait_gone(pids.values()) == []
+
+
+@pytest.mark.timeout(150)
+def test_a_hung_worker_is_given_up_on_after_the_gloo_timeout(tmp_path):
+    """SIGSTOP: the peer's connections stay open, so only Gloo's --timeout can tell that it stopped."""
+    process = start("--workers", 2, "--steps", 10 ** 7, "--store", tmp_path, "--interface", "lo", "--timeout", 2)
+    try:
+        pids = worker_pids(read_until(process, r"all 2 rank\(s\) connected"))
+        time.sleep(0.5)
+        os.kill(pids[1], signal.SIGSTOP)
+        stopped = time.monotonic()
+        output = process.communicate(timeout=60)[0]
+    finally:
+        process.kill()  # its workers get SIGTERM from the kernel; a stopped one acts on it once continued
+        with contextlib.suppress(NameError, ProcessLookupError):
+            os.kill(pids[1], signal.SIGCONT)
+    assert time.monotonic() - stopped < 20  # 2 s Gloo timeout, 3 s grace, then SIGTERM (with SIGCONT)
+    assert process.returncode == 1, output
+    assert re.search(r"rank 0 \(pid {}\) failed: RuntimeError: at step \d+: .*timeout".format(pids[0]), output,
+                     re.IGNORECASE), output
+    assert "rank 1 (pid {}) was stopped by the launcher".format(pids[1]) in output
     assert wait_gone(pids.values()) == []
 
 

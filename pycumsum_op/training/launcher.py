@@ -92,6 +92,7 @@ def _stop(workers: List[Worker]) -> None:
     for worker in workers:
         if worker.process.poll() is None:
             worker.process.terminate()
+            worker.process.send_signal(signal.SIGCONT)  # a stopped (SIGSTOP, ^Z) worker acts on it at once
     for worker in workers:
         try:
             worker.process.wait(3)
