@@ -3,8 +3,9 @@
 `launch` starts one `pycumsum_op.training.worker` process per local rank and watches them:
 
 - a worker that dies (a signal, an error) stops the run: the other workers see the broken
-  connection through Gloo (or its timeout); those still running after a short grace period are
-  terminated, and the launcher names the first rank that failed and why;
+  connection through Gloo at once, or a hung peer through Gloo's timeout; those still running
+  `GRACE_SECONDS` after the first failure are terminated, and the launcher names the rank that
+  failed first and why;
 - a run that outlives ``deadline_seconds`` is stopped;
 - workers receive SIGTERM when the launcher itself dies (Linux), so none is left behind.
 
