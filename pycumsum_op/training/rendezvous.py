@@ -12,8 +12,10 @@ Traceback (most recent call last):
 ...
 pycumsum_op.training.rendezvous.TrainingSetupError: store directory '/no/such/store' does not exist (it must be a directory every worker can read and write: on several machines, a shared filesystem)
 """
+import fcntl
 import os
 import socket
+import struct
 from typing import Optional
 
 from caffe2.python import core, workspace
@@ -30,12 +32,33 @@ def interfaces():
     return sorted(name for _, name in socket.if_nameindex())
 
 
+def has_address(interface: str) -> bool:
+    """Whether ``interface`` has an IPv4 or IPv6 address (Gloo binds to one); True where Linux's ways to
+    ask are missing."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:  # SIOCGIFADDR: the interface's IPv4 address
+            fcntl.ioctl(probe.fileno(), 0x8915, struct.pack("256s", interface[:15].encode()))
+            return True
+        except OSError:
+            pass
+    try:
+        with open("/proc/net/if_inet6") as table:
+            return any(line.split()[-1] == interface for line in table)
+    except OSError:
+        return True
+
+
 def check_interface(interface: Optional[str]) -> None:
     """Raise `TrainingSetupError` unless ``interface`` is None (Gloo's default: the hostname's address)
-    or one of this machine's interfaces."""
-    if interface is not None and interface not in interfaces():
+    or one of this machine's interfaces with an address."""
+    if interface is None:
+        return
+    if interface not in interfaces():
         raise TrainingSetupError("network interface {!r} does not exist on {}; its interfaces are: {}".format(
             interface, socket.gethostname(), ", ".join(interfaces())))
+    if not has_address(interface):
+        raise TrainingSetupError("network interface {!r} on {} has no IP address (down or not configured); Gloo "
+                                 "needs one".format(interface, socket.gethostname()))
 
 
 def check_store_directory(store_dir: str) -> None:

@@ -21,9 +21,12 @@ from .run_directory import RunDirectory, RunResult, max_parameter_difference
 
 def _rendezvous_failure(config, interface, error: Exception) -> str:
     """What a failed Gloo set-up means, for the user (Caffe2's message names internal keys)."""
-    return ("the {} ranks started but did not connect within {} s (--timeout): a peer stopped, or is unreachable "
-            "over interface {} (--interface: the network connecting the nodes). Caffe2: {}".format(
-                config.world_size, config.timeout, interface or "of this host's name", error))
+    where = "over interface {} (--interface: the network connecting the nodes)".format(
+        interface or "of this host's name")
+    if "timeout" in str(error).lower():
+        return "the {} ranks started but did not connect within {} s (--timeout): a peer stopped, or is unreachable " \
+               "{}. Caffe2: {}".format(config.world_size, config.timeout, where, error)
+    return "the {} ranks started but could not connect {}. Caffe2: {}".format(config.world_size, where, error)
 
 
 def train(store: str, run_id: str, rank: int, interface=None, out=None) -> RunResult:
