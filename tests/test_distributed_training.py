@@ -120,8 +120,8 @@ def test_a_killed_worker_fails_the_others_and_the_command_quickly_with_its_name(
     assert time.monotonic() - killed < 15  # Gloo sees the reset connection at once; the grace period is 3 s
     assert process.returncode == 1, output
     assert "rank 1 (pid {}) was killed by SIGKILL".format(pids[1]) in output
-    assert re.search(r"rank 0 \(pid {}\) (failed: RuntimeError: at step \d+: .*(Connection reset by peer|"
-                     r"Connection closed by peer|Timed out)|was stopped by the launcher)".format(pids[0]), output)
+    assert re.search(r"rank 0 \(pid {}\) failed: RuntimeError: at step \d+: .*(Connection reset by peer|Connection "
+                     r"closed by peer|Broken pipe)".format(pids[0]), output), output  # it noticed by itself
     assert "training FAILED" in output
     assert wait_gone(pids.values()) == []
 
