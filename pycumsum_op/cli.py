@@ -5,6 +5,7 @@
     pycumsum-op demo [--steps N] [--seed S]
     pycumsum-op lower NET [--target aten|portable] -o OUT
     pycumsum-op onnx import|export ...
+    pycumsum-op train --workers N --steps S [--seed K]
 
 Building the parser imports neither Caffe2 nor numpy nor torch, so ``--help`` and ``--version``
 work anywhere. A command module's ``add_parser(subparsers)`` registers its subcommand and
@@ -83,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     from .commands import demo
     from .commands import onnx
     from .commands import lower
+    from .commands import train
 
     parser = argparse.ArgumentParser(
         prog=COMMAND, description="torch.cumsum for Caffe2 (PyCumSum) and a doctor for "
@@ -94,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_parser(commands)
     onnx.add_parser(commands)
     lower.add_parser(commands)
+    train.add_parser(commands)
     parser.set_defaults(command_names=sorted(commands.choices))
     return parser
 

@@ -78,6 +78,27 @@ def init_params(features: int, hidden: int, classes: int, seed: int) -> Dict[str
     }
 
 
+def add_ordinal_emd_loss(net: core.Net, features, one_hot, params: Dict[str, object],
+                         prefix: str = "") -> core.BlobReference:
+    """Append FC → Tanh → FC → Softmax → PyCumSum and the EMD loss to ``net``; returns the loss blob.
+
+    ``params`` maps each name in PARAMETERS to its blob; the blobs this adds are named
+    ``prefix + "fc1"``, ... ``prefix + "loss"`` (inside the current NameScope).
+    """
+    p = prefix
+    hidden = net.Tanh(net.FC([features, params["fc1_w"], params["fc1_b"]], p + "fc1"), p + "hidden")
+    probabilities = net.Softmax(net.FC([hidden, params["fc2_w"], params["fc2_b"]], p + "logits"), p + "probs")
+    cdf = cumsum(net, probabilities, p + "cdf", axis=1)
+    target = net.StopGradient(cumsum(net, one_hot, p + "target_cdf", axis=1), p + "target_cdf")
+    distance = net.SquaredL2Distance([cdf, target], p + "distance")
+    return net.AveragedLoss(distance, p + "loss")
+
+
+def add_sgd_update(net: core.Net, param, gradient, one, neg_lr) -> core.BlobReference:
+    """``param -= lr * gradient`` in place (WeightedSum with the blobs ``one`` = [1] and ``neg_lr`` = [-lr])."""
+    return net.WeightedSum([param, one, gradient, neg_lr], param)
+
+
 class Caffe2OrdinalEMD:
     """The model in Caffe2: a training net (forward, gradients through PyCumSum, SGD updates), an evaluation net."""
 
@@ -95,14 +116,9 @@ class Caffe2OrdinalEMD:
 
     def _forward(self, net: core.Net) -> core.BlobReference:
         """Append the model and its loss to ``net``; returns the loss blob."""
-        p, blobs = self.prefix, self.blobs
-        net.AddExternalInput(p + "features", p + "one_hot", *blobs.values())
-        hidden = net.Tanh(net.FC([p + "features", blobs["fc1_w"], blobs["fc1_b"]], p + "fc1"), p + "hidden")
-        probabilities = net.Softmax(net.FC([hidden, blobs["fc2_w"], blobs["fc2_b"]], p + "logits"), p + "probs")
-        cdf = cumsum(net, probabilities, p + "cdf", axis=1)
-        target = net.StopGradient(cumsum(net, p + "one_hot", p + "target_cdf", axis=1), p + "target_cdf")
-        distance = net.SquaredL2Distance([cdf, target], p + "distance")
-        return net.AveragedLoss(distance, p + "loss")
+        p = self.prefix
+        net.AddExternalInput(p + "features", p + "one_hot", *self.blobs.values())
+        return add_ordinal_emd_loss(net, p + "features", p + "one_hot", self.blobs, prefix=p)
 
     def _build_training(self) -> core.Net:
         """Forward, AddGradientOperators, and one WeightedSum SGD update per parameter."""
@@ -112,7 +128,7 @@ class Caffe2OrdinalEMD:
         gradients = net.AddGradientOperators([self._forward(net)])
         self.gradient_blobs = {name: str(gradients[blob]) for name, blob in self.blobs.items()}
         for name, blob in self.blobs.items():
-            net.WeightedSum([blob, p + "one", self.gradient_blobs[name], p + "neg_lr"], blob)
+            add_sgd_update(net, blob, self.gradient_blobs[name], p + "one", p + "neg_lr")
         return net
 
     def _run(self, net: core.Net, features: np.ndarray, one_hot: np.ndarray) -> None:
