@@ -30,7 +30,7 @@ import numpy as np
 from .run_directory import RunConfig, RunDirectory, RunResult, max_parameter_difference
 from .rendezvous import TrainingSetupError, check_interface
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FAILED = 0, 1  # bad input (exit 2) is raised as TrainingSetupError
 GRACE_SECONDS = 3.0       # after the first failure, how long the others get to notice it themselves
 # Replicas sum float32 gradient shards in another order than one process summing the whole batch: a few
 # ulp per step (~1e-7 relative), which SGD carries along; 1e-5 x (1 + max |parameter|) leaves >10x margin
