@@ -1,4 +1,5 @@
-"""pycumsum_op: torch.cumsum for Caffe2 nets, as a Python operator with a gradient.
+"""pycumsum_op: torch.cumsum (and cumprod, cummax, cummin, logcumsumexp) for Caffe2 nets, as Python
+operators with gradients.
 
 >>> import numpy as np
 >>> from caffe2.python import core, workspace
@@ -17,12 +18,13 @@ from ._runtime import require_caffe2
 require_caffe2()
 
 from .kernels import ScanArgumentError  # noqa: E402
-from .ops import cumsum, cumsum_bwd, cumsum_fwd, install as _install  # noqa: E402
+from .ops import (cummax, cummin, cumprod, cumsum, cumsum_bwd, cumsum_fwd,  # noqa: E402
+                  install as _install, logcumsumexp)
 from .serialization import UnsafeNetError, load_net, verify_net  # noqa: E402
 from . import doctor  # noqa: E402
 
 _install()
 
-__version__ = "0.1.0"
-__all__ = ["cumsum", "cumsum_fwd", "cumsum_bwd", "ScanArgumentError",
-           "UnsafeNetError", "load_net", "verify_net", "__version__"]
+__version__ = "0.2.0"
+__all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "cumsum_fwd", "cumsum_bwd",
+           "ScanArgumentError", "UnsafeNetError", "load_net", "verify_net", "__version__"]

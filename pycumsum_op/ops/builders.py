@@ -19,12 +19,26 @@ from caffe2.proto import caffe2_pb2
 from ..kernels import SCAN_KERNELS, ScanArgumentError, ScanSpec, gradient_dtype
 
 _CAFFE2_TENSOR_TYPES = {
+    np.dtype(np.bool_): caffe2_pb2.TensorProto.BOOL,
+    np.dtype(np.uint8): caffe2_pb2.TensorProto.UINT8,
+    np.dtype(np.int8): caffe2_pb2.TensorProto.INT8,
+    np.dtype(np.int16): caffe2_pb2.TensorProto.INT16,
+    np.dtype(np.uint16): caffe2_pb2.TensorProto.UINT16,
     np.dtype(np.float16): caffe2_pb2.TensorProto.FLOAT16,
     np.dtype(np.float32): caffe2_pb2.TensorProto.FLOAT,
     np.dtype(np.float64): caffe2_pb2.TensorProto.DOUBLE,
     np.dtype(np.int32): caffe2_pb2.TensorProto.INT32,
     np.dtype(np.int64): caffe2_pb2.TensorProto.INT64,
 }
+
+
+_INDEX_TYPE = caffe2_pb2.TensorProto.INT64
+
+
+def in_place_error(op_name: str, blobs: str) -> ScanArgumentError:
+    """The error for running in place a scan whose gradient needs the input's values."""
+    return ScanArgumentError("{}: cannot run in place ({}): its gradient needs the input's values, which the "
+                             "output would overwrite; write the output to a new blob".format(op_name, blobs))
 
 
 def _check_blob_count(spec: ScanSpec, what: str, blobs, expected: int) -> None:
@@ -37,43 +51,54 @@ def scan_forward(scan, axis, exclusive=False, reverse=False, dtype=None):
     """Builder: the forward Python-op function of scan ``scan`` (e.g. "cumsum").
 
     The function checks an input dtype and rank once (plans are cached per
-    (dtype, rank)), so a run costs little more than sizing the output.
+    (dtype, rank)), so a run costs little more than sizing the output(s). A scan
+    with several outputs (cummax: values, indices) writes int64 indices after the first.
     """
-    kernel_forward = SCAN_KERNELS[scan].forward
-    spec = ScanSpec.checked(SCAN_KERNELS[scan].op_name, axis, exclusive, reverse, dtype)
-    plans = {}  # (input dtype, rank) -> (ScanPlan, Caffe2 type of the output)
+    kernel = SCAN_KERNELS[scan]
+    kernel_forward, output_count = kernel.forward, len(kernel.outputs)
+    spec = ScanSpec.checked(kernel.op_name, axis, exclusive, reverse, dtype)
+    plans = {}  # (input dtype, rank) -> (ScanPlan, Caffe2 types of the outputs)
 
     def forward(inputs, outputs):
-        if len(inputs) != 1 or len(outputs) != 1:
+        if len(inputs) != 1 or len(outputs) != output_count:
             _check_blob_count(spec, "input", inputs, 1)
-            _check_blob_count(spec, "output", outputs, 1)
-        source, target = inputs[0], outputs[0]
+            _check_blob_count(spec, "output", outputs, output_count)
+        source = inputs[0]
         x = source.data
         try:
-            plan, tensor_type = plans[x.dtype, x.ndim]
+            plan, tensor_types = plans[x.dtype, x.ndim]
         except KeyError:  # first run with this dtype and rank: check them
-            plan = spec.plan(x)
-            tensor_type = _CAFFE2_TENSOR_TYPES[plan.result_dtype]
-            plans[x.dtype, x.ndim] = plan, tensor_type
-        if source is target and x.dtype != plan.result_dtype:
-            x = x.copy()  # sizing the output frees the memory being read
-        target.init(x.shape, tensor_type)
-        kernel_forward(x, spec, target.data, plan)
+            plan = kernel.plan(spec, x)
+            tensor_types = [_CAFFE2_TENSOR_TYPES[plan.result_dtype]] + [_INDEX_TYPE] * (output_count - 1)
+            plans[x.dtype, x.ndim] = plan, tensor_types
+        if any(source is target for target in outputs):
+            if kernel.gradient_reads_input:
+                raise in_place_error(spec.op_name, "an output blob is the input blob")
+            if x.dtype != plan.result_dtype or output_count > 1:
+                x = x.copy()  # sizing an output frees (or reuses) the memory being read
+        for target, tensor_type in zip(outputs, tensor_types):
+            target.init(x.shape, tensor_type)
+        if output_count == 1:
+            kernel_forward(x, spec, outputs[0].data, plan)
+        else:
+            kernel_forward(x, spec, tuple(target.data for target in outputs), plan)
 
     return forward
 
 
 def scan_backward(scan, axis, exclusive=False, reverse=False, dtype=None):
-    """Builder: the gradient Python-op function; inputs are [x, y, grad_y], output grad_x."""
-    kernel_backward = SCAN_KERNELS[scan].backward
-    spec = ScanSpec.checked(SCAN_KERNELS[scan].op_name + "Gradient", axis, exclusive, reverse, dtype)
+    """Builder: the gradient Python-op function; inputs are [x, outputs..., grad of the first output],
+    output grad_x."""
+    kernel = SCAN_KERNELS[scan]
+    kernel_backward, output_count = kernel.backward, len(kernel.outputs)
+    spec = ScanSpec.checked(kernel.op_name + "Gradient", axis, exclusive, reverse, dtype)
     plans = {}  # (x dtype, grad_y dtype, rank) -> (ScanPlan of grad_y, grad_x dtype, its Caffe2 type)
 
     def backward(inputs, outputs):
-        if len(inputs) != 3 or len(outputs) != 1:
-            _check_blob_count(spec, "input", inputs, 3)
+        if len(inputs) != 2 + output_count or len(outputs) != 1:
+            _check_blob_count(spec, "input", inputs, 2 + output_count)
             _check_blob_count(spec, "output", outputs, 1)
-        source, target = inputs[2], outputs[0]
+        source, target = inputs[1 + output_count], outputs[0]
         x, grad_y = inputs[0].data, source.data
         if grad_y.shape != x.shape:
             raise ScanArgumentError("{}: the output's gradient has shape {}, the input has shape {}".format(
@@ -86,10 +111,11 @@ def scan_backward(scan, axis, exclusive=False, reverse=False, dtype=None):
             grad_dtype = gradient_dtype(x.dtype, grad_y.dtype)
             tensor_type = _CAFFE2_TENSOR_TYPES[grad_dtype]
             plans[key] = plan, grad_dtype, tensor_type
-        if source is target and grad_y.dtype != grad_dtype:
+        indices = [inputs[index].data for index in range(2, 1 + output_count)]
+        if source is target and (grad_y.dtype != grad_dtype or indices):
             grad_y = grad_y.copy()  # sizing the output frees the memory being read
         target.init(grad_y.shape, tensor_type)
-        kernel_backward(grad_y, x, spec, target.data, plan)
+        kernel_backward(grad_y, x, spec, target.data, plan, *indices)
 
     return backward
 
