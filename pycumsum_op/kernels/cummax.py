@@ -59,7 +59,7 @@ def _extremum_forward(torch_scan: Callable, x: np.ndarray, spec: ScanSpec,
         tensor = tensor.flip(axis)
     found_values, found_indices = torch_scan(tensor, axis)
     if spec.reverse:
-        found_values, found_indices = found_values.flip(axis), (x.shape[axis] - 1) - found_indices.flip(axis)
+        found_values, found_indices = found_values.flip(axis), (source.shape[axis] - 1) - found_indices.flip(axis)
     np.copyto(lanes_values, found_values.numpy(), casting="unsafe")
     np.copyto(lanes_indices, found_indices.numpy())
     return values, indices
