@@ -3,7 +3,8 @@
 Every reload runs in a fresh Python process that imports only caffe2 and numpy: the child asserts
 that pycumsum_op is NOT imported before the net is created and IS afterwards (the builder's pickle
 brings it). Results must equal the building process's bit for bit, and torch's (the oracle).
-The golden nets in tests/data/ (made by tests/data/make_golden.py) are loaded as committed.
+The golden nets in tests/data/ (made by tests/data/make_golden.py: 0.1.0's PyCumSum net, 0.2.0's scan
+family net) are loaded as committed.
 """
 import importlib.util
 import json
@@ -149,71 +150,6 @@ for label, path in spec["nets"]:
 '''
 
 
-@pytest.fixture(scope="module")
-def reloaded(tmp_path_factory, torch_scan):
-    """Build the golden net here, save it as .pb and .pbtxt, reload those and the committed golden
-    files in one fresh process; returns (parent outputs, child report, child outputs, oracle)."""
-    tmp_path = tmp_path_factory.mktemp("reload")
-    feeds = golden_feeds()
-    previous = workspace.CurrentWorkspace()
-    workspace.SwitchWorkspace("test_serialization_build", True)
-    try:
-        net = make_golden.build_golden_net()
-        for name, value in feeds.items():
-            workspace.FeedBlob(name, value)
-        workspace.RunNetOnce(net)
-        parent = {name: workspace.FetchBlob(name) for name in make_golden.OUTPUTS}
-    finally:
-        workspace.ResetWorkspace()
-        workspace.SwitchWorkspace(previous)
-    pb_path, pbtxt_path = tmp_path / "fresh.pb", tmp_path / "fresh.pbtxt"
-    pb_path.write_bytes(net.Proto().SerializeToString())
-    pbtxt_path.write_text(text_format.MessageToString(net.Proto()))
-    np.savez(str(tmp_path / "feeds.npz"), **feeds)
-    spec = {"feeds": str(tmp_path / "feeds.npz"), "outputs": list(make_golden.OUTPUTS),
-            "nets": [["fresh_pb", str(pb_path)], ["fresh_pbtxt", str(pbtxt_path)],
-                     ["golden_pb", GOLDEN_PB], ["golden_pbtxt", GOLDEN_PBTXT]]}
-    report, child = run_child(RELOAD_BODY, spec, tmp_path)
-    return parent, report, child, golden_oracle(feeds, torch_scan)
-
-
-def test_building_process_matches_torch(reloaded):
-    parent, _, _, oracle = reloaded
-    assert_matches_oracle(parent, oracle)
-
-
-@pytest.mark.parametrize("label", ["fresh_pb", "fresh_pbtxt", "golden_pb", "golden_pbtxt"])
-def test_reloaded_net_in_fresh_process_is_identical(reloaded, label):
-    parent, report, child, oracle = reloaded
-    assert_pickle_brought_pycumsum_op(report)
-    got = {name: child[label + "/" + name] for name in make_golden.OUTPUTS}
-    for name in make_golden.OUTPUTS:
-        assert got[name].dtype == parent[name].dtype, name
-        np.testing.assert_array_equal(got[name], parent[name], err_msg=name)
-    assert_matches_oracle(got, oracle)
-
-
-def test_golden_files_are_the_same_net_and_reference_the_stable_builders():
-    binary = load_net(GOLDEN_PB)
-    text = load_net(GOLDEN_PBTXT)
-    assert binary == text
-    types = [op.type for op in binary.op]
-    assert types.count("Python") == 3 and types.count("PythonGradient") == 2
-    verified = verify_net(binary)
-    assert [op.op_type for op in verified] == ["Python"] * 3 + ["PythonGradient"] * 2
-    assert all(op.builders == BUILDERS for op in verified)
-    # the import paths are literally in the saved bytes: renaming a builder breaks these files
-    for op in binary.op:
-        if op.type.startswith("Python"):
-            pickled = {arg.name: arg.s for arg in op.arg if arg.name.startswith("pickled")}
-            strings = [arg for opcode, arg, _ in pickletools.genops(pickled["pickled_builder"])
-                       if isinstance(arg, str)]
-            assert strings[:2] == ["pycumsum_op.ops.builders", "scan_forward"]
-
-
-# ---------------------------------------------------------------------------------------------
-# The scan family's golden net (0.2.0): every scan op, flags, two-output ops, integer inputs
-
 GOLDEN_FAMILY_PB, GOLDEN_FAMILY_PBTXT = make_golden.golden_paths(version=make_golden.VERSION_V0_2_0,
                                                                  name=make_golden.NAME_V0_2_0)
 
@@ -245,20 +181,29 @@ def golden_family_oracle(feeds, torch_scan):
     return {name: value.detach().numpy() for name, value in zip(make_golden.OUTPUTS_V0_2_0, values)}
 
 
-@pytest.fixture(scope="module")
-def reloaded_family(tmp_path_factory, torch_scan):
-    """The 0.2.0 golden net built here, and reloaded (fresh .pb/.pbtxt and the committed files) in one
-    fresh process; returns (parent outputs, child report, child outputs, oracle)."""
-    tmp_path = tmp_path_factory.mktemp("reload_family")
-    feeds = golden_family_feeds()
+#: golden version -> (net builder, feeds, torch oracle, fetched outputs, committed (.pb, .pbtxt) files)
+GOLDENS = {
+    "0.1.0": (make_golden.build_golden_net, golden_feeds, golden_oracle, make_golden.OUTPUTS, (GOLDEN_PB, GOLDEN_PBTXT)),
+    "0.2.0": (make_golden.build_golden_net_v0_2_0, golden_family_feeds, golden_family_oracle,
+              make_golden.OUTPUTS_V0_2_0, (GOLDEN_FAMILY_PB, GOLDEN_FAMILY_PBTXT)),
+}
+
+
+@pytest.fixture(scope="module", params=list(GOLDENS))
+def reloaded(request, tmp_path_factory, torch_scan):
+    """Build a version's golden net here, save it as .pb and .pbtxt, reload those and the committed golden
+    files in one fresh process; returns (parent outputs, child report, child outputs, oracle, output names)."""
+    build, make_feeds, oracle, outputs, (golden_pb, golden_pbtxt) = GOLDENS[request.param]
+    tmp_path = tmp_path_factory.mktemp("reload")
+    feeds = make_feeds()
     previous = workspace.CurrentWorkspace()
-    workspace.SwitchWorkspace("test_serialization_family", True)
+    workspace.SwitchWorkspace("test_serialization_build", True)
     try:
-        net = make_golden.build_golden_net_v0_2_0()
+        net = build()
         for name, value in feeds.items():
             workspace.FeedBlob(name, value)
         workspace.RunNetOnce(net)
-        parent = {name: workspace.FetchBlob(name) for name in make_golden.OUTPUTS_V0_2_0}
+        parent = {name: workspace.FetchBlob(name) for name in outputs}
     finally:
         workspace.ResetWorkspace()
         workspace.SwitchWorkspace(previous)
@@ -266,27 +211,45 @@ def reloaded_family(tmp_path_factory, torch_scan):
     pb_path.write_bytes(net.Proto().SerializeToString())
     pbtxt_path.write_text(text_format.MessageToString(net.Proto()))
     np.savez(str(tmp_path / "feeds.npz"), **feeds)
-    spec = {"feeds": str(tmp_path / "feeds.npz"), "outputs": list(make_golden.OUTPUTS_V0_2_0),
+    spec = {"feeds": str(tmp_path / "feeds.npz"), "outputs": list(outputs),
             "nets": [["fresh_pb", str(pb_path)], ["fresh_pbtxt", str(pbtxt_path)],
-                     ["golden_pb", GOLDEN_FAMILY_PB], ["golden_pbtxt", GOLDEN_FAMILY_PBTXT]]}
+                     ["golden_pb", golden_pb], ["golden_pbtxt", golden_pbtxt]]}
     report, child = run_child(RELOAD_BODY, spec, tmp_path)
-    return parent, report, child, golden_family_oracle(feeds, torch_scan)
+    return parent, report, child, oracle(feeds, torch_scan), outputs
 
 
-def test_family_building_process_matches_torch(reloaded_family):
-    parent, _, _, oracle = reloaded_family
+def test_building_process_matches_torch(reloaded):
+    parent, _, _, oracle, _ = reloaded
     assert_matches_oracle(parent, oracle)
 
 
 @pytest.mark.parametrize("label", ["fresh_pb", "fresh_pbtxt", "golden_pb", "golden_pbtxt"])
-def test_family_reloaded_in_fresh_process_is_identical(reloaded_family, label):
-    parent, report, child, oracle = reloaded_family
+def test_reloaded_net_in_fresh_process_is_identical(reloaded, label):
+    parent, report, child, oracle, outputs = reloaded
     assert_pickle_brought_pycumsum_op(report)
-    got = {name: child[label + "/" + name] for name in make_golden.OUTPUTS_V0_2_0}
-    for name in make_golden.OUTPUTS_V0_2_0:
+    got = {name: child[label + "/" + name] for name in outputs}
+    for name in outputs:
         assert got[name].dtype == parent[name].dtype, name
         np.testing.assert_array_equal(got[name], parent[name], err_msg=name)
     assert_matches_oracle(got, oracle)
+
+
+def test_golden_files_are_the_same_net_and_reference_the_stable_builders():
+    binary = load_net(GOLDEN_PB)
+    text = load_net(GOLDEN_PBTXT)
+    assert binary == text
+    types = [op.type for op in binary.op]
+    assert types.count("Python") == 3 and types.count("PythonGradient") == 2
+    verified = verify_net(binary)
+    assert [op.op_type for op in verified] == ["Python"] * 3 + ["PythonGradient"] * 2
+    assert all(op.builders == BUILDERS for op in verified)
+    # the import paths are literally in the saved bytes: renaming a builder breaks these files
+    for op in binary.op:
+        if op.type.startswith("Python"):
+            pickled = {arg.name: arg.s for arg in op.arg if arg.name.startswith("pickled")}
+            strings = [arg for opcode, arg, _ in pickletools.genops(pickled["pickled_builder"])
+                       if isinstance(arg, str)]
+            assert strings[:2] == ["pycumsum_op.ops.builders", "scan_forward"]
 
 
 def test_family_golden_files_load_verify_and_carry_each_scan():
