@@ -183,7 +183,8 @@ def golden_family_oracle(feeds, torch_scan):
 
 #: golden version -> (net builder, feeds, torch oracle, fetched outputs, committed (.pb, .pbtxt) files)
 GOLDENS = {
-    "0.1.0": (make_golden.build_golden_net, golden_feeds, golden_oracle, make_golden.OUTPUTS, (GOLDEN_PB, GOLDEN_PBTXT)),
+    "0.1.0": (make_golden.build_golden_net, golden_feeds, golden_oracle, make_golden.OUTPUTS,
+              (GOLDEN_PB, GOLDEN_PBTXT)),
     "0.2.0": (make_golden.build_golden_net_v0_2_0, golden_family_feeds, golden_family_oracle,
               make_golden.OUTPUTS_V0_2_0, (GOLDEN_FAMILY_PB, GOLDEN_FAMILY_PBTXT)),
 }

@@ -54,14 +54,13 @@ def _extremum_forward(torch_scan: Callable, x: np.ndarray, spec: ScanSpec,
             not np.may_share_memory(source, lanes_indices) and min(lanes_indices.strides, default=0) >= 0:
         torch_scan(as_tensor(source), axis, out=(torch.from_numpy(lanes_values), torch.from_numpy(lanes_indices)))
         return values, indices
-    tensor = as_tensor(source)
-    if spec.reverse:
-        tensor = tensor.flip(axis)
-    found_values, found_indices = torch_scan(tensor, axis)
-    if spec.reverse:
-        found_values, found_indices = found_values.flip(axis), (source.shape[axis] - 1) - found_indices.flip(axis)
+    if spec.reverse:  # scan the reversed lanes; write back through reversed views, indices counted from the end
+        source, lanes_values, lanes_indices = (np.flip(a, axis) for a in (source, lanes_values, lanes_indices))
+    found_values, found_indices = torch_scan(as_tensor(source), axis)
     np.copyto(lanes_values, found_values.numpy(), casting="unsafe")
     np.copyto(lanes_indices, found_indices.numpy())
+    if spec.reverse:
+        np.subtract(source.shape[axis] - 1, lanes_indices, out=lanes_indices)
     return values, indices
 
 

@@ -45,6 +45,12 @@ def as_tensor(array: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(array)
 
 
+def flip(tensor: torch.Tensor, axis: int) -> torch.Tensor:
+    """``tensor`` reversed along ``axis``, as a new contiguous tensor (numpy copies it ~10x faster than
+    torch 1.10.2's ``flip``)."""
+    return torch.from_numpy(np.flip(tensor.numpy(), axis).copy())
+
+
 def as_lanes(array: np.ndarray) -> np.ndarray:
     """``array`` with at least one dimension (a 0-d tensor scans as a 1-element lane, as in torch)."""
     return array.reshape(1) if array.ndim == 0 else array
@@ -72,10 +78,9 @@ def scan_forward(inclusive: Callable, x: np.ndarray, out: np.ndarray, axis: int,
     if forward_path(x, lanes_out, exclusive, reverse) == "direct":
         inclusive(as_tensor(x), axis, out=torch.from_numpy(lanes_out))
         return out
-    source = as_tensor(x)
     if reverse:
-        source = source.flip(axis)
-        lanes_out = np.flip(lanes_out, axis)
+        x, lanes_out = np.flip(x, axis), np.flip(lanes_out, axis)
+    source = as_tensor(x)
     if exclusive:
         lanes_out[along(axis, 0)] = identity
         source, lanes_out = source.narrow(axis, 0, length - 1), lanes_out[along(axis, slice(1, None))]
@@ -93,16 +98,16 @@ def scan_gradient(inclusive_gradient: Callable, grad_y: torch.Tensor, x: torch.T
     if length == 0:
         return torch.zeros_like(x)
     if reverse:
-        grad_y, x = grad_y.flip(axis), x.flip(axis)
+        grad_y, x = flip(grad_y, axis), flip(x, axis)
     if exclusive:
         grad_y = torch.cat([grad_y.narrow(axis, 1, length - 1), torch.zeros_like(grad_y.narrow(axis, 0, 1))], axis)
     grad_x = inclusive_gradient(grad_y, x, axis)
-    return grad_x.flip(axis) if reverse else grad_x
+    return flip(grad_x, axis) if reverse else grad_x
 
 
 def reversed_cumsum(tensor: torch.Tensor, axis: int) -> torch.Tensor:
     """Sums from each element to the end of its lane (float64 accumulation on CPU, as torch.cumsum)."""
-    return tensor.flip(axis).cumsum(axis).flip(axis)
+    return flip(flip(tensor, axis).cumsum(axis), axis)
 
 
 def gradient_compute_dtype(out_dtype: np.dtype) -> torch.dtype:

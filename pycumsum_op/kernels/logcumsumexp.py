@@ -27,7 +27,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .flagged import reversed_cumsum, run_gradient, scan_forward
+from .flagged import flip, reversed_cumsum, run_gradient, scan_forward
 from .spec import ScanPlan, ScanSpec, gradient_dtype
 
 #: The input dtypes accepted (torch.logcumsumexp's floating types, and float16).
@@ -51,7 +51,7 @@ def logcumsumexp_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray
 
 
 def _reversed_logcumsumexp(tensor: torch.Tensor, axis: int) -> torch.Tensor:
-    return tensor.flip(axis).logcumsumexp(axis).flip(axis)
+    return flip(flip(tensor, axis).logcumsumexp(axis), axis)
 
 
 def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int) -> torch.Tensor:
