@@ -27,10 +27,11 @@ class ScanKernel(NamedTuple):
     name: str        # registry key, also the ONNX-ish name ("cumsum")
     op_name: str     # what users see in Caffe2 ("PyCumSum")
     forward: Callable   # forward(x, spec, out=None, plan=None) -> y (a tuple of arrays when several outputs)
-    backward: Callable  # backward(grad_y, x, spec, out=None, plan=None, *outputs[1:]) -> grad_x
-    #: output names; outputs after the first are int64 indices, passed to backward after plan,
-    #: and only the first output has a gradient
+    backward: Callable  # backward(grad_y, x, spec, out=None, plan=None, *saved) -> grad_x
+    #: output names; outputs after the first are int64 indices; only the first output has a gradient
     outputs: Tuple[str, ...] = ("y",)
+    #: positions of the forward outputs that backward takes after plan (``saved``)
+    backward_outputs: Tuple[int, ...] = ()
     #: the optional arguments (of ALL_ARGUMENTS) the op takes
     arguments: FrozenSet[str] = ALL_ARGUMENTS
     #: backward reads x's values, so the forward must not overwrite x (no in-place runs)
@@ -39,15 +40,17 @@ class ScanKernel(NamedTuple):
     plan: Callable = ScanSpec.plan
 
 
-_EXTREMUM = dict(outputs=("values", "indices"), arguments=frozenset(["reverse"]), plan=plan_extremum)
+_EXTREMUM = dict(outputs=("values", "indices"), backward_outputs=(1,), arguments=frozenset(["reverse"]),
+                 plan=plan_extremum)
 SCAN_KERNELS: Dict[str, ScanKernel] = {
     "cumsum": ScanKernel("cumsum", "PyCumSum", cumsum_forward, cumsum_backward),
-    "cumprod": ScanKernel("cumprod", "PyCumProd", cumprod_forward, cumprod_backward, gradient_reads_input=True),
+    "cumprod": ScanKernel("cumprod", "PyCumProd", cumprod_forward, cumprod_backward, backward_outputs=(0,),
+                          gradient_reads_input=True),
     "cummax": ScanKernel("cummax", "PyCumMax", cummax_forward, cummax_backward, **_EXTREMUM),
     "cummin": ScanKernel("cummin", "PyCumMin", cummin_forward, cummin_backward, **_EXTREMUM),
     "logcumsumexp": ScanKernel("logcumsumexp", "PyLogCumSumExp", logcumsumexp_forward, logcumsumexp_backward,
-                               arguments=frozenset(["exclusive", "reverse"]), gradient_reads_input=True,
-                               plan=plan_logcumsumexp),
+                               backward_outputs=(0,), arguments=frozenset(["exclusive", "reverse"]),
+                               gradient_reads_input=True, plan=plan_logcumsumexp),
 }
 
 __all__ = ["SCAN_KERNELS", "ScanKernel", "ScanSpec", "ScanPlan", "ScanArgumentError",

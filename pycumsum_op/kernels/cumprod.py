@@ -45,9 +45,12 @@ def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = N
                         spec.reverse, 1)
 
 
-def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int) -> torch.Tensor:
-    """grad_x of y = cumprod(x, axis) (see the module doc); exact with any number of zeros per lane."""
-    products = torch.cumprod(x, axis)
+def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int,
+                        products: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """grad_x of y = cumprod(x, axis) (see the module doc); exact with any number of zeros per lane.
+    ``products`` (y) is recomputed when not given."""
+    if products is None:
+        products = torch.cumprod(x, axis)
     is_zero = x == 0
     if not bool(is_zero.any()):
         return reversed_cumsum(grad_y * products, axis) / x
@@ -63,14 +66,15 @@ def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int) -> tor
 
 
 def cumprod_backward(grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
-                     plan: Optional[ScanPlan] = None) -> np.ndarray:
+                     plan: Optional[ScanPlan] = None, y: Optional[np.ndarray] = None) -> np.ndarray:
     """grad_x for y = cumprod(x): needs x's values (so the forward must not run in place).
 
     Computed in float64 (float32 when the gradient is float32), written into ``out`` (may be
-    ``grad_y``) in the input's dtype for floating inputs, else in grad_y's.
+    ``grad_y``) in the input's dtype for floating inputs, else in grad_y's. ``y``, the forward's
+    output, saves recomputing it (used unless exclusive, or of another dtype than the computation).
     """
     if plan is None:
         plan = spec.plan(grad_y)
     if out is None:
         out = np.empty(grad_y.shape, gradient_dtype(x.dtype, grad_y.dtype))
-    return run_gradient(_inclusive_gradient, grad_y, x, out, plan.axis, spec.exclusive, spec.reverse)
+    return run_gradient(_inclusive_gradient, grad_y, x, out, plan.axis, spec.exclusive, spec.reverse, y)

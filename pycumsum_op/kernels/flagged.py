@@ -27,7 +27,7 @@ array([24., 12.,  4.,  1.])
 >>> forward_path(x, np.empty(4), exclusive=False, reverse=False)
 'direct'
 """
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 import torch
@@ -89,19 +89,24 @@ def scan_forward(inclusive: Callable, x: np.ndarray, out: np.ndarray, axis: int,
 
 
 def scan_gradient(inclusive_gradient: Callable, grad_y: torch.Tensor, x: torch.Tensor, axis: int,
-                  exclusive: bool, reverse: bool) -> torch.Tensor:
-    """grad_x of the flagged scan; ``inclusive_gradient(grad_y, x, axis)`` is the plain scan's.
+                  exclusive: bool, reverse: bool, y: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """grad_x of the flagged scan; ``inclusive_gradient(grad_y, x, axis, y)`` is the plain scan's.
 
-    Tensors have at least one dimension and one floating dtype; ``axis`` is normalised.
+    Tensors have at least one dimension and one floating dtype; ``axis`` is normalised. ``y``, the
+    forward's output of a scan that is not exclusive, reaches ``inclusive_gradient`` (flipped with
+    the rest), which otherwise gets None and recomputes what it needs.
     """
     length = x.shape[axis]
     if length == 0:
         return torch.zeros_like(x)
+    if exclusive:
+        y = None
     if reverse:
         grad_y, x = flip(grad_y, axis), flip(x, axis)
+        y = None if y is None else flip(y, axis)
     if exclusive:
         grad_y = torch.cat([grad_y.narrow(axis, 1, length - 1), torch.zeros_like(grad_y.narrow(axis, 0, 1))], axis)
-    grad_x = inclusive_gradient(grad_y, x, axis)
+    grad_x = inclusive_gradient(grad_y, x, axis, y)
     return flip(grad_x, axis) if reverse else grad_x
 
 
@@ -116,11 +121,13 @@ def gradient_compute_dtype(out_dtype: np.dtype) -> torch.dtype:
 
 
 def run_gradient(inclusive_gradient: Callable, grad_y: np.ndarray, x: np.ndarray, out: np.ndarray, axis: int,
-                 exclusive: bool, reverse: bool) -> np.ndarray:
+                 exclusive: bool, reverse: bool, y: Optional[np.ndarray] = None) -> np.ndarray:
     """out = grad_x of the flagged scan for numpy inputs: computed by `scan_gradient` in
-    `gradient_compute_dtype`, written into ``out`` (whose dtype is the gradient's) with one cast."""
+    `gradient_compute_dtype`, written into ``out`` (whose dtype is the gradient's) with one cast.
+    ``y`` (the forward's output) is used when it already has the compute dtype."""
     compute = gradient_compute_dtype(out.dtype)
+    y = None if y is None or as_tensor(as_lanes(y)[:0]).dtype != compute else as_tensor(as_lanes(y))
     grad_x = scan_gradient(inclusive_gradient, as_tensor(as_lanes(grad_y)).to(compute),
-                           as_tensor(as_lanes(x)).to(compute), axis, exclusive, reverse)
+                           as_tensor(as_lanes(x)).to(compute), axis, exclusive, reverse, y)
     np.copyto(as_lanes(out), grad_x.numpy(), casting="unsafe")
     return out

@@ -54,9 +54,12 @@ def _reversed_logcumsumexp(tensor: torch.Tensor, axis: int) -> torch.Tensor:
     return flip(flip(tensor, axis).logcumsumexp(axis), axis)
 
 
-def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int) -> torch.Tensor:
-    """grad_x of y = logcumsumexp(x, axis): finite wherever grad_y and x are not NaN."""
-    y = torch.logcumsumexp(x, axis)
+def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int,
+                        y: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """grad_x of y = logcumsumexp(x, axis): finite wherever grad_y and x are not NaN (y is recomputed
+    when not given)."""
+    if y is None:
+        y = torch.logcumsumexp(x, axis)
     nothing = torch.full((), -np.inf, dtype=x.dtype)
     log_positive = torch.where(grad_y > 0, grad_y.abs().log(), nothing) - y
     log_negative = torch.where(grad_y < 0, grad_y.abs().log(), nothing) - y
@@ -71,13 +74,14 @@ def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int) -> tor
 
 
 def logcumsumexp_backward(grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
-                          plan: Optional[ScanPlan] = None) -> np.ndarray:
+                          plan: Optional[ScanPlan] = None, y: Optional[np.ndarray] = None) -> np.ndarray:
     """grad_x for y = logcumsumexp(x): needs x's values (so the forward must not run in place).
 
     Computed in float64 (float32 when the gradient is float32), written into ``out`` (may be ``grad_y``).
+    ``y``, the forward's output, saves recomputing it (used unless exclusive, or of another dtype).
     """
     if plan is None:
         plan = spec.plan(grad_y)
     if out is None:
         out = np.empty(grad_y.shape, gradient_dtype(x.dtype, grad_y.dtype))
-    return run_gradient(_inclusive_gradient, grad_y, x, out, plan.axis, spec.exclusive, spec.reverse)
+    return run_gradient(_inclusive_gradient, grad_y, x, out, plan.axis, spec.exclusive, spec.reverse, y)

@@ -90,7 +90,7 @@ def scan_backward(scan, axis, exclusive=False, reverse=False, dtype=None):
     """Builder: the gradient Python-op function; inputs are [x, outputs..., grad of the first output],
     output grad_x."""
     kernel = SCAN_KERNELS[scan]
-    kernel_backward, output_count = kernel.backward, len(kernel.outputs)
+    kernel_backward, output_count, saved_outputs = kernel.backward, len(kernel.outputs), kernel.backward_outputs
     spec = ScanSpec.checked(kernel.op_name + "Gradient", axis, exclusive, reverse, dtype)
     plans = {}  # (x dtype, grad_y dtype, rank) -> (ScanPlan of grad_y, grad_x dtype, its Caffe2 type)
 
@@ -111,11 +111,11 @@ def scan_backward(scan, axis, exclusive=False, reverse=False, dtype=None):
             grad_dtype = gradient_dtype(x.dtype, grad_y.dtype)
             tensor_type = _CAFFE2_TENSOR_TYPES[grad_dtype]
             plans[key] = plan, grad_dtype, tensor_type
-        indices = [inputs[index].data for index in range(2, 1 + output_count)]
-        if source is target and (grad_y.dtype != grad_dtype or indices):
+        saved = [inputs[1 + index].data for index in saved_outputs]
+        if source is target and (grad_y.dtype != grad_dtype or saved):
             grad_y = grad_y.copy()  # sizing the output frees the memory being read
         target.init(grad_y.shape, tensor_type)
-        kernel_backward(grad_y, x, spec, target.data, plan, *indices)
+        kernel_backward(grad_y, x, spec, target.data, plan, *saved)
 
     return backward
 
