@@ -80,9 +80,14 @@ def _extremum_backward(forward: Callable, grad_y: np.ndarray, x: np.ndarray, spe
         indices = forward(x, spec)[1]
     if grad_y.size == 0:
         return out
+    target = as_lanes(out)
     source = as_tensor(as_lanes(grad_y)).to(gradient_compute_dtype(out.dtype))
-    grad_x = torch.zeros_like(source).scatter_add_(plan.axis, as_tensor(as_lanes(indices)), source)
-    np.copyto(as_lanes(out), grad_x.numpy(), casting="unsafe")
+    direct = forward_path(as_lanes(grad_y), target, False, False) == "direct" and source.dtype == as_tensor(
+        target[:0]).dtype  # scatter straight into out
+    grad_x = torch.from_numpy(target) if direct else torch.empty(source.shape, dtype=source.dtype)
+    grad_x.zero_().scatter_add_(plan.axis, as_tensor(as_lanes(indices)), source)
+    if not direct:
+        np.copyto(target, grad_x.numpy(), casting="unsafe")
     return out
 
 
