@@ -190,6 +190,28 @@ def test_result_dtypes_are_torchs(scan, x_dtype, result, clean_workspace):
         assert outputs[1].dtype == np.int64
 
 
+def test_cumprod_wider_dtype_gradient_keeps_the_input_dtype(clean_workspace, torch_scan):
+    """dtype="double" on float32 x: y is float64, grad_x float32 (torch autograd's rule), values torch's.
+    (torch 1.10.2's own backward of cumprod(dtype=) fails on a lane with a zero, "masked_scatter: expected
+    self and source to have same dtypes": the reference is the same gradient through x.double().)"""
+    x = np.array([[0.5, 2., 0., 3.], [1.5, -1., 2., 0.25]], np.float32)
+    w = np.random.RandomState(6).standard_normal(x.shape)
+    outputs, grad_x = run_scan("cumprod", x, w, axis=1, dtype="double")
+    np.testing.assert_array_equal(outputs[0], torch.cumprod(torch.from_numpy(x), 1, dtype=torch.float64).numpy())
+    tensor = torch.tensor(x, requires_grad=True)
+    (reference,) = torch.autograd.grad(torch.cumprod(tensor.double(), 1), tensor, torch.from_numpy(w))
+    assert outputs[0].dtype == np.float64
+    assert_gradient_close(grad_x, reference.numpy().astype(np.float64), np.float32)
+
+
+def test_brew_helper_takes_axis_positionally_too(clean_workspace):
+    model = model_helper.ModelHelper(name="positional")
+    brew.cumprod(model, "api_x", "api_y", 1)
+    workspace.FeedBlob("api_x", X)
+    workspace.RunNetOnce(model.net)
+    np.testing.assert_array_equal(workspace.FetchBlob("api_y"), torch.cumprod(torch.from_numpy(X), 1).numpy())
+
+
 def test_cumprod_dtype_casts_first_like_torch(clean_workspace):
     x = np.array([1.6, 2.6, -1.7, 3.2], np.float32)
     outputs, _ = run_scan("cumprod", x, axis=0, dtype="int32")

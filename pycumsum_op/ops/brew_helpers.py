@@ -35,12 +35,12 @@ def _brew_helper(scan: str):
     net_function, op_name = SCAN_FUNCTIONS[scan], SCAN_KERNELS[scan].op_name
     own = frozenset(list(inspect.signature(net_function).parameters)[3:])  # after net, blob_in, blob_out
 
-    def helper(model, blob_in, blob_out, **keywords):
+    def helper(model, blob_in, blob_out, *args, **keywords):
         _check_scope_keywords(model, scan, op_name, [name for name in keywords if name not in own])
-        return net_function(model.net, blob_in, blob_out, **{k: v for k, v in keywords.items() if k in own})
+        return net_function(model.net, blob_in, blob_out, *args, **{k: v for k, v in keywords.items() if k in own})
 
     helper.__name__ = helper.__qualname__ = scan
-    helper.__doc__ = "brew helper: {}(model.net, blob_in, blob_out, ...) with keywords {}.\n\n{}".format(
+    helper.__doc__ = "brew helper: {}(model.net, blob_in, blob_out, ...) with arguments {}.\n\n{}".format(
         scan, ", ".join(sorted(own)), net_function.__doc__)
     return helper
 
