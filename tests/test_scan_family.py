@@ -166,6 +166,32 @@ def test_large_inputs_on_both_paths(scan, shape, axis, flags, torch_scan, clean_
     assert_gradient_close(grad_x, reference, np.float32)
 
 
+@st.composite
+def large_cases(draw):
+    """(scan, x, w, axis, flags): 64K-256K random elements of rank 2-3 (seeded numpy data: drawing them
+    element by element would be slow), any axis and flag; torch runs its parallel loops at these sizes."""
+    scan = draw(st.sampled_from(SCANS))
+    rank = draw(st.integers(2, 3))
+    sides = draw(st.lists(st.integers(1, 4096), min_size=rank, max_size=rank).filter(
+        lambda sides: (1 << 16) <= np.prod(sides) <= (1 << 18)))
+    rng = np.random.RandomState(draw(st.integers(0, 2 ** 31 - 1)))
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    x = rng.uniform(0.95, 1.05, sides).astype(dtype)
+    x[rng.rand(*sides) < 1e-4] = 0  # a few zeros (cumprod's gradient) and exact ties (cummax)
+    flags = {name: draw(st.booleans()) for name in ("exclusive", "reverse") if name in SCAN_KERNELS[scan].arguments}
+    return scan, x, rng.standard_normal(sides).astype(dtype), draw(st.integers(-rank, rank - 1)), flags
+
+
+@settings(max_examples=16)
+@given(case=large_cases())
+def test_large_random_inputs_match_torch(case, torch_scan):
+    scan, x, w, axis, flags = case
+    outputs, grad_x = run_scan(scan, x, w, axis=axis, **flags)
+    expected, reference = oracle(torch_scan, scan, x, w, axis=axis, **flags)
+    assert_outputs_equal(outputs, expected, 1e-5 if x.dtype == np.float32 else 1e-12)
+    assert_gradient_close(grad_x, reference, x.dtype)
+
+
 @pytest.mark.parametrize("scan", ["cumprod", "logcumsumexp"])
 def test_large_integer_cast_takes_the_staged_path(scan, torch_scan, clean_workspace):
     """int32 -> int64 (cumprod) and float16 -> float64 (logcumsumexp) inputs are cast, then scanned."""
