@@ -1,4 +1,5 @@
-"""What the benchmark runs: Caffe2 nets (PyCumSum, Copy, the seed's SparseLengthsSum idiom) and torch.
+"""What the benchmark runs: Caffe2 nets (PyCumSum, the scan family, Copy, the seed's SparseLengthsSum idiom)
+and torch.
 
 Every net is created once (``workspace.CreateNet``) and run by its proto name, so a timed run is one
 ``workspace.RunNet`` call. Blob names are fixed: call `feed` in a fresh workspace for each case.
@@ -39,6 +40,39 @@ def pycumsum(axis, backward=False):
         net.AddExternalInput(GRAD_Y)
         net.AddGradientOperators({y: GRAD_Y})
     return _created(net)
+
+
+#: scan -> net method, for the scan family's rows (cummax / cummin have two outputs).
+FAMILY_METHODS = {"cumprod": "PyCumProd", "cummax": "PyCumMax", "cummin": "PyCumMin",
+                  "logcumsumexp": "PyLogCumSumExp"}
+
+
+def family(scan, axis, backward=False):
+    """A net with one scan of the family (and, with backward, its gradient op fed by GRAD_Y)."""
+    net = core.Net("bench_" + scan)
+    suffix = "_fb" if backward else ""
+    outputs = ["bench_v" + suffix, "bench_i" + suffix] if scan in ("cummax", "cummin") else "bench_y" + suffix
+    result = getattr(net, FAMILY_METHODS[scan])(X, outputs, axis=axis)
+    if backward:
+        net.AddExternalInput(GRAD_Y)
+        net.AddGradientOperators({result[0] if isinstance(result, tuple) else result: GRAD_Y})
+    return _created(net)
+
+
+def torch_family_forward(scan, x, axis):
+    tensor, function = torch.from_numpy(x), getattr(torch, scan)
+    return lambda: function(tensor, axis)
+
+
+def torch_family_forward_backward(scan, x, grad_y, axis):
+    """torch.<scan> and its autograd gradient (of the values, for cummax / cummin)."""
+    tensor = torch.from_numpy(x.copy()).requires_grad_()
+    gradient, function = torch.from_numpy(grad_y), getattr(torch, scan)
+
+    def run():
+        result = function(tensor, axis)
+        return torch.autograd.grad(result[0] if isinstance(result, tuple) else result, tensor, gradient)
+    return run
 
 
 def copy():

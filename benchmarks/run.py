@@ -13,6 +13,9 @@ from 10^6-long float32 rows and columns against float64, and every target of the
 and "portable", forward and forward+backward — against torch and PyCumSum on the grid plus seeded random shapes,
 and the seed net at 1024x1024 (`lowering_rows`).
 
+The scan family (cumprod, cummax, cummin, logcumsumexp) is timed against torch on a fixed grid and seeded
+random shapes of 64K-1M elements (``--family-only`` runs just those rows).
+
 Output: markdown tables on stdout, the same in benchmarks/results/latest.md, raw numbers in
 benchmarks/results/latest.json. Timings are only as quiet as the machine: the load average is reported.
 """
@@ -109,6 +112,56 @@ def time_overhead(budget_s):
             "pycumsum_forward_backward_us": median(samples["pycumsum_forward_backward"]) * 1e6,
             "overhead_us": median(paired) * 1e6, "python_noop_overhead_us": median(noop) * 1e6,
             "rounds": len(paired)}
+
+
+#: The scan family's fixed grid (shape, axis): rows and columns of a matrix, long rows, tall columns, a cube.
+FAMILY_GRID = [((1024, 1024), 0), ((1024, 1024), 1), ((16, 65536), 1), ((65536, 16), 0), ((64, 64, 64), 1)]
+FAMILY_SCANS = ("cumprod", "cummax", "cummin", "logcumsumexp")
+
+
+def family_shapes(seed=11, count=2):
+    """FAMILY_GRID plus ``count`` seeded random (shape, axis) of 64K-1M elements, rank 2-3."""
+    rng = np.random.RandomState(seed)
+    cases = list(FAMILY_GRID)
+    while len(cases) < len(FAMILY_GRID) + count:
+        shape = tuple(int(side) for side in 2 ** rng.uniform(2, 12, size=rng.randint(2, 4)))
+        if TORCH_TARGET_MIN_SIZE <= np.prod(shape) <= 1 << 20:
+            cases.append((shape, int(rng.randint(len(shape)))))
+    return cases
+
+
+def time_family(budget_s):
+    """The scan family against torch, forward and forward+backward, float32 values in [0.99, 1.01)
+    (products stay normal numbers); medians of rotated rounds, as `time_case`."""
+    rows = []
+    for shape, axis in family_shapes():
+        x, grad_y = nets.feed(shape, 0.99, 1.01)
+        for scan in FAMILY_SCANS:
+            candidates = {"forward": nets.family(scan, axis), "forward_backward": nets.family(scan, axis, True),
+                          "torch_forward": nets.torch_family_forward(scan, x, axis),
+                          "torch_forward_backward": nets.torch_family_forward_backward(scan, x, grad_y, axis)}
+            samples = measure(candidates, budget_s, 3, 40)
+            row = {"scan": scan, "shape": list(shape), "axis": axis, "size": x.size}
+            row.update({name: median(times) for name, times in samples.items()})
+            rows.append(row)
+            print("timed {} {} axis {}".format(scan, shape, axis), file=sys.stderr)
+    return rows
+
+
+def family_markdown(rows):
+    """The scan family's table and its targets (<= 1.0x torch at >= 64K elements)."""
+    ratio = "{:.2f}x".format
+    met = sum(row[kind] <= row["torch_" + kind] for row in rows for kind in ("forward", "forward_backward"))
+    return "\n".join([
+        "### The scan family vs torch (float32, values in [0.99, 1.01))", "",
+        table(["op", "shape", "axis", "forward", "torch", "vs torch", "forward+backward", "torch autograd",
+               "vs torch"],
+              [[row["scan"], row["shape"], row["axis"], duration(row["forward"]), duration(row["torch_forward"]),
+                ratio(row["forward"] / row["torch_forward"]), duration(row["forward_backward"]),
+                duration(row["torch_forward_backward"]),
+                ratio(row["forward_backward"] / row["torch_forward_backward"])] for row in rows]), "",
+        "{} of {} family targets (<= 1.0x torch, forward and forward+backward, >= 64K elements) met.".format(
+            met, 2 * len(rows)), ""])
 
 
 def relative_error(actual, reference):
@@ -401,6 +454,7 @@ def main(argv=None):
     parser.add_argument("--budget", type=float, default=4.0, help="seconds of timing per shape and axis")
     parser.add_argument("--seed-budget-gib", type=float, default=3.0, help="run the seed net only below this")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory child processes")
+    parser.add_argument("--family-only", action="store_true", help="time only the scan family's rows")
     parser.add_argument("--output", default=os.path.join(HERE, "results", "latest"),
                         help="writes OUTPUT.json and OUTPUT.md")
     parser.add_argument("--only-lowering", action="store_true", help="time only the lowered nets (pycumsum_op.lower)")
@@ -411,6 +465,10 @@ def main(argv=None):
         result["lowering"], result["lowering_targets"], markdown = lowering_rows(args.budget)
         result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
         return write_report(result, markdown, args.output, started)
+    if args.family_only:
+        result["family"] = time_family(args.budget / 4)
+        result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
+        return write_report(result, family_markdown(result["family"]), args.output + "_family", started)
     seed_budget = args.seed_budget_gib * (1 << 30)
     cases = []
     for shape in SHAPES:
@@ -425,12 +483,14 @@ def main(argv=None):
         for c in cases if c["size"] >= COPY_TARGET_MIN_SIZE or "seed_forward" in c]
     result["targets"] = evaluate(cases, result["overhead"], result["accuracy"], result["memory"])
     result["lowering"], result["lowering_targets"], lowering_markdown_text = lowering_rows(args.budget)
+    result["family"] = time_family(args.budget / 4)
     result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
-    return write_report(result, report_markdown(result) + "\n" + lowering_markdown_text, args.output, started)
+    return write_report(result, "\n".join([report_markdown(result), lowering_markdown_text,
+                                           family_markdown(result["family"])]), args.output, started)
 
 
 def write_report(result, markdown, output, started):
-    """Print the markdown and write OUTPUT.json / OUTPUT.md."""
+    """Print the markdown; write OUTPUT.json (raw numbers) and OUTPUT.md."""
     result["environment"]["seconds"] = round(time.time() - started, 1)
     print(markdown)
     os.makedirs(os.path.dirname(output), exist_ok=True)

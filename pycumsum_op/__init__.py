@@ -1,4 +1,5 @@
-"""pycumsum_op: torch.cumsum for Caffe2 nets, as a Python operator with a gradient.
+"""pycumsum_op: torch.cumsum (and cumprod, cummax, cummin, logcumsumexp) for Caffe2 nets, as Python
+operators with gradients.
 
 >>> import numpy as np
 >>> from caffe2.python import core, workspace
@@ -21,7 +22,7 @@ import importlib
 from ._runtime import require_caffe2, started_as_command
 
 __version__ = "0.2.0"
-__all__ = ["cumsum", "cumsum_fwd", "cumsum_bwd", "ScanArgumentError",
+__all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "cumsum_fwd", "cumsum_bwd", "ScanArgumentError",
            "UnsafeNetError", "load_net", "save_net", "verify_net", "lower", "LoweringError", "__version__"]
 
 
@@ -34,7 +35,8 @@ def _load_api() -> dict:
     from .serialization import UnsafeNetError, load_net, save_net, verify_net
     from .converters import LoweringError, lower  # also registers the ATen gradient
     ops.install()
-    return {"cumsum": ops.cumsum, "cumsum_fwd": ops.cumsum_fwd, "cumsum_bwd": ops.cumsum_bwd,
+    return {"cumsum": ops.cumsum, "cumprod": ops.cumprod, "cummax": ops.cummax, "cummin": ops.cummin,
+            "logcumsumexp": ops.logcumsumexp, "cumsum_fwd": ops.cumsum_fwd, "cumsum_bwd": ops.cumsum_bwd,
             "ScanArgumentError": ScanArgumentError, "UnsafeNetError": UnsafeNetError, "load_net": load_net,
             "save_net": save_net, "verify_net": verify_net, "lower": lower, "LoweringError": LoweringError,
             "doctor": doctor}

@@ -35,21 +35,39 @@ def run_net():
     return _run_net
 
 
-def _torch_scan(x, axis, exclusive=False, reverse=False, dtype=None):
-    """The oracle: torch.cumsum(x, axis, dtype), with ONNX CumSum's flags built from torch ops.
+#: scan name -> (torch function, the identity an exclusive scan starts with; None: no exclusive form).
+TORCH_SCANS = {
+    "cumsum": (torch.cumsum, 0),
+    "cumprod": (torch.cumprod, 1),
+    "logcumsumexp": (torch.logcumsumexp, -float("inf")),
+    "cummax": (torch.cummax, None),
+    "cummin": (torch.cummin, None),
+}
 
-    reverse = flip -> cumsum -> flip; exclusive = the inclusive result shifted by one along
-    ``axis`` with a leading 0. A 0-d tensor scans as a 1-element vector (torch accepts dim 0/-1).
-    Works on tensors that require grad, so torch.autograd gives the gradient oracle too.
+
+def _torch_scan(x, axis, exclusive=False, reverse=False, dtype=None, scan="cumsum"):
+    """The oracle: torch.<scan>(x, axis[, dtype]), with ONNX/TensorFlow's flags built from torch ops.
+
+    reverse = flip -> scan -> flip (cummax/cummin indices mapped back to positions in x); exclusive =
+    the inclusive result shifted by one along ``axis`` behind the scan's identity (0, 1 or -inf).
+    A 0-d tensor scans as a 1-element vector (torch accepts dim 0/-1). Works on tensors that
+    require grad, so torch.autograd gives the gradient oracle too. cummax/cummin return
+    (values, indices).
     """
+    function, identity = TORCH_SCANS[scan]
     flat = x.reshape(1) if x.dim() == 0 else x
     dim = axis % flat.dim()
     if reverse:
         flat = flat.flip(dim)
-    result = torch.cumsum(flat, dim, dtype=dtype)
+    result = function(flat, dim) if dtype is None else function(flat, dim, dtype=dtype)
+    if identity is None:  # values and indices
+        values, indices = result
+        if reverse:
+            values, indices = values.flip(dim), (flat.shape[dim] - 1) - indices.flip(dim)
+        return values.reshape(x.shape), indices.reshape(x.shape)
     if exclusive:
-        leading_zero = torch.zeros_like(result.narrow(dim, 0, min(1, result.shape[dim])))
-        result = torch.cat([leading_zero, result.narrow(dim, 0, max(result.shape[dim] - 1, 0))], dim)
+        leading = torch.full_like(result.narrow(dim, 0, min(1, result.shape[dim])), identity)
+        result = torch.cat([leading, result.narrow(dim, 0, max(result.shape[dim] - 1, 0))], dim)
     if reverse:
         result = result.flip(dim)
     return result.reshape(x.shape)
@@ -57,7 +75,7 @@ def _torch_scan(x, axis, exclusive=False, reverse=False, dtype=None):
 
 @pytest.fixture(scope="session")
 def torch_scan():
-    """The torch oracle ``torch_scan(tensor, axis, exclusive, reverse, dtype)`` (see `_torch_scan`)."""
+    """The torch oracle ``torch_scan(tensor, axis, exclusive, reverse, dtype, scan="cumsum")`` (see `_torch_scan`)."""
     return _torch_scan
 
 

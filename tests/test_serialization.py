@@ -3,7 +3,8 @@
 Every reload runs in a fresh Python process that imports only caffe2 and numpy: the child asserts
 that pycumsum_op is NOT imported before the net is created and IS afterwards (the builder's pickle
 brings it). Results must equal the building process's bit for bit, and torch's (the oracle).
-The golden nets in tests/data/ (made by tests/data/make_golden.py) are loaded as committed.
+The golden nets in tests/data/ (made by tests/data/make_golden.py: 0.1.0's PyCumSum net, 0.2.0's scan
+family net) are loaded as committed.
 """
 import importlib.util
 import json
@@ -151,20 +152,61 @@ for label, path in spec["nets"]:
 '''
 
 
-@pytest.fixture(scope="module")
-def reloaded(tmp_path_factory, torch_scan):
-    """Build the golden net here, save it as .pb and .pbtxt, reload those and the committed golden
-    files in one fresh process; returns (parent outputs, child report, child outputs, oracle)."""
+GOLDEN_FAMILY_PB, GOLDEN_FAMILY_PBTXT = make_golden.golden_paths(version=make_golden.VERSION_V0_2_0,
+                                                                 name=make_golden.NAME_V0_2_0)
+
+
+def golden_family_feeds():
+    rng = np.random.RandomState(11)
+    x = rng.uniform(-2, 2, (2, 3, 4)).astype(np.float32)
+    x[0, 1, 2] = x[1, 0, 3] = x[1, 2, 3] = 0  # cumprod's gradient at zeros
+    x[1, 1, :2] = x[1, 1, 3]  # ties for cummax/cummin
+    feeds = {"x": x, "xi": rng.randint(-3, 4, size=(3, 5)).astype(np.int32)}
+    feeds.update({name: rng.standard_normal(x.shape).astype(np.float32) for name in make_golden.GRAD_INPUTS_V0_2_0})
+    return feeds
+
+
+def golden_family_oracle(feeds, torch_scan):
+    """torch's values for the 0.2.0 golden net's outputs, and torch.autograd's x gradient."""
+    x = torch.tensor(feeds["x"], requires_grad=True)
+    xi = torch.tensor(feeds["xi"])
+    prod = torch_scan(x, 1, False, True, None, "cumprod")
+    max_values, max_index = torch_scan(x, -1, False, True, None, "cummax")
+    min_values, min_index = torch_scan(x, 0, False, False, None, "cummin")
+    lse = torch_scan(x, 2, True, False, None, "logcumsumexp")
+    total = torch_scan(x, 1, True)
+    max_i, max_i_index = torch_scan(xi, 1, scan="cummax")
+    grads = [torch.tensor(feeds[name]) for name in make_golden.GRAD_INPUTS_V0_2_0]
+    (x_grad,) = torch.autograd.grad([prod, max_values, min_values, lse, total], [x], grads)
+    values = [prod, max_values, max_index, min_values, min_index, lse, total,
+              torch_scan(xi, 0, True, False, None, "cumprod"), max_i, max_i_index, x_grad]
+    return {name: value.detach().numpy() for name, value in zip(make_golden.OUTPUTS_V0_2_0, values)}
+
+
+#: golden version -> (net builder, feeds, torch oracle, fetched outputs, committed (.pb, .pbtxt) files)
+GOLDENS = {
+    "0.1.0": (make_golden.build_golden_net, golden_feeds, golden_oracle, make_golden.OUTPUTS,
+              (GOLDEN_PB, GOLDEN_PBTXT)),
+    "0.2.0": (make_golden.build_golden_net_v0_2_0, golden_family_feeds, golden_family_oracle,
+              make_golden.OUTPUTS_V0_2_0, (GOLDEN_FAMILY_PB, GOLDEN_FAMILY_PBTXT)),
+}
+
+
+@pytest.fixture(scope="module", params=list(GOLDENS))
+def reloaded(request, tmp_path_factory, torch_scan):
+    """Build a version's golden net here, save it as .pb and .pbtxt, reload those and the committed golden
+    files in one fresh process; returns (parent outputs, child report, child outputs, oracle, output names)."""
+    build, make_feeds, oracle, outputs, (golden_pb, golden_pbtxt) = GOLDENS[request.param]
     tmp_path = tmp_path_factory.mktemp("reload")
-    feeds = golden_feeds()
+    feeds = make_feeds()
     previous = workspace.CurrentWorkspace()
     workspace.SwitchWorkspace("test_serialization_build", True)
     try:
-        net = make_golden.build_golden_net()
+        net = build()
         for name, value in feeds.items():
             workspace.FeedBlob(name, value)
         workspace.RunNetOnce(net)
-        parent = {name: workspace.FetchBlob(name) for name in make_golden.OUTPUTS}
+        parent = {name: workspace.FetchBlob(name) for name in outputs}
     finally:
         workspace.ResetWorkspace()
         workspace.SwitchWorkspace(previous)
@@ -172,24 +214,24 @@ def reloaded(tmp_path_factory, torch_scan):
     pb_path.write_bytes(net.Proto().SerializeToString())
     pbtxt_path.write_text(text_format.MessageToString(net.Proto()))
     np.savez(str(tmp_path / "feeds.npz"), **feeds)
-    spec = {"feeds": str(tmp_path / "feeds.npz"), "outputs": list(make_golden.OUTPUTS),
+    spec = {"feeds": str(tmp_path / "feeds.npz"), "outputs": list(outputs),
             "nets": [["fresh_pb", str(pb_path)], ["fresh_pbtxt", str(pbtxt_path)],
-                     ["golden_pb", GOLDEN_PB], ["golden_pbtxt", GOLDEN_PBTXT]]}
+                     ["golden_pb", golden_pb], ["golden_pbtxt", golden_pbtxt]]}
     report, child = run_child(RELOAD_BODY, spec, tmp_path)
-    return parent, report, child, golden_oracle(feeds, torch_scan)
+    return parent, report, child, oracle(feeds, torch_scan), outputs
 
 
 def test_building_process_matches_torch(reloaded):
-    parent, _, _, oracle = reloaded
+    parent, _, _, oracle, _ = reloaded
     assert_matches_oracle(parent, oracle)
 
 
 @pytest.mark.parametrize("label", ["fresh_pb", "fresh_pbtxt", "golden_pb", "golden_pbtxt"])
 def test_reloaded_net_in_fresh_process_is_identical(reloaded, label):
-    parent, report, child, oracle = reloaded
+    parent, report, child, oracle, outputs = reloaded
     assert_pickle_brought_pycumsum_op(report)
-    got = {name: child[label + "/" + name] for name in make_golden.OUTPUTS}
-    for name in make_golden.OUTPUTS:
+    got = {name: child[label + "/" + name] for name in outputs}
+    for name in outputs:
         assert got[name].dtype == parent[name].dtype, name
         np.testing.assert_array_equal(got[name], parent[name], err_msg=name)
     assert_matches_oracle(got, oracle)
@@ -211,6 +253,25 @@ def test_golden_files_are_the_same_net_and_reference_the_stable_builders():
             strings = [arg for opcode, arg, _ in pickletools.genops(pickled["pickled_builder"])
                        if isinstance(arg, str)]
             assert strings[:2] == ["pycumsum_op.ops.builders", "scan_forward"]
+
+
+def test_family_golden_files_load_verify_and_carry_each_scan():
+    binary, text = load_net(GOLDEN_FAMILY_PB), load_net(GOLDEN_FAMILY_PBTXT)
+    assert binary == text
+    verified = verify_net(binary)
+    assert all(op.builders == BUILDERS for op in verified)
+    assert [op.op_type for op in verified] == ["Python"] * 7 + ["PythonGradient"] * 5
+    scans = []
+    assert {op.type for op in binary.op} == {"Python", "PythonGradient", "Sum"}  # Sum adds up x's gradients
+    for op in (op for op in binary.op if op.type.startswith("Python")):
+        pickled = {arg.name: arg.s for arg in op.arg if arg.name.startswith("pickled")}
+        for arg, builder in (("pickled_builder", "scan_forward"), ("pickled_grad_builder", "scan_backward")):
+            strings = [value for _, value, _ in pickletools.genops(pickled[arg]) if isinstance(value, str)]
+            assert strings[:2] == ["pycumsum_op.ops.builders", builder]
+        scans.append(strings[strings.index("scan") + 1])
+    assert scans[:7] == ["cumprod", "cummax", "cummin", "logcumsumexp", "cumsum", "cumprod", "cummax"]
+    two_outputs = [op for op in binary.op if op.name in ("PyCumMax", "PyCumMin") and op.type == "Python"]
+    assert [len(op.output) for op in two_outputs] == [2, 2, 2]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Pure array kernels for scan ops: numpy (and torch where faster), no Caffe2.
 
 One `ScanKernel` per scan op, registered in `SCAN_KERNELS` by name. The Caffe2
-binding (`pycumsum_op.ops`) looks kernels up by that name, so a new scan
-(cumprod, cummax, logcumsumexp, ...) is a new kernel module and one entry here.
+binding (`pycumsum_op.ops`) looks kernels up by that name, so a new scan is a
+new kernel module and one entry here: cumsum, cumprod, cummax / cummin (two
+outputs: values and int64 indices) and logcumsumexp.
 
 >>> import numpy as np
 >>> from pycumsum_op.kernels import SCAN_KERNELS, ScanSpec
@@ -11,24 +12,49 @@ array([0, 1, 3, 6])
 >>> scan_kernel("cumsun")
 Traceback (most recent call last):
 ...
-pycumsum_op.kernels.spec.ScanArgumentError: scan: unknown scan='cumsun'; known scans: 'cumsum'
+pycumsum_op.kernels.spec.ScanArgumentError: scan: unknown scan='cumsun'; known scans: 'cummax', 'cummin', 'cumprod', 'cumsum', 'logcumsumexp'
 """
-from typing import Callable, Dict, NamedTuple
+from typing import Callable, Dict, FrozenSet, NamedTuple, Tuple
 
+from .cummax import cummax_backward, cummax_forward, cummin_backward, cummin_forward, plan_extremum
+from .cumprod import cumprod_backward, cumprod_forward
 from .cumsum import cumsum_backward, cumsum_forward
+from .logcumsumexp import logcumsumexp_backward, logcumsumexp_forward, plan_logcumsumexp
 from .spec import ScanArgumentError, ScanPlan, ScanSpec, gradient_dtype, resolve_dtype
+
+#: The optional arguments a scan may take besides axis (``ScanKernel.arguments``).
+ALL_ARGUMENTS = frozenset(["exclusive", "reverse", "dtype"])
 
 
 class ScanKernel(NamedTuple):
     """A scan op's forward and backward, and the Caffe2-facing op name."""
     name: str        # registry key, also the ONNX-ish name ("cumsum")
     op_name: str     # what users see in Caffe2 ("PyCumSum")
-    forward: Callable   # forward(x, spec, out=None, plan=None) -> y
-    backward: Callable  # backward(grad_y, x, spec, out=None, plan=None) -> grad_x
+    forward: Callable   # forward(x, spec, out=None, plan=None) -> y (a tuple of arrays when several outputs)
+    backward: Callable  # backward(grad_y, x, spec, out=None, plan=None, *saved) -> grad_x
+    #: output names; outputs after the first are int64 indices; only the first output has a gradient
+    outputs: Tuple[str, ...] = ("y",)
+    #: positions of the forward outputs that backward takes after plan (``saved``)
+    backward_outputs: Tuple[int, ...] = ()
+    #: the optional arguments (of ALL_ARGUMENTS) the op takes
+    arguments: FrozenSet[str] = ALL_ARGUMENTS
+    #: backward reads x's values, so the forward must not overwrite x (no in-place runs)
+    gradient_reads_input: bool = False
+    #: plan(spec, x) -> ScanPlan: which inputs the op takes and the result dtype
+    plan: Callable = ScanSpec.plan
 
 
+_EXTREMUM = dict(outputs=("values", "indices"), backward_outputs=(1,), arguments=frozenset(["reverse"]),
+                 plan=plan_extremum)
 SCAN_KERNELS: Dict[str, ScanKernel] = {
     "cumsum": ScanKernel("cumsum", "PyCumSum", cumsum_forward, cumsum_backward),
+    "cumprod": ScanKernel("cumprod", "PyCumProd", cumprod_forward, cumprod_backward, backward_outputs=(0,),
+                          gradient_reads_input=True),
+    "cummax": ScanKernel("cummax", "PyCumMax", cummax_forward, cummax_backward, **_EXTREMUM),
+    "cummin": ScanKernel("cummin", "PyCumMin", cummin_forward, cummin_backward, **_EXTREMUM),
+    "logcumsumexp": ScanKernel("logcumsumexp", "PyLogCumSumExp", logcumsumexp_forward, logcumsumexp_backward,
+                               backward_outputs=(0,), arguments=frozenset(["exclusive", "reverse"]),
+                               gradient_reads_input=True, plan=plan_logcumsumexp),
 }
 
 
@@ -53,4 +79,6 @@ def scan_kernel(name, caller: str = "scan") -> ScanKernel:
 
 
 __all__ = ["SCAN_KERNELS", "ScanKernel", "scan_kernel", "ScanSpec", "ScanPlan", "ScanArgumentError",
-           "resolve_dtype", "gradient_dtype", "cumsum_forward", "cumsum_backward"]
+           "resolve_dtype", "gradient_dtype", "cumsum_forward", "cumsum_backward", "cumprod_forward",
+           "cumprod_backward", "cummax_forward", "cummax_backward", "cummin_forward", "cummin_backward",
+           "logcumsumexp_forward", "logcumsumexp_backward"]

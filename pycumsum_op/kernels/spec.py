@@ -102,12 +102,18 @@ class ScanSpec(NamedTuple):
                    check_flag_argument(op_name, "exclusive", exclusive),
                    check_flag_argument(op_name, "reverse", reverse), resolve_dtype(op_name, dtype))
 
-    def plan(self, x: np.ndarray) -> ScanPlan:
-        """Check ``x`` against this spec; the result and accumulation dtypes follow torch.cumsum."""
-        if x.dtype.kind not in "biuf":
+    def plan(self, x: np.ndarray, dtypes=None, promote_integers: bool = True) -> ScanPlan:
+        """Check ``x`` against this spec; the result and accumulation dtypes follow torch.cumsum.
+
+        ``dtypes`` (numpy dtypes) narrows the input dtypes the op accepts (e.g. floating only, as
+        torch.logcumsumexp); ``promote_integers=False`` keeps bool and integer inputs' own dtype
+        as the result's (torch.cummax) instead of int64 (torch.cumsum, torch.cumprod).
+        """
+        if x.dtype.kind not in "biuf" or (dtypes is not None and x.dtype not in dtypes):
             raise ScanArgumentError(
-                "{}: input of shape {} has dtype {}; expected a numeric or bool tensor".format(
-                    self.op_name, tuple(x.shape), x.dtype))
+                "{}: input of shape {} has dtype {}; expected {}".format(
+                    self.op_name, tuple(x.shape), x.dtype, "a numeric or bool tensor" if dtypes is None else
+                    "one of " + ", ".join(np.dtype(t).name for t in dtypes)))
         rank = x.ndim
         span = max(rank, 1)  # a 0-d tensor scans like torch: dim 0 or -1
         if not -span <= self.axis < span:
@@ -116,7 +122,7 @@ class ScanSpec(NamedTuple):
                     self.op_name, self.axis, tuple(x.shape), rank, -span, span - 1))
         if self.dtype is not None:
             result = self.dtype
-        elif x.dtype.kind in "biu":
+        elif x.dtype.kind in "biu" and promote_integers:
             result = np.dtype(np.int64)
         else:
             result = x.dtype

@@ -1,13 +1,14 @@
-"""The Caffe2 binding: Python-op builders, ``net.PyCumSum`` and ``brew.cumsum``."""
+"""The Caffe2 binding: Python-op builders, ``net.PyCumSum`` and its siblings, and their brew helpers."""
 from . import brew_helpers, net_ops
 from .builders import cumsum_bwd, cumsum_fwd, scan_backward, scan_forward
-from .net_ops import add_scan_op, cumsum
+from .net_ops import add_scan_op, cummax, cummin, cumprod, cumsum, logcumsumexp
 
 
 def install():
-    """Install ``core.Net.PyCumSum`` and ``brew.cumsum``; idempotent."""
+    """Install ``core.Net.PyCumSum`` (and siblings) and ``brew.cumsum`` (and siblings); idempotent."""
     net_ops.install()
     brew_helpers.install()
 
 
-__all__ = ["cumsum", "cumsum_fwd", "cumsum_bwd", "scan_forward", "scan_backward", "add_scan_op", "install"]
+__all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "cumsum_fwd", "cumsum_bwd", "scan_forward",
+           "scan_backward", "add_scan_op", "install"]

@@ -35,12 +35,26 @@ from ..kernels import ScanArgumentError, ScanSpec, gradient_dtype, scan_kernel, 
 from ..kernels.spec import check_flag_argument
 
 _CAFFE2_TENSOR_TYPES = {
+    np.dtype(np.bool_): caffe2_pb2.TensorProto.BOOL,
+    np.dtype(np.uint8): caffe2_pb2.TensorProto.UINT8,
+    np.dtype(np.int8): caffe2_pb2.TensorProto.INT8,
+    np.dtype(np.int16): caffe2_pb2.TensorProto.INT16,
+    np.dtype(np.uint16): caffe2_pb2.TensorProto.UINT16,
     np.dtype(np.float16): caffe2_pb2.TensorProto.FLOAT16,
     np.dtype(np.float32): caffe2_pb2.TensorProto.FLOAT,
     np.dtype(np.float64): caffe2_pb2.TensorProto.DOUBLE,
     np.dtype(np.int32): caffe2_pb2.TensorProto.INT32,
     np.dtype(np.int64): caffe2_pb2.TensorProto.INT64,
 }
+
+
+_INDEX_TYPE = caffe2_pb2.TensorProto.INT64
+
+
+def in_place_error(op_name: str, blobs: str) -> ScanArgumentError:
+    """The error for running in place a scan whose gradient needs the input's values."""
+    return ScanArgumentError("{}: cannot run in place ({}): its gradient needs the input's values, which the "
+                             "output would overwrite; write the output to a new blob".format(op_name, blobs))
 
 
 def _check_blob_count(spec: ScanSpec, what: str, blobs, expected: int) -> None:
@@ -74,42 +88,51 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
     """Builder: the forward Python-op function of scan ``scan`` (e.g. "cumsum").
 
     The function checks an input dtype and rank once (plans are cached per
-    (dtype, rank, axis)), so a run costs little more than sizing the output.
+    (dtype, rank, axis)), so a run costs little more than sizing the output(s). A scan
+    with several outputs (cummax: values, indices) writes int64 indices after the first.
     """
     kernel = scan_kernel(scan, "scan_forward")
-    kernel_forward = kernel.forward
+    kernel_forward, output_count = kernel.forward, len(kernel.outputs)
     spec = checked_spec(kernel.op_name, axis, exclusive, reverse, dtype, axis_input)
     input_count = 2 if axis_input else 1
-    plans = {}  # (input dtype, rank, axis) -> (ScanPlan, Caffe2 type of the output)
+    plans = {}  # (input dtype, rank, axis) -> (ScanPlan, Caffe2 types of the outputs)
 
     def forward(inputs, outputs):
-        if len(inputs) != input_count or len(outputs) != 1:
+        if len(inputs) != input_count or len(outputs) != output_count:
             _check_blob_count(spec, "input", inputs, input_count)
-            _check_blob_count(spec, "output", outputs, 1)
-        source, target = inputs[0], outputs[0]
+            _check_blob_count(spec, "output", outputs, output_count)
+        source = inputs[0]
         x = source.data
         axis = _read_axis(spec, inputs[1], x) if axis_input else spec.axis
         try:
-            plan, tensor_type = plans[x.dtype, x.ndim, axis]
+            plan, tensor_types = plans[x.dtype, x.ndim, axis]
         except KeyError:  # first run with this dtype, rank and axis: check them
-            plan = spec._replace(axis=axis).plan(x)
-            tensor_type = _CAFFE2_TENSOR_TYPES[plan.result_dtype]
-            plans[x.dtype, x.ndim, axis] = plan, tensor_type
-        if source is target and x.dtype != plan.result_dtype:
-            x = x.copy()  # sizing the output frees the memory being read
-        target.init(x.shape, tensor_type)
-        kernel_forward(x, spec, target.data, plan)
+            plan = kernel.plan(spec._replace(axis=axis), x)
+            tensor_types = [_CAFFE2_TENSOR_TYPES[plan.result_dtype]] + [_INDEX_TYPE] * (output_count - 1)
+            plans[x.dtype, x.ndim, axis] = plan, tensor_types
+        if any(source is target for target in outputs):
+            if kernel.gradient_reads_input:
+                raise in_place_error(spec.op_name, "an output blob is the input blob")
+            if x.dtype != plan.result_dtype or output_count > 1:
+                x = x.copy()  # sizing an output frees (or reuses) the memory being read
+        for target, tensor_type in zip(outputs, tensor_types):
+            target.init(x.shape, tensor_type)
+        if output_count == 1:
+            kernel_forward(x, spec, outputs[0].data, plan)
+        else:
+            kernel_forward(x, spec, tuple(target.data for target in outputs), plan)
 
     return forward
 
 
 def scan_backward(scan, axis=None, exclusive=False, reverse=False, dtype=None, axis_input=False):
-    """Builder: the gradient Python-op function; inputs are [x, y, grad_y] ([x, axis, y, grad_y] with
-    ``axis_input``), output grad_x."""
+    """Builder: the gradient Python-op function; inputs are [x, outputs..., grad of the first output]
+    ([x, axis, outputs..., grad] with ``axis_input``), output grad_x."""
     kernel = scan_kernel(scan, "scan_backward")
-    kernel_backward = kernel.backward
+    kernel_backward, output_count, saved_outputs = kernel.backward, len(kernel.outputs), kernel.backward_outputs
     spec = checked_spec(kernel.op_name + "Gradient", axis, exclusive, reverse, dtype, axis_input)
-    input_count = 4 if axis_input else 3
+    forward_inputs = 2 if axis_input else 1
+    input_count = forward_inputs + output_count + 1
     plans = {}  # (x dtype, grad_y dtype, rank, axis) -> (ScanPlan of grad_y, grad_x dtype, its Caffe2 type)
 
     def backward(inputs, outputs):
@@ -130,10 +153,11 @@ def scan_backward(scan, axis=None, exclusive=False, reverse=False, dtype=None, a
             grad_dtype = gradient_dtype(x.dtype, grad_y.dtype)
             tensor_type = _CAFFE2_TENSOR_TYPES[grad_dtype]
             plans[key] = plan, grad_dtype, tensor_type
-        if source is target and grad_y.dtype != grad_dtype:
+        saved = [inputs[forward_inputs + index].data for index in saved_outputs]
+        if source is target and (grad_y.dtype != grad_dtype or saved):
             grad_y = grad_y.copy()  # sizing the output frees the memory being read
         target.init(grad_y.shape, tensor_type)
-        kernel_backward(grad_y, x, spec, target.data, plan)
+        kernel_backward(grad_y, x, spec, target.data, plan, *saved)
 
     return backward
 

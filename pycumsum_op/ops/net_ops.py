@@ -1,4 +1,5 @@
-"""`cumsum(net, ...)`, installed as ``core.Net.PyCumSum`` by ``import pycumsum_op``.
+"""`cumsum(net, ...)` and its siblings, installed as ``core.Net.PyCumSum`` (``PyCumProd``, ``PyCumMax``,
+``PyCumMin``, ``PyLogCumSumExp``) by ``import pycumsum_op``.
 
 >>> import numpy as np
 >>> from caffe2.python import core, workspace
@@ -12,11 +13,17 @@ True
 >>> workspace.FetchBlob("doc_y")
 array([[ 0.,  1.,  3.],
        [ 3.,  7., 12.]], dtype=float32)
+>>> values, indices = net.PyCumMax("doc_x", ["doc_max", "doc_argmax"], axis=0, reverse=True)
+>>> workspace.RunNetOnce(net)
+True
+>>> workspace.FetchBlob(indices)
+array([[1, 1, 1],
+       [1, 1, 1]], dtype=int64)
 """
 from caffe2.python import core
 
 from ..kernels import ScanArgumentError, scan_kernel
-from .builders import checked_spec, scan_backward, scan_forward
+from .builders import checked_spec, in_place_error, scan_backward, scan_forward
 
 
 def _single_blob(op_name: str, what: str, blobs) -> core.BlobReference:
@@ -28,15 +35,22 @@ def _single_blob(op_name: str, what: str, blobs) -> core.BlobReference:
     return core.ScopedBlobReference(listed[0]) if isinstance(listed[0], str) else listed[0]
 
 
-def _output_blob(net, op_name: str, blob_out):
-    """The output blob; None or 1 (Caffe2's "one output, name it for me") gets a fresh name."""
+def _output_blobs(net, kernel, blob_out) -> list:
+    """The output blobs; None or the output count (Caffe2's "n outputs, name them for me") get fresh names."""
+    op_name, count = kernel.op_name, len(kernel.outputs)
+    described = "{} output blob{}{}".format(count, "s" if count > 1 else "",
+                                            " ({})".format(", ".join(kernel.outputs)) if count > 1 else "")
     if isinstance(blob_out, int) and not isinstance(blob_out, bool):
-        if blob_out != 1:
-            raise ScanArgumentError("{}: takes exactly 1 output blob, got blob_out={}".format(op_name, blob_out))
+        if blob_out != count:
+            raise ScanArgumentError("{}: takes exactly {}, got blob_out={}".format(op_name, described, blob_out))
         blob_out = None
     if blob_out is None:
-        return net.NextName(prefix=op_name)
-    return _single_blob(op_name, "output", blob_out)
+        return [net.NextName(prefix=op_name + ("_" + name if count > 1 else "")) for name in kernel.outputs]
+    listed = blob_out if isinstance(blob_out, (list, tuple)) else [blob_out]
+    if len(listed) != count:
+        raise ScanArgumentError("{}: takes exactly {}, got {}: {}".format(
+            op_name, described, len(listed), [str(b) for b in listed]))
+    return [_single_blob(op_name, "output", blob) for blob in listed]
 
 
 def _resolve_axis(op_name: str, axis, dim):
@@ -48,9 +62,18 @@ def _resolve_axis(op_name: str, axis, dim):
     return dim if axis is None else axis
 
 
+def _check_arguments(kernel, **given) -> None:
+    """Refuse optional arguments the scan does not take (defaults pass: False, or None for dtype)."""
+    for name, value in given.items():
+        if name not in kernel.arguments and value not in (None, False):
+            raise ScanArgumentError("{}: takes no {}= argument (it takes {}), got {}={!r}".format(
+                kernel.op_name, name, ", ".join(["axis"] + sorted(kernel.arguments)), name, value))
+
+
 def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False,
                 dtype=None, dim=None, implementation="python", input_shape=None, input_dtype=None):
-    """Append scan ``scan``'s Python op (forward + gradient builders) to ``net``; returns the output blob.
+    """Append scan ``scan``'s Python op (forward + gradient builders) to ``net``; returns the output
+    blob, or a tuple of them for a scan with several outputs (cummax: values, indices).
 
     ``blob_in`` is the input blob, or ``[input, axis_blob]`` for ONNX CumSum's form, whose axis
     (a 0-d int32/int64 tensor) is read on every run; its gradient flows to the input only.
@@ -59,6 +82,7 @@ def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, r
     """
     kernel = scan_kernel(scan, "add_scan_op")
     op_name = kernel.op_name
+    _check_arguments(kernel, exclusive=exclusive, reverse=reverse, dtype=dtype)
     axis_input = isinstance(blob_in, (list, tuple)) and len(blob_in) == 2
     if axis_input:
         if axis is not None or dim is not None:
@@ -69,27 +93,37 @@ def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, r
         axis = _resolve_axis(op_name, axis, dim)
     spec = checked_spec(op_name, axis, exclusive, reverse, dtype, axis_input)
     blob_in = _single_blob(op_name, "input", blob_in)
-    blob_out = _output_blob(net, op_name, blob_out)
-    if spec.dtype is not None and str(blob_out) == str(blob_in):
+    blobs_out = _output_blobs(net, kernel, blob_out)
+    in_place = [str(blob) for blob in blobs_out if str(blob) == str(blob_in)]
+    if spec.dtype is not None and in_place:
         raise ScanArgumentError(
             "{}: dtype={} cannot be used in place (blob_out == blob_in == {!r}): the overwritten input's "
             "dtype is needed for its gradient; write to a new blob".format(op_name, spec.dtype.name, str(blob_in)))
+    if kernel.gradient_reads_input and in_place:
+        raise in_place_error(op_name, "blob_out == blob_in == {!r}".format(str(blob_in)))
     if implementation != "python":
         if axis_input:
             raise ScanArgumentError("{}: implementation={!r} needs the axis when the net is built; the axis "
                                     "input blob {!r} is read at run time".format(op_name, implementation,
                                                                                 str(axis_blob)))
+        if len(blobs_out) != 1:
+            raise ScanArgumentError("{}: implementation={!r} is for single-output scans; lower the net with "
+                                    "pycumsum_op.lower instead".format(op_name, implementation))
         from ..converters.lower import append_scan  # converters import this module
-        return append_scan(net, scan, spec, blob_in, blob_out, implementation, input_shape, input_dtype)
+        return append_scan(net, scan, spec, blob_in, blobs_out[0], implementation, input_shape, input_dtype)
     params = {"scan": scan, "axis": None if axis_input else spec.axis, "exclusive": spec.exclusive,
               "reverse": spec.reverse, "dtype": None if spec.dtype is None else spec.dtype.name}
     inputs = [blob_in]
     if axis_input:  # saved nets of the one-input form keep their exact builder arguments
         params["axis_input"] = True
         inputs.append(_single_blob(op_name, "axis", axis_blob))
-    make_op = net.Python((scan_forward, (), params), grad_f=(scan_backward, (), params),
-                         grad_input_indices=[0] if axis_input else None)
-    return make_op(inputs, [blob_out], name=op_name)
+    gradient_flow = {}  # the gradient goes to the input only, and comes from the first output only
+    if axis_input or len(blobs_out) > 1:
+        gradient_flow["grad_input_indices"] = [0]
+    if len(blobs_out) > 1:
+        gradient_flow["grad_output_indices"] = [0]
+    make_op = net.Python((scan_forward, (), params), grad_f=(scan_backward, (), params), **gradient_flow)
+    return make_op(inputs, blobs_out, name=op_name)
 
 
 def cumsum(net, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False, dtype=None, dim=None,
@@ -112,6 +146,47 @@ def cumsum(net, blob_in, blob_out=None, axis=None, exclusive=False, reverse=Fals
                        input_dtype=input_dtype)
 
 
+def cumprod(net, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False, dtype=None, dim=None):
+    """Append ``blob_out = torch.cumprod(blob_in, axis)`` to ``net``; returns the output BlobReference.
+
+    Arguments as `cumsum` (exclusive starts with 1). Not in place: the gradient needs the input.
+    """
+    return add_scan_op(net, "cumprod", blob_in, blob_out, axis=axis, exclusive=exclusive, reverse=reverse,
+                       dtype=dtype, dim=dim)
+
+
+def cummax(net, blob_in, blob_out=None, axis=None, reverse=False, dim=None):
+    """Append ``values, indices = torch.cummax(blob_in, axis)`` to ``net``; returns both BlobReferences.
+
+    blob_out is [values, indices] (or None). Values keep the input's dtype, indices are int64;
+    a tie goes to the later element; reverse scans from the end. The values may overwrite the input.
+    """
+    return add_scan_op(net, "cummax", blob_in, blob_out, axis=axis, reverse=reverse, dim=dim)
+
+
+def cummin(net, blob_in, blob_out=None, axis=None, reverse=False, dim=None):
+    """Append ``values, indices = torch.cummin(blob_in, axis)`` to ``net``; returns both BlobReferences
+    (see `cummax`)."""
+    return add_scan_op(net, "cummin", blob_in, blob_out, axis=axis, reverse=reverse, dim=dim)
+
+
+def logcumsumexp(net, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False, dim=None):
+    """Append ``blob_out = torch.logcumsumexp(blob_in, axis)`` to ``net``; returns the output BlobReference.
+
+    Floating inputs only; exclusive starts with -inf (TensorFlow's cumulative_logsumexp). The
+    gradient is finite, 0 where torch 1.10.2's is NaN. Not in place: the gradient needs the input.
+    """
+    return add_scan_op(net, "logcumsumexp", blob_in, blob_out, axis=axis, exclusive=exclusive,
+                       reverse=reverse, dim=dim)
+
+
+#: The function form of every scan, by scan name (``core.Net`` gets each as its op name).
+SCAN_FUNCTIONS = {"cumsum": cumsum, "cumprod": cumprod, "cummax": cummax, "cummin": cummin,
+                  "logcumsumexp": logcumsumexp}
+
+
 def install():
-    """Make ``net.PyCumSum(...)`` available on every ``core.Net``."""
-    core.Net.PyCumSum = cumsum
+    """Make ``net.PyCumSum(...)``, ``net.PyCumProd``, ``net.PyCumMax``, ``net.PyCumMin`` and
+    ``net.PyLogCumSumExp`` available on every ``core.Net``."""
+    for scan, function in SCAN_FUNCTIONS.items():
+        setattr(core.Net, scan_kernel(scan).op_name, function)

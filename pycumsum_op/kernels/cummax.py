@@ -1,0 +1,107 @@
+"""Running maximum and minimum with the winners' indices: the forwards and their backward side by side.
+
+Semantics are torch.cummax's / torch.cummin's: two outputs, the values in the input's dtype and
+int64 indices; a tie goes to the later element (its index is reported), and once a NaN is seen the
+values stay NaN with the index of the latest NaN. ``reverse`` scans from the end (flip, scan, flip
+back, indices counted in the input). Any bool, integer or floating input (float16 and uint16, which
+torch does not scan on CPU, go through float32 and int32 exactly).
+
+The gradient sends each output gradient to the index that won: ``grad_x = 0; grad_x[indices[i]] +=
+grad_values[i]`` along the axis (torch's scatter_add), so it needs the indices and nothing else of x.
+
+>>> import numpy as np
+>>> from pycumsum_op.kernels.spec import ScanSpec
+>>> values, indices = cummax_forward(np.array([1., 3., 3., 2.]), ScanSpec("PyCumMax", axis=0))
+>>> values, indices
+(array([1., 3., 3., 3.]), array([0, 1, 2, 2]))
+>>> cummax_backward(np.array([1., 2., 4., 8.]), values, ScanSpec("PyCumMax", axis=0), indices=indices)
+array([ 1.,  2., 12.,  0.])
+>>> cummin_forward(np.array([2, 1, 1], np.int16), ScanSpec("PyCumMin", axis=0, reverse=True))
+(array([1, 1, 1], dtype=int16), array([1, 1, 2]))
+"""
+from functools import partial
+from typing import Callable, Optional, Tuple
+
+import numpy as np
+import torch
+
+from .flagged import as_lanes, as_tensor, forward_path, gradient_compute_dtype
+from .spec import ScanPlan, ScanSpec, gradient_dtype
+
+#: input dtype -> the dtype torch scans it in (exactly: every value is representable).
+COMPUTE_DTYPES = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.uint16): np.dtype(np.int32)}
+#: The input dtypes accepted (those Caffe2 blobs hold; torch scans every one of them, or its COMPUTE_DTYPES).
+INPUT_DTYPES = tuple(np.dtype(t) for t in (np.bool_, np.uint8, np.int8, np.int16, np.uint16, np.int32, np.int64,
+                                           np.float16, np.float32, np.float64))
+
+
+def plan_extremum(spec: ScanSpec, x: np.ndarray) -> ScanPlan:
+    """The plan of a cummax/cummin: values keep the input's dtype."""
+    return spec.plan(x, dtypes=INPUT_DTYPES, promote_integers=False)
+
+
+def _extremum_forward(torch_scan: Callable, x: np.ndarray, spec: ScanSpec,
+                      out: Optional[Tuple[np.ndarray, np.ndarray]] = None,
+                      plan: Optional[ScanPlan] = None) -> Tuple[np.ndarray, np.ndarray]:
+    if plan is None:
+        plan = plan_extremum(spec, x)
+    values, indices = out if out is not None else (np.empty(x.shape, x.dtype), np.empty(x.shape, np.int64))
+    if x.size == 0:
+        return values, indices
+    axis, lanes_values, lanes_indices = plan.axis, as_lanes(values), as_lanes(indices)
+    source = as_lanes(x).astype(COMPUTE_DTYPES.get(x.dtype, x.dtype), copy=False)
+    if not spec.reverse and forward_path(source, lanes_values, False, False) == "direct" and \
+            not np.may_share_memory(source, lanes_indices) and min(lanes_indices.strides, default=0) >= 0:
+        torch_scan(as_tensor(source), axis, out=(torch.from_numpy(lanes_values), torch.from_numpy(lanes_indices)))
+        return values, indices
+    if spec.reverse:  # scan the reversed lanes; write back through reversed views, indices counted from the end
+        source, lanes_values, lanes_indices = (np.flip(a, axis) for a in (source, lanes_values, lanes_indices))
+    found_values, found_indices = torch_scan(as_tensor(source), axis)
+    np.copyto(lanes_values, found_values.numpy(), casting="unsafe")
+    np.copyto(lanes_indices, found_indices.numpy())
+    if spec.reverse:
+        np.subtract(source.shape[axis] - 1, lanes_indices, out=lanes_indices)
+    return values, indices
+
+
+def _extremum_backward(forward: Callable, grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec,
+                       out: Optional[np.ndarray] = None, plan: Optional[ScanPlan] = None,
+                       indices: Optional[np.ndarray] = None) -> np.ndarray:
+    """grad_x: grad_y scattered (added) onto the winning indices along the axis.
+
+    ``x`` gives the shape and the gradient's dtype (its values are used only when ``indices``, the
+    forward's second output, is not given); ``out`` may be ``grad_y``.
+    """
+    if plan is None:
+        plan = spec.plan(grad_y)
+    if out is None:
+        out = np.empty(grad_y.shape, gradient_dtype(x.dtype, grad_y.dtype))
+    if indices is None:
+        indices = forward(x, spec)[1]
+    if grad_y.size == 0:
+        return out
+    target = as_lanes(out)
+    source = as_tensor(as_lanes(grad_y)).to(gradient_compute_dtype(out.dtype))
+    direct = forward_path(as_lanes(grad_y), target, False, False) == "direct" and source.dtype == as_tensor(
+        target[:0]).dtype  # scatter straight into out
+    grad_x = torch.from_numpy(target) if direct else torch.empty(source.shape, dtype=source.dtype)
+    grad_x.zero_().scatter_add_(plan.axis, as_tensor(as_lanes(indices)), source)
+    if not direct:
+        np.copyto(target, grad_x.numpy(), casting="unsafe")
+    return out
+
+
+def cummax_forward(x: np.ndarray, spec: ScanSpec, out: Optional[Tuple[np.ndarray, np.ndarray]] = None,
+                   plan: Optional[ScanPlan] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """(values, indices) = torch.cummax(x) along ``spec.axis``, into ``out`` (allocated when None)."""
+    return _extremum_forward(torch.cummax, x, spec, out, plan)
+
+
+def cummin_forward(x: np.ndarray, spec: ScanSpec, out: Optional[Tuple[np.ndarray, np.ndarray]] = None,
+                   plan: Optional[ScanPlan] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """(values, indices) = torch.cummin(x) along ``spec.axis``, into ``out`` (allocated when None)."""
+    return _extremum_forward(torch.cummin, x, spec, out, plan)
+
+
+cummax_backward = partial(_extremum_backward, cummax_forward)
+cummin_backward = partial(_extremum_backward, cummin_forward)

@@ -1,0 +1,87 @@
+"""Log of the cumulative sum of exponentials: the forward and its backward side by side.
+
+Semantics are torch.logcumsumexp's (floating inputs only; stable: log1p(exp(min - max)) + max per
+step, in float64, so magnitudes of 1e4 and +-inf are fine) plus TensorFlow cumulative_logsumexp's
+``exclusive`` (a leading -inf, the log of an empty sum) and ``reverse``. float16, which torch does
+not scan on CPU, runs in float64 and is rounded once per element.
+
+The gradient is grad[j] = sum_{i >= j} grad_y[i] * exp(x[j] - y[i]), computed in log space as torch
+does (separately for positive and negative grad_y, so nothing overflows), with two repairs where
+torch 1.10.2 returns NaN:
+
+- x[j] = -inf: every weight exp(-inf - y[i]) is 0, also inside a lane's all -inf prefix, where y[i]
+  is -inf too and torch computes -inf - -inf; the gradient is 0.
+- x[j] = +inf: y[i] is +inf from the first +inf on; the weight of each +inf element in y[i] is the
+  limit 1/m[i], m[i] the number of +inf elements up to i (finite elements get 0).
+
+>>> import numpy as np
+>>> from pycumsum_op.kernels.spec import ScanSpec
+>>> spec = ScanSpec("PyLogCumSumExp", axis=0)
+>>> logcumsumexp_forward(np.array([0., 0., 1e4]), spec).round(3).tolist()
+[0.0, 0.693, 10000.0]
+>>> logcumsumexp_backward(np.ones(3), np.array([-np.inf, -np.inf, 0.]), spec)
+array([0., 0., 1.])
+"""
+from typing import Optional
+
+import numpy as np
+import torch
+
+from .flagged import flip, reversed_cumsum, run_gradient, scan_forward
+from .spec import ScanPlan, ScanSpec, gradient_dtype
+
+#: The input dtypes accepted (torch.logcumsumexp's floating types, and float16).
+INPUT_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64))
+
+
+def plan_logcumsumexp(spec: ScanSpec, x: np.ndarray) -> ScanPlan:
+    """The plan of a logcumsumexp: floating inputs only; the result keeps their dtype."""
+    return spec.plan(x, dtypes=INPUT_DTYPES)
+
+
+def logcumsumexp_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
+                         plan: Optional[ScanPlan] = None) -> np.ndarray:
+    """y = logcumsumexp(x) along ``spec.axis`` into ``out`` (allocated when None; may overlap ``x``)."""
+    if plan is None:
+        plan = plan_logcumsumexp(spec, x)
+    if out is None:
+        out = np.empty(x.shape, plan.result_dtype)
+    source = x if x.dtype != np.float16 else x.astype(np.float64)
+    return scan_forward(torch.logcumsumexp, source, out, plan.axis, spec.exclusive, spec.reverse, -np.inf)
+
+
+def _reversed_logcumsumexp(tensor: torch.Tensor, axis: int) -> torch.Tensor:
+    return flip(flip(tensor, axis).logcumsumexp(axis), axis)
+
+
+def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int,
+                        y: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """grad_x of y = logcumsumexp(x, axis): finite wherever grad_y and x are not NaN (y is recomputed
+    when not given)."""
+    if y is None:
+        y = torch.logcumsumexp(x, axis)
+    nothing = torch.full((), -np.inf, dtype=x.dtype)
+    log_positive = torch.where(grad_y > 0, grad_y.abs().log(), nothing) - y
+    log_negative = torch.where(grad_y < 0, grad_y.abs().log(), nothing) - y
+    grad_x = ((_reversed_logcumsumexp(log_positive, axis) + x).exp()
+              - (_reversed_logcumsumexp(log_negative, axis) + x).exp())
+    grad_x = torch.where(x == -np.inf, torch.zeros((), dtype=x.dtype), grad_x)
+    infinite = x == np.inf
+    if bool(infinite.any()):
+        shares = grad_y / torch.cumsum(infinite, axis).clamp(min=1).to(x.dtype)
+        grad_x = torch.where(infinite, reversed_cumsum(shares, axis), grad_x)
+    return grad_x
+
+
+def logcumsumexp_backward(grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
+                          plan: Optional[ScanPlan] = None, y: Optional[np.ndarray] = None) -> np.ndarray:
+    """grad_x for y = logcumsumexp(x): needs x's values (so the forward must not run in place).
+
+    Computed in float64 (float32 when the gradient is float32), written into ``out`` (may be ``grad_y``).
+    ``y``, the forward's output, saves recomputing it (used unless exclusive, or of another dtype).
+    """
+    if plan is None:
+        plan = spec.plan(grad_y)
+    if out is None:
+        out = np.empty(grad_y.shape, gradient_dtype(x.dtype, grad_y.dtype))
+    return run_gradient(_inclusive_gradient, grad_y, x, out, plan.axis, spec.exclusive, spec.reverse, y)
