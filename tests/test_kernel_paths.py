@@ -24,9 +24,11 @@ FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusi
 
 @pytest.fixture
 def tiny_blocks(monkeypatch):
-    """Engine thresholds scaled down: 24-element buffers, threads from 0 elements, 2 torch threads."""
-    for name, value in [("SMALL_SIZE", 0), ("BUFFER_ELEMENTS", 24), ("ROWS_MIN_WIDTH", 4),
-                        ("ROWS_MIN_BLOCK", 2), ("LANES_MIN_WIDTH", 2), ("PARALLEL_MIN_SIZE", 0)]:
+    """Engine thresholds scaled down: 24-element buffers, rows from 12 lanes (4 with a 32-byte aliased stride),
+    threads from 0 elements, 2 torch threads."""
+    for name, value in [("SMALL_SIZE", 0), ("BUFFER_ELEMENTS", 24), ("ROWS_MIN_WIDTH", 12),
+                        ("ROWS_MIN_ALIASED_WIDTH", 4), ("ALIASED_STRIDE", 32), ("ROWS_PARALLEL_WIDTH", 2),
+                        ("ROWS_MIN_BLOCK", 2), ("PARALLEL_MIN_SIZE", 0)]:
         monkeypatch.setattr(engine, name, value)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -95,18 +97,21 @@ def run_kernel(x, axis, exclusive, reverse, in_place=False, dtype=None):
 # shape, axis, dtype (of input and result), the path `choose_path` must pick forward, and reversed
 # (under tiny_blocks)
 KERNEL_CASES = [
-    ((7, 50), 1, np.float32, "torch", "lanes"),      # last axis: lanes are rows; reversed: float64 blocks
+    ((7, 50), 1, np.float32, "torch", "lanes"),      # last axis: threads split outer; reversed: float64 blocks
+    ((1, 30, 6), 1, np.float32, "torch", "lanes"),   # one outer slice: threads split the inner lanes
     ((9, 6), 1, np.float32, "torch", "lanes"),       # reversed: whole lanes fit, float32 buffer
     ((3, 40), -1, np.float64, "torch", "lanes"),
     ((4, 5), -1, np.float64, "torch", "lanes"),
     ((6, 11), 1, np.int64, "torch", "lanes"),
     ((6, 11), 1, np.int32, "torch", "lanes"),        # dtype=int32: sums in int64, like torch
-    ((5, 4, 3), 1, np.float32, "torch", "rows"),     # narrow inner, slab within the buffer
+    ((5, 4, 3), 1, np.float32, "torch", "lanes"),    # narrow inner: torch's strided loop; reversed: few outer a tile
+    ((3, 20, 5), 1, np.float64, "torch", "lanes"),
+    ((40, 3), 0, np.float32, "torch", "lanes"),      # a non-last axis with narrow rows, lanes longer than a block
+    ((40, 3), 0, np.float64, "torch", "lanes"),
     ((30, 16), 0, np.float32, "rows", "rows"),       # a non-last axis with wide rows
-    ((3, 20, 5), 1, np.float64, "rows", "rows"),
     ((2, 13, 3, 4), 1, np.int64, "rows", "rows"),
-    ((40, 3), 0, np.float32, "lanes", "lanes"),      # a non-last axis with narrow rows
-    ((40, 3), 0, np.float64, "lanes", "lanes"),
+    ((3, 20, 4), 1, np.float64, "rows", "rows"),     # rows of 4 lanes, 32 bytes: an aliased stride
+    ((9, 5, 8), 1, np.float32, "rows", "rows"),
     ((6, 50), 1, np.float16, "lanes", "lanes"),      # torch sums float16 in float32: not for us
 ]
 
@@ -292,7 +297,7 @@ LENGTH = 10 ** 6
 
 @pytest.mark.parametrize("shape, axis, reverse, path", [
     ((2, LENGTH), 1, False, "torch"), ((2, LENGTH), 1, True, "lanes"),
-    ((LENGTH, 3), 0, False, "lanes"), ((LENGTH, 3), 0, True, "lanes"),
+    ((LENGTH, 3), 0, False, "torch"), ((LENGTH, 3), 0, True, "lanes"),
     ((LENGTH, 1), 0, True, "lanes"),
 ])
 def test_float32_accuracy_on_long_scans(paths_taken, shape, axis, reverse, path):
@@ -322,9 +327,11 @@ OP_CASES = [  # shape, axis, reverse, forward path, backward path
     ((64, 128), 1, True, "lanes", "torch"),
     ((48, 512), 0, False, "rows", "rows"),
     ((48, 512), 0, True, "rows", "rows"),
-    ((32768, 4), 0, False, "lanes", "lanes"),
-    ((64, 32, 8), 1, False, "torch", "rows"),
-    ((64, 32, 8), 1, True, "rows", "torch"),
+    ((32768, 4), 0, False, "torch", "lanes"),
+    ((64, 32, 8), 1, False, "torch", "lanes"),
+    ((64, 32, 8), 1, True, "lanes", "torch"),
+    ((16, 40, 256), 1, False, "rows", "rows"),       # 1 KiB between a lane's elements: aliased
+    ((6, 300, 520), 1, True, "rows", "rows"),
     ((9, 7), 0, True, "numpy", "numpy"),
     ((1, 1), 1, False, "trivial", "trivial"),
 ]

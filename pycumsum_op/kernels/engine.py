@@ -3,23 +3,30 @@
 Every path adds each lane (one 1-D slice along the scan axis) element after element,
 left to right, in the accumulation dtype, and rounds once per element to the output
 dtype, exactly as torch.cumsum does on CPU. So the paths agree bit for bit with each
-other, and with torch for float32, float64, int32 and int64. The paths (`choose_path`):
+other, and with torch for float32, float64, int32 and int64. The array is seen as
+(outer, length, inner) around the scan axis; the paths (`choose_path`):
 
 - ``trivial``: a scan of length 1 is a copy (zeros when exclusive).
 - ``numpy``: ``np.add.accumulate`` over flipped/shifted views. The reference path; taken
   for small inputs and for layouts that no (outer, length, inner) view describes.
 - ``torch``: ``torch.cumsum(out=)`` from the input's memory straight into the output's:
-  last-axis, forward scans that keep a dtype torch accumulates as we do.
-- ``lanes``: lanes are copied (cast, reversed, transposed as needed) into a lane-major
-  buffer, scanned there by torch.cumsum along contiguous memory, and copied out, one
-  block at a time with a carry between blocks. The buffer holds the accumulation dtype,
-  or the data's own when whole lanes fit (no carry) and torch accumulates it as we do.
-- ``rows``: the same blocks in row-major order, scanned by vectorised numpy adds of one
-  row onto the next: for scans along a non-last axis whose rows are wide.
+  forward scans that keep a dtype torch accumulates as we do, wherever torch's own
+  strided loop is fast. Split over our threads where torch would run it on one
+  (torch parallelises over lanes only from ``TORCH_GRAIN`` lanes per thread on).
+- ``lanes``: cache-sized blocks of (a few outer slices) x (some rows of the scan axis)
+  x (inner lanes) are copied (cast, reversed as needed) into a buffer of the same layout,
+  scanned there in place by torch.cumsum, and copied out, with a carry row between
+  blocks. The buffer holds the accumulation dtype, or the data's own when whole lanes
+  fit (no carry) and torch accumulates it as we do. Reverse and exclusive-in-place scans
+  (the backward of every forward), dtype changes, and lanes too long for torch's loop.
+- ``rows``: the same blocks in float64, scanned by vectorised numpy adds of one row onto
+  the next: non-last axes whose rows are wide and lanes long (torch's strided loop
+  misses the cache there).
 
 Memory: besides the output, one buffer of at most `BUFFER_ELEMENTS` accumulation-dtype
 elements (512 KiB in float64) per thread, plus a carry row. Large inputs are split over
-``torch.get_num_threads()`` threads (the same intra-op setting torch uses).
+``torch.get_num_threads()`` threads (the same intra-op setting torch uses), on a shared
+pool that a fork or a larger thread count replaces (the replaced pool is shut down).
 
 >>> x = np.arange(6, dtype=np.float32).reshape(2, 3)
 >>> out = np.empty_like(x)
@@ -32,7 +39,7 @@ array([[ 3.,  3.,  2.],
 """
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 import numpy as np
 import torch
@@ -41,15 +48,20 @@ import torch
 SMALL_SIZE = 1 << 12
 #: Elements in one thread's block buffer.
 BUFFER_ELEMENTS = 1 << 16
-#: The rows path needs rows of at least this many lanes (a numpy call per row must pay off).
-ROWS_MIN_WIDTH = 256
-#: Fewest rows per block on the rows path (wider rows are better, but the carry costs a row).
+#: Rows of at least this many lanes take the rows path (a numpy call per row pays off) ...
+ROWS_MIN_WIDTH = 512
+#: ... and so do rows of at least this many whose byte stride is a multiple of `ALIASED_STRIDE`
+#: (torch's strided loop then maps a lane to few cache sets and misses: 4-7 ns an element, not 1.5).
+ROWS_MIN_ALIASED_WIDTH = 128
+ALIASED_STRIDE = 1024
+#: The rows path splits over threads only when each numpy call gets rows at least this wide (the
+#: GIL is held between calls).
+ROWS_PARALLEL_WIDTH = 8192
+#: Fewest rows per block on the blocked paths (wider rows are better, but the carry costs a row).
 ROWS_MIN_BLOCK = 4
-#: Fewest lanes per tile on the lanes path (so that copies use whole cache lines).
-LANES_MIN_WIDTH = 16
 #: Inputs of at least this size are split over torch.get_num_threads() threads.
 PARALLEL_MIN_SIZE = 1 << 19
-#: torch.cumsum parallelises by itself over at least this many lanes (ATen's GRAIN_SIZE).
+#: torch.cumsum parallelises by itself over more than this many lanes (ATen's GRAIN_SIZE).
 TORCH_GRAIN = 1 << 15
 #: dtypes whose torch.cumsum accumulates as we do (float64 for floats, int64 for integers).
 TORCH_EXACT_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
@@ -83,6 +95,11 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
     return a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.strides == b.strides
 
 
+def _rows_win(inner: int, itemsize: int) -> bool:
+    """Whether numpy's row adds beat torch's strided lane loop: wide rows, or rows with an aliased stride."""
+    return inner >= ROWS_MIN_WIDTH or (inner >= ROWS_MIN_ALIASED_WIDTH and inner * itemsize % ALIASED_STRIDE == 0)
+
+
 def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, reverse: bool):
     """(path name, src view, dst view, axis) for scanning src into dst; see the module doc.
 
@@ -100,16 +117,15 @@ def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, re
         if reverse:
             src, dst = np.flip(src, axis), np.flip(dst, axis)
         return "numpy", src, dst, axis
-    outer, length, inner = src3.shape
+    rows = _rows_win(src3.shape[2], src.itemsize)
     if reverse:  # lanes are independent: flipping all three axes reverses each lane and keeps
         # a contiguous input one contiguous (reversed) run for the copies
         src3, dst3 = src3[::-1, ::-1, ::-1], dst3[::-1, ::-1, ::-1]
-    elif (src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
-          and (inner == 1 or (inner < ROWS_MIN_WIDTH and length * inner <= BUFFER_ELEMENTS))
+    elif (not rows and src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
           and min(src3.strides) >= 0 and min(dst3.strides) >= 0
           and not (np.may_share_memory(src3, dst3) and (exclusive or not _same_view(src3, dst3)))):
         return "torch", src3, dst3, 1
-    return ("rows" if inner > 1 and outer * inner >= ROWS_MIN_WIDTH else "lanes"), src3, dst3, 1
+    return ("rows" if rows else "lanes"), src3, dst3, 1
 
 
 def scan(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, reverse: bool,
@@ -137,15 +153,24 @@ def _numpy_path(src, dst, axis, exclusive, accumulate_dtype):
         np.add.accumulate(src, axis, accumulate_dtype, dst)
 
 
+def _torch_threads(lanes: int) -> int:
+    """How many threads torch.cumsum itself runs over ``lanes`` lanes (ATen's parallel_for rule)."""
+    return 1 if lanes <= TORCH_GRAIN else min(torch.get_num_threads(), -(-lanes // TORCH_GRAIN))
+
+
 def _torch_path(src, dst, axis, exclusive, accumulate_dtype):
     if exclusive:  # src and dst do not overlap here
         dst[:, 0] = 0
         src, dst = src[:, :-1], dst[:, 1:]
     outer, _, inner = src.shape
-    if inner == 1:  # lanes are rows: split them, unless torch does
-        src, dst = src[:, :, 0], dst[:, :, 0]
-    parts = 1 if outer * inner >= TORCH_GRAIN else _thread_count(src.size, outer)
-    _run_parallel(_torch_cumsum, [(src[start:stop], dst[start:stop]) for start, stop in _split(outer, parts)])
+    parts = _thread_count(src.size, outer * inner)
+    if parts <= _torch_threads(outer * inner):
+        _cumsum(_from_numpy(src), 1, out=_from_numpy(dst))
+    elif outer >= parts:
+        _run_parallel(_torch_cumsum, [(src[start:stop], dst[start:stop]) for start, stop in _split(outer, parts)])
+    else:
+        _run_parallel(_torch_cumsum, [(src[:, :, start:stop], dst[:, :, start:stop])
+                                      for start, stop in _split(inner, parts)])
 
 
 def _torch_cumsum(pair):
@@ -153,70 +178,77 @@ def _torch_cumsum(pair):
     _cumsum(_from_numpy(src), 1, out=_from_numpy(dst))
 
 
-def _blocked_path(lane_major):
-    """The ``lanes`` (lane_major) or ``rows`` path: tiles of lanes, scanned through a block buffer."""
+def _tiles(outer: int, length: int, inner: int, parts: int):
+    """Index pairs (outer slice, inner slice) cutting (outer, length, inner) into tiles for ``parts`` threads.
+
+    A tile is a few whole outer slices when ``ROWS_MIN_BLOCK`` of their rows fit the buffer
+    (whole lanes, and so no carry, when ``length`` rows fit), else a range of inner lanes of one.
+    """
+    per_outer = BUFFER_ELEMENTS // (inner * min(length, ROWS_MIN_BLOCK))
+    if per_outer >= 1 and outer >= parts:
+        step = max(1, min(BUFFER_ELEMENTS // (inner * length), -(-outer // parts)))
+        return [(np.s_[start:start + step], np.s_[:]) for start in range(0, outer, step)]
+    width = min(inner, BUFFER_ELEMENTS // min(length, ROWS_MIN_BLOCK))
+    if outer < parts:  # few outer slices: split their lanes between the threads
+        width = min(width, -(-inner * outer // parts))
+    return [(np.s_[o:o + 1], np.s_[start:start + width]) for o in range(outer) for start in range(0, inner, width)]
+
+
+def _blocked_path(numpy_rows):
+    """The ``lanes`` (torch scans the buffer) or ``rows`` (numpy adds rows in it) path."""
     def run(src, dst, axis, exclusive, accumulate_dtype):
         outer, length, inner = src.shape
-        lanes = outer * inner
+        parts = _thread_count(src.size, outer * inner)
+        if numpy_rows and inner < parts * ROWS_PARALLEL_WIDTH:
+            parts = 1
+        tiles = _tiles(outer, length, inner, parts)
+        first_outer, first_inner = tiles[0]
+        tile_elements = src[first_outer, :, first_inner].size
         buffer_dtype = accumulate_dtype
-        if lane_major:  # whole lanes in the buffer when they fit; few enough that torch stays serial
-            width = min(lanes, TORCH_GRAIN // 2, max(LANES_MIN_WIDTH, BUFFER_ELEMENTS // length))
-            width = min(width, -(-lanes // _thread_count(src.size, lanes)))
-            if width * length <= BUFFER_ELEMENTS and src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES:
-                buffer_dtype = src.dtype  # no carry between blocks: torch accumulates as we do
-        else:  # rows as wide as the buffer allows; one thread (threads would fight for the GIL per row)
-            width = min(lanes, BUFFER_ELEMENTS // min(length, ROWS_MIN_BLOCK))
-        if width >= inner:
-            step = width // inner
-            tiles = [(np.s_[start:start + step], np.s_[:]) for start in range(0, outer, step)]
-            width = step * inner
-        else:
-            tiles = [(np.s_[o:o + 1], np.s_[start:start + width]) for o in range(outer)
-                     for start in range(0, inner, width)]
-        threads = _thread_count(src.size, len(tiles)) if lane_major else 1
+        if (not numpy_rows and tile_elements <= BUFFER_ELEMENTS and src.dtype == dst.dtype
+                and src.dtype in TORCH_EXACT_DTYPES):
+            buffer_dtype = src.dtype  # whole lanes, no carry: torch accumulates as we do
         groups = [[(src[o, :, i], dst[o, :, i]) for o, i in tiles[start:stop]]
-                  for start, stop in _split(len(tiles), threads)]
-        size = min(BUFFER_ELEMENTS, width * length)
-        _run_parallel(lambda group: _scan_tiles(group, exclusive, np.empty(size, buffer_dtype), lane_major), groups)
+                  for start, stop in _split(len(tiles), min(parts, len(tiles)))]
+        size = min(BUFFER_ELEMENTS, tile_elements)
+        _run_parallel(lambda group: _scan_tiles(group, exclusive, np.empty(size, buffer_dtype), numpy_rows), groups)
     return run
 
 
-def _scan_tiles(tiles, exclusive, buffer, lane_major):
-    """Scan each (src, dst) tile (outer, length, inner) through ``buffer``, one block at a time.
+def _scan_tiles(tiles, exclusive, buffer, numpy_rows):
+    """Scan each (src, dst) tile (outer, length, inner) through ``buffer``, one block of rows at a time.
 
-    Blocks of the length axis are copied in, scanned (torch.cumsum along contiguous lanes, or
-    numpy adds of each row onto the next), and copied out shifted by one when exclusive; the
-    last row of a block is the carry added to the first row of the next.
+    A block is copied into the buffer in the tile's own layout, scanned along its rows (torch.cumsum,
+    or numpy adds of each row onto the next), and copied out, shifted by one when exclusive; the last
+    row of a block is the carry added to the first row of the next.
     """
     for src, dst in tiles:
         outer, length, inner = src.shape
         block = max(1, min(length, buffer.size // (outer * inner)))
-        used = buffer[:outer * block * inner]
-        if lane_major:  # lanes contiguous: buffer[o, i, l], seen as (o, l, i)
-            view = used.reshape(outer, inner, block).transpose(0, 2, 1)
+        view = buffer[:outer * block * inner].reshape(outer, block, inner)
+        if numpy_rows:
+            rows = list(view.transpose(1, 0, 2)) if outer > 1 else list(view[0])
+        else:
             tensor = _from_numpy(view)
-        else:  # rows contiguous: buffer[l, o, i], seen as (o, l, i)
-            rows = used.reshape(block, outer * inner)
-            view = rows.reshape(block, outer, inner).transpose(1, 0, 2)
-            rows = list(rows)
         carry = None
         for start in range(0, length, block):
             stop = min(length, start + block)
             count = stop - start
-            _copyto(view[:, :count], src[:, start:stop], casting="unsafe")
+            part = view[:, :count]
+            _copyto(part, src[:, start:stop], casting="unsafe")
             if carry is not None:
                 _add(view[:, 0], carry, view[:, 0])
-            if lane_major:
-                part = tensor[:, :count]
-                _cumsum(part, 1, out=part)
-            else:
+            if numpy_rows:
                 for previous, row in zip(rows[:count - 1], rows[1:count]):
                     _add(previous, row, row)
+            else:
+                scanned = tensor[:, :count]
+                _cumsum(scanned, 1, out=scanned)
             if exclusive:
                 dst[:, start] = 0 if carry is None else carry
                 _copyto(dst[:, start + 1:stop], view[:, :count - 1], casting="unsafe")
             else:
-                _copyto(dst[:, start:stop], view[:, :count], casting="unsafe")
+                _copyto(dst[:, start:stop], part, casting="unsafe")
             if stop < length:
                 carry = view[:, count - 1].copy()
 
@@ -225,8 +257,8 @@ _PATHS = {
     "trivial": _trivial_path,
     "numpy": _numpy_path,
     "torch": _torch_path,
-    "lanes": _blocked_path(lane_major=True),
-    "rows": _blocked_path(lane_major=False),
+    "lanes": _blocked_path(numpy_rows=False),
+    "rows": _blocked_path(numpy_rows=True),
 }
 
 
@@ -250,23 +282,36 @@ _pool_lock = threading.Lock()
 
 
 def _executor(workers: int) -> ThreadPoolExecutor:
-    """The shared pool of at least ``workers`` threads (rebuilt after a fork: the child has no threads)."""
+    """The shared pool of at least ``workers`` threads.
+
+    A larger pool replaces a smaller one, which is shut down (its threads exit once the work
+    already given to them is done). After a fork the child has none of the parent's threads:
+    it builds its own pool and leaves the inherited object alone (its locks may be held).
+    """
     global _pool, _pool_pid, _pool_workers
     with _pool_lock:
         if _pool_pid != os.getpid() or _pool_workers < workers:
+            replaced = _pool if _pool_pid == os.getpid() else None
             _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pycumsum")
             _pool_pid, _pool_workers = os.getpid(), workers
+            if replaced is not None:
+                replaced.shutdown(wait=False)
         return _pool
 
 
 def _run_parallel(work, groups) -> None:
-    """work(group) for every group: the first in this thread, the others on the pool, all finished on return."""
+    """work(group) for every group: the first in this thread, the others on the pool, all finished on return.
+
+    When several fail, the caller's own exception is the one raised (else the first worker's):
+    a worker's error never masks the caller's.
+    """
     if len(groups) == 1:
         work(groups[0])
         return
     futures = [_executor(len(groups) - 1).submit(work, group) for group in groups[1:]]
     try:
         work(groups[0])
-    finally:
-        for future in futures:
-            future.result()
+    finally:  # never return (nor raise) while a worker still writes into the caller's arrays
+        wait(futures)
+    for future in futures:
+        future.result()
