@@ -9,6 +9,8 @@ paths are then driven through real Caffe2 nets (forward and gradient), with the 
 recorded. Timing is never tested here: speed is `make bench`'s job.
 """
 import multiprocessing
+import threading
+import time
 import tracemalloc
 
 import numpy as np
@@ -243,18 +245,53 @@ def test_backward_in_place_on_grad_y(tiny_blocks, exclusive, reverse):
     assert_equal(actual, expected)
 
 
-def test_worker_errors_reach_the_caller(tiny_blocks, monkeypatch):
-    calls = []
+def _failing_cumsum(fail_in_caller, fail_in_worker, finished):
+    """torch.cumsum that raises in the calling thread and/or the pool's; workers record when they are done."""
+    caller = threading.current_thread()
 
-    def failing(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("worker failed")
-        return torch.cumsum(*args, **kwargs)
+    def cumsum(*args, **kwargs):
+        in_caller = threading.current_thread() is caller
+        try:
+            if in_caller and fail_in_caller:
+                raise ValueError("caller failed")
+            if not in_caller:
+                time.sleep(0.2)  # still writing when the caller fails
+                if fail_in_worker:
+                    raise RuntimeError("worker failed")
+            return torch.cumsum(*args, **kwargs)
+        finally:
+            if not in_caller:
+                finished.append(threading.current_thread().name)
+    return cumsum
 
-    monkeypatch.setattr(engine, "_cumsum", failing)
-    with pytest.raises(RuntimeError, match="worker failed"):
-        run_kernel(values((8, 30), np.float32), 1, False, False)
+
+@pytest.mark.parametrize("fail_in_caller, fail_in_worker, error", [
+    (False, True, "worker failed"), (True, True, "caller failed"), (True, False, "caller failed")])
+def test_worker_errors_reach_the_caller_and_never_mask_its_own(tiny_blocks, monkeypatch, fail_in_caller,
+                                                               fail_in_worker, error):
+    """The caller's own exception wins over a worker's; none is raised before every worker is done."""
+    finished = []
+    monkeypatch.setattr(engine, "_cumsum", _failing_cumsum(fail_in_caller, fail_in_worker, finished))
+    with pytest.raises((ValueError, RuntimeError), match=error):
+        run_kernel(values((8, 30), np.float32), 1, False, False)  # torch path, split over 2 threads
+    assert len(finished) == 1
+
+
+def test_a_replaced_pool_is_shut_down(tiny_blocks):
+    """More threads replace the shared pool; the old one is shut down and its threads exit."""
+    x = values((64, 30), np.float32)
+    run_kernel(x, 1, False, False)  # 2 threads: a pool of at least one worker
+    old = engine._pool
+    old_threads = list(old._threads)
+    assert old_threads
+    torch.set_num_threads(engine._pool_workers + 2)
+    assert_equal(run_kernel(x, 1, False, False), oracle(x, 1, False, False))
+    assert engine._pool is not old
+    for thread in old_threads:
+        thread.join(10)
+    assert not any(thread.is_alive() for thread in old_threads)
+    with pytest.raises(RuntimeError):
+        old.submit(print)  # shut down: takes no more work
 
 
 def _scan_in_child(queue):

@@ -37,6 +37,7 @@ array([[ 3.,  3.,  2.],
 >>> choose_path(np.zeros((1024, 1024), np.float32), np.zeros((1024, 1024), np.float32), 0, False, False)[0]
 'rows'
 """
+import functools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -77,15 +78,25 @@ def _along(axis: int, index) -> tuple:
     return (slice(None),) * axis + (index,)
 
 
-def _as_3d(array: np.ndarray, axis: int):
-    """``array`` (not empty) viewed as (outer, length, inner) around ``axis``, or None when only a copy could."""
-    length = array.shape[axis]
+@functools.lru_cache(maxsize=512)
+def _shape_3d(shape: tuple, axis: int) -> tuple:
+    """(outer, length, inner) around ``axis`` of ``shape``."""
     inner = 1
-    for extent in array.shape[axis + 1:]:
+    for extent in shape[axis + 1:]:
         inner *= extent
+    outer = 1
+    for extent in shape[:axis]:
+        outer *= extent
+    return outer, shape[axis], inner
+
+
+def _as_3d(array: np.ndarray, shape: tuple):
+    """``array`` viewed with the 3-D ``shape``, or None when only a copy could."""
+    if array.flags.c_contiguous:  # a view for sure, and reshape is the cheaper call
+        return array.reshape(shape)
     view = array.view()
     try:
-        view.shape = (array.size // (length * inner), length, inner)
+        view.shape = shape
     except AttributeError:  # numpy refuses shapes that need a copy
         return None
     return view
@@ -111,8 +122,9 @@ def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, re
         src, dst = src.reshape(1), dst.reshape(1)
     if src.shape[axis] == 1:
         return "trivial", src, dst, axis
-    src3 = _as_3d(src, axis) if src.size >= SMALL_SIZE else None
-    dst3 = None if src3 is None else _as_3d(dst, axis)
+    in_place = src is dst
+    src3 = _as_3d(src, _shape_3d(src.shape, axis)) if src.size >= SMALL_SIZE else None
+    dst3 = src3 if in_place or src3 is None else _as_3d(dst, src3.shape)
     if dst3 is None:
         if reverse:
             src, dst = np.flip(src, axis), np.flip(dst, axis)
@@ -122,10 +134,19 @@ def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, re
         # a contiguous input one contiguous (reversed) run for the copies
         src3, dst3 = src3[::-1, ::-1, ::-1], dst3[::-1, ::-1, ::-1]
     elif (not rows and src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
-          and min(src3.strides) >= 0 and min(dst3.strides) >= 0
-          and not (np.may_share_memory(src3, dst3) and (exclusive or not _same_view(src3, dst3)))):
+          and _torch_may_write(src3, dst3, exclusive, in_place)):
         return "torch", src3, dst3, 1
     return ("rows" if rows else "lanes"), src3, dst3, 1
+
+
+def _torch_may_write(src3, dst3, exclusive, in_place):
+    """Whether torch.cumsum may read src3 and write dst3: positive strides (torch has no others), and
+    apart, or one view scanned in place (not shifted)."""
+    if not (src3.flags.c_contiguous and dst3.flags.c_contiguous) and min(src3.strides + dst3.strides) < 0:
+        return False
+    if in_place or np.may_share_memory(src3, dst3):
+        return not exclusive and (in_place or _same_view(src3, dst3))
+    return True
 
 
 def scan(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, reverse: bool,
