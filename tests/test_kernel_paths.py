@@ -30,7 +30,7 @@ def tiny_blocks(monkeypatch):
     threads from 0 elements, 2 torch threads."""
     for name, value in [("SMALL_SIZE", 0), ("BUFFER_ELEMENTS", 24), ("ROWS_MIN_WIDTH", 12),
                         ("ROWS_MIN_ALIASED_WIDTH", 4), ("ALIASED_STRIDE", 32), ("ROWS_PARALLEL_WIDTH", 2),
-                        ("ROWS_MIN_BLOCK", 2), ("PARALLEL_MIN_SIZE", 0)]:
+                        ("ROWS_MIN_BLOCK", 2), ("LANES_MIN_WIDTH", 2), ("PARALLEL_MIN_SIZE", 0)]:
         monkeypatch.setattr(engine, name, value)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)

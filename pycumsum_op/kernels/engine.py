@@ -60,6 +60,8 @@ ALIASED_STRIDE = 1024
 ROWS_PARALLEL_WIDTH = 8192
 #: Fewest rows per block on the blocked paths (wider rows are better, but the carry costs a row).
 ROWS_MIN_BLOCK = 4
+#: Fewest lanes in a tile split off for a thread (narrower tiles make strided copies of short runs).
+LANES_MIN_WIDTH = 16
 #: Inputs of at least this size are split over torch.get_num_threads() threads.
 PARALLEL_MIN_SIZE = 1 << 19
 #: torch.cumsum parallelises by itself over more than this many lanes (ATen's GRAIN_SIZE).
@@ -210,8 +212,8 @@ def _tiles(outer: int, length: int, inner: int, parts: int):
         step = max(1, min(BUFFER_ELEMENTS // (inner * length), -(-outer // parts)))
         return [(np.s_[start:start + step], np.s_[:]) for start in range(0, outer, step)]
     width = min(inner, BUFFER_ELEMENTS // min(length, ROWS_MIN_BLOCK))
-    if outer < parts:  # few outer slices: split their lanes between the threads
-        width = min(width, -(-inner * outer // parts))
+    if outer < parts and -(-inner * outer // parts) >= LANES_MIN_WIDTH:  # few outer slices: split their
+        width = min(width, -(-inner * outer // parts))  # lanes between the threads, if copies keep whole lines
     return [(np.s_[o:o + 1], np.s_[start:start + width]) for o in range(outer) for start in range(0, inner, width)]
 
 
