@@ -134,8 +134,8 @@ def test_each_path_matches_torch(tiny_blocks, paths_taken, shape, axis, dtype, f
     assert_equal(actual, expected)
 
 
-def test_ragged_tiles_and_blocks(tiny_blocks):
-    """Random shapes, axes and flags: tiles and blocks that do not divide the input evenly."""
+def test_ragged_tiles_and_blocks(tiny_blocks, paths_taken):
+    """Random shapes, axes and flags: tiles and blocks that do not divide the input evenly, on every path."""
     rng = np.random.RandomState(11)
     for _ in range(300):
         shape = tuple(rng.randint(1, 9, size=rng.randint(1, 5)))
@@ -144,6 +144,7 @@ def test_ragged_tiles_and_blocks(tiny_blocks):
         x = values(shape, [np.float32, np.float64, np.int64][rng.randint(3)], seed=rng.randint(1 << 20))
         actual = run_kernel(x.copy() if in_place else x, axis, exclusive, reverse, in_place=in_place)
         assert_equal(actual, oracle(x, axis, exclusive, reverse))
+    assert {"trivial", "torch", "lanes", "rows"} <= set(paths_taken)
 
 
 @pytest.mark.parametrize("lanes", [3, 5])
@@ -371,6 +372,9 @@ OP_CASES = [  # shape, axis, reverse, forward path, backward path
     ((6, 300, 520), 1, True, "rows", "rows"),
     ((9, 7), 0, True, "numpy", "numpy"),
     ((1, 1), 1, False, "trivial", "trivial"),
+    ((3, 200000), 1, False, "torch", "lanes"),       # > PARALLEL_MIN_SIZE: threads split the outer lanes
+    ((1, 100000, 6), 1, False, "torch", "lanes"),    # threads split the inner lanes (the backward: one thread)
+    ((2, 48, 16384), 1, False, "rows", "rows"),      # rows wide enough to split over threads
 ]
 
 
