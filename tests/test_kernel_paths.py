@@ -246,23 +246,30 @@ def test_backward_in_place_on_grad_y(tiny_blocks, exclusive, reverse):
     assert_equal(actual, expected)
 
 
-def _failing_cumsum(fail_in_caller, fail_in_worker, finished):
-    """torch.cumsum that raises in the calling thread and/or the pool's; workers record when they are done."""
+def _failing_cumsum(fail_in_caller, fail_in_worker, started, finished):
+    """torch.cumsum that raises in the calling thread and/or a pool worker, recording the workers' calls.
+
+    The caller's first call waits until a worker has started one (so that both really run), and a
+    worker's call is slow: the caller is done (or has failed) while the worker still writes.
+    """
     caller = threading.current_thread()
 
     def cumsum(*args, **kwargs):
-        in_caller = threading.current_thread() is caller
-        try:
-            if in_caller and fail_in_caller:
+        if threading.current_thread() is caller:
+            deadline = time.time() + 30
+            while not started and time.time() < deadline:
+                time.sleep(0.005)
+            if fail_in_caller:
                 raise ValueError("caller failed")
-            if not in_caller:
-                time.sleep(0.2)  # still writing when the caller fails
-                if fail_in_worker:
-                    raise RuntimeError("worker failed")
+            return torch.cumsum(*args, **kwargs)
+        started.append(1)
+        try:
+            time.sleep(0.2)
+            if fail_in_worker:
+                raise RuntimeError("worker failed")
             return torch.cumsum(*args, **kwargs)
         finally:
-            if not in_caller:
-                finished.append(threading.current_thread().name)
+            finished.append(1)
     return cumsum
 
 
@@ -270,12 +277,21 @@ def _failing_cumsum(fail_in_caller, fail_in_worker, finished):
     (False, True, "worker failed"), (True, True, "caller failed"), (True, False, "caller failed")])
 def test_worker_errors_reach_the_caller_and_never_mask_its_own(tiny_blocks, monkeypatch, fail_in_caller,
                                                                fail_in_worker, error):
-    """The caller's own exception wins over a worker's; none is raised before every worker is done."""
-    finished = []
-    monkeypatch.setattr(engine, "_cumsum", _failing_cumsum(fail_in_caller, fail_in_worker, finished))
+    """The caller's own exception wins over a worker's; none is raised before every worker's chunk is done."""
+    started, finished = [], []
+    monkeypatch.setattr(engine, "_cumsum", _failing_cumsum(fail_in_caller, fail_in_worker, started, finished))
     with pytest.raises((ValueError, RuntimeError), match=error):
-        run_kernel(values((8, 30), np.float32), 1, False, False)  # torch path, split over 2 threads
-    assert len(finished) == 1
+        run_kernel(values((8, 30), np.float32), 1, False, False)  # torch path, chunks over 2 threads
+    assert started and len(finished) == len(started)
+
+
+def test_threads_share_chunks_and_match_torch(tiny_blocks, monkeypatch):
+    """Whichever thread takes which chunk (a slow worker takes few), the result is torch's."""
+    started, finished = [], []
+    monkeypatch.setattr(engine, "_cumsum", _failing_cumsum(False, False, started, finished))
+    x = values((8, 30), np.float32)
+    assert_equal(run_kernel(x, 1, False, False), oracle(x, 1, False, False))
+    assert started and len(finished) == len(started)
 
 
 def test_a_replaced_pool_is_shut_down(tiny_blocks):

@@ -40,7 +40,7 @@ array([[ 3.,  3.,  2.],
 import functools
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -62,6 +62,9 @@ ROWS_PARALLEL_WIDTH = 8192
 ROWS_MIN_BLOCK = 4
 #: Fewest lanes in a tile split off for a thread (narrower tiles make strided copies of short runs).
 LANES_MIN_WIDTH = 16
+#: A thread split cuts the work into this many chunks a thread; threads take the next chunk free,
+#: so a worker the OS schedules late costs little (the caller takes its chunks).
+CHUNKS_PER_THREAD = 2
 #: Inputs of at least this size are split over torch.get_num_threads() threads.
 PARALLEL_MIN_SIZE = 1 << 19
 #: torch.cumsum parallelises by itself over more than this many lanes (ATen's GRAIN_SIZE).
@@ -186,19 +189,24 @@ def _torch_path(src, dst, axis, exclusive, accumulate_dtype):
         dst[:, 0] = 0
         src, dst = src[:, :-1], dst[:, 1:]
     outer, _, inner = src.shape
-    parts = _thread_count(src.size, outer * inner)
-    if parts <= _torch_threads(outer * inner):
+    threads = _thread_count(src.size, outer * inner)
+    if threads <= _torch_threads(outer * inner):
         _cumsum(_from_numpy(src), 1, out=_from_numpy(dst))
-    elif outer >= parts:
-        _run_parallel(_torch_cumsum, [(src[start:stop], dst[start:stop]) for start, stop in _split(outer, parts)])
     else:
-        _run_parallel(_torch_cumsum, [(src[:, :, start:stop], dst[:, :, start:stop])
-                                      for start, stop in _split(inner, parts)])
+        _run_parallel(lambda: _torch_cumsum, [(src[o, :, i], dst[o, :, i]) for o, i in
+                                               _lane_slices(outer, inner, CHUNKS_PER_THREAD * threads)], threads)
 
 
 def _torch_cumsum(pair):
     src, dst = pair
     _cumsum(_from_numpy(src), 1, out=_from_numpy(dst))
+
+
+def _lane_slices(outer: int, inner: int, pieces: int):
+    """(outer slice, inner slice) pairs cutting outer x inner lanes into about ``pieces``: by outer if it can."""
+    if outer >= pieces or outer >= inner:
+        return [(np.s_[start:stop], np.s_[:]) for start, stop in _split(outer, pieces)]
+    return [(np.s_[:], np.s_[start:stop]) for start, stop in _split(inner, pieces)]
 
 
 def _tiles(outer: int, length: int, inner: int, parts: int):
@@ -221,59 +229,61 @@ def _blocked_path(numpy_rows):
     """The ``lanes`` (torch scans the buffer) or ``rows`` (numpy adds rows in it) path."""
     def run(src, dst, axis, exclusive, accumulate_dtype):
         outer, length, inner = src.shape
-        parts = _thread_count(src.size, outer * inner)
-        if numpy_rows and inner < parts * ROWS_PARALLEL_WIDTH:
-            parts = 1
-        tiles = _tiles(outer, length, inner, parts)
+        threads = _thread_count(src.size, outer * inner)
+        if numpy_rows and inner < threads * ROWS_PARALLEL_WIDTH:
+            threads = 1
+        tiles = _tiles(outer, length, inner, threads if threads == 1 else CHUNKS_PER_THREAD * threads)
         first_outer, first_inner = tiles[0]
         tile_elements = src[first_outer, :, first_inner].size
         buffer_dtype = accumulate_dtype
         if (not numpy_rows and tile_elements <= BUFFER_ELEMENTS and src.dtype == dst.dtype
                 and src.dtype in TORCH_EXACT_DTYPES):
             buffer_dtype = src.dtype  # whole lanes, no carry: torch accumulates as we do
-        groups = [[(src[o, :, i], dst[o, :, i]) for o, i in tiles[start:stop]]
-                  for start, stop in _split(len(tiles), min(parts, len(tiles)))]
         size = min(BUFFER_ELEMENTS, tile_elements)
-        _run_parallel(lambda group: _scan_tiles(group, exclusive, np.empty(size, buffer_dtype), numpy_rows), groups)
+
+        def worker():  # one buffer for each thread that takes part
+            return functools.partial(_scan_tile, buffer=np.empty(size, buffer_dtype), exclusive=exclusive,
+                                     numpy_rows=numpy_rows)
+        _run_parallel(worker, [(src[o, :, i], dst[o, :, i]) for o, i in tiles], threads)
     return run
 
 
-def _scan_tiles(tiles, exclusive, buffer, numpy_rows):
-    """Scan each (src, dst) tile (outer, length, inner) through ``buffer``, one block of rows at a time.
+def _scan_tile(tile, buffer, exclusive, numpy_rows):
+    """Scan one (src, dst) tile (outer, length, inner) through ``buffer``, one block of rows at a time.
 
     A block is copied into the buffer in the tile's own layout, scanned along its rows (torch.cumsum,
     or numpy adds of each row onto the next), and copied out, shifted by one when exclusive; the last
     row of a block is the carry added to the first row of the next.
     """
-    for src, dst in tiles:
-        outer, length, inner = src.shape
-        block = max(1, min(length, buffer.size // (outer * inner)))
-        view = buffer[:outer * block * inner].reshape(outer, block, inner)
+    src, dst = tile
+    outer, length, inner = src.shape
+    block = max(1, min(length, buffer.size // (outer * inner)))
+    view = buffer[:outer * block * inner].reshape(outer, block, inner)
+    if numpy_rows:
+        rows = list(view.transpose(1, 0, 2)) if outer > 1 else list(view[0])
+    else:
+        tensor = _from_numpy(view)
+    carry = None
+    for start in range(0, length, block):
+        stop = min(length, start + block)
+        count = stop - start
+        part = view[:, :count]
+        _copyto(part, src[:, start:stop], casting="unsafe")
+        if carry is not None:
+            _add(view[:, 0], carry, view[:, 0])
         if numpy_rows:
-            rows = list(view.transpose(1, 0, 2)) if outer > 1 else list(view[0])
+            for previous, row in zip(rows[:count - 1], rows[1:count]):
+                _add(previous, row, row)
         else:
-            tensor = _from_numpy(view)
-        carry = None
-        for start in range(0, length, block):
-            stop = min(length, start + block)
-            count = stop - start
-            part = view[:, :count]
-            _copyto(part, src[:, start:stop], casting="unsafe")
-            if carry is not None:
-                _add(view[:, 0], carry, view[:, 0])
-            if numpy_rows:
-                for previous, row in zip(rows[:count - 1], rows[1:count]):
-                    _add(previous, row, row)
-            else:
-                scanned = tensor[:, :count]
-                _cumsum(scanned, 1, out=scanned)
-            if exclusive:
-                dst[:, start] = 0 if carry is None else carry
-                _copyto(dst[:, start + 1:stop], view[:, :count - 1], casting="unsafe")
-            else:
-                _copyto(dst[:, start:stop], part, casting="unsafe")
-            if stop < length:
-                carry = view[:, count - 1].copy()
+            scanned = tensor[:, :count]
+            _cumsum(scanned, 1, out=scanned)
+        if exclusive:
+            dst[:, start] = 0 if carry is None else carry
+            _copyto(dst[:, start + 1:stop], view[:, :count - 1], casting="unsafe")
+        else:
+            _copyto(dst[:, start:stop], part, casting="unsafe")
+        if stop < length:
+            carry = view[:, count - 1].copy()
 
 
 _PATHS = {
@@ -322,19 +332,77 @@ def _executor(workers: int) -> ThreadPoolExecutor:
         return _pool
 
 
-def _run_parallel(work, groups) -> None:
-    """work(group) for every group: the first in this thread, the others on the pool, all finished on return.
+class _Chunks:
+    """Chunks of work shared by the calling thread and pool workers, each taking the next one free.
 
-    When several fail, the caller's own exception is the one raised (else the first worker's):
-    a worker's error never masks the caller's.
+    The caller never waits for a worker that has not started: a late worker finds nothing left.
+    It waits only for the chunks workers have taken, so no worker still writes when it returns.
     """
-    if len(groups) == 1:
-        work(groups[0])
+
+    def __init__(self, chunks):
+        self._next = iter(chunks)
+        self._lock = threading.Condition()
+        self._running = 0
+        self._stopped = False
+        self.errors = []
+
+    def take(self):
+        """The next chunk, or None when none is left (or after a failure)."""
+        with self._lock:
+            chunk = None if self._stopped else next(self._next, None)
+            if chunk is not None:
+                self._running += 1
+            return chunk
+
+    def finish(self, error=None):
+        with self._lock:
+            self._running -= 1
+            if error is not None:
+                self.errors.append(error)
+                self._stopped = True
+            self._lock.notify_all()
+
+    def stop_and_wait(self):
+        """Hand out no more chunks; return once every chunk taken is done."""
+        with self._lock:
+            self._stopped = True
+            self._lock.wait_for(lambda: self._running == 0)
+
+    def run(self, make_worker, record_errors):
+        work = None
+        chunk = self.take()
+        while chunk is not None:
+            try:
+                work = work or make_worker()
+                work(chunk)
+            except BaseException as error:
+                self.finish(error if record_errors else None)
+                if record_errors:
+                    return
+                raise
+            self.finish()
+            chunk = self.take()
+
+
+def _run_parallel(make_worker, chunks, threads) -> None:
+    """make_worker()(chunk) for every chunk, on this thread and up to ``threads - 1`` pool workers.
+
+    Each thread that takes part calls make_worker once (its own buffers) and then takes chunks until
+    none is left. All taken chunks are done on return. The caller's own exception is the one
+    raised (else the first worker's): a worker's error never masks the caller's.
+    """
+    if threads <= 1 or len(chunks) <= 1:
+        work = make_worker()
+        for chunk in chunks:
+            work(chunk)
         return
-    futures = [_executor(len(groups) - 1).submit(work, group) for group in groups[1:]]
+    shared = _Chunks(chunks)
+    pool = _executor(threads - 1)
+    for _ in range(min(threads, len(chunks)) - 1):
+        pool.submit(shared.run, make_worker, True)
     try:
-        work(groups[0])
-    finally:  # never return (nor raise) while a worker still writes into the caller's arrays
-        wait(futures)
-    for future in futures:
-        future.result()
+        shared.run(make_worker, False)
+    finally:
+        shared.stop_and_wait()
+    if shared.errors:
+        raise shared.errors[0]
