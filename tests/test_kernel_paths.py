@@ -27,10 +27,11 @@ FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusi
 @pytest.fixture
 def tiny_blocks(monkeypatch):
     """Engine thresholds scaled down: 24-element buffers, rows from 12 lanes (4 with a 32-byte aliased stride),
-    threads from 0 elements, 2 torch threads."""
+    threads from 0 elements at any load, 2 torch threads."""
     for name, value in [("SMALL_SIZE", 0), ("BUFFER_ELEMENTS", 24), ("ROWS_MIN_WIDTH", 12),
                         ("ROWS_MIN_ALIASED_WIDTH", 4), ("ALIASED_STRIDE", 32), ("ROWS_PARALLEL_WIDTH", 2),
-                        ("ROWS_MIN_BLOCK", 2), ("LANES_MIN_WIDTH", 2), ("PARALLEL_MIN_SIZE", 0)]:
+                        ("ROWS_MIN_BLOCK", 2), ("LANES_MIN_WIDTH", 2), ("PARALLEL_MIN_SIZE", 0),
+                        ("MAX_LOAD_PER_CORE", float("inf"))]:
         monkeypatch.setattr(engine, name, value)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -294,6 +295,21 @@ def test_threads_share_chunks_and_match_torch(tiny_blocks, monkeypatch):
     assert started and len(finished) == len(started)
 
 
+def test_no_threads_when_the_cores_are_busy(tiny_blocks, monkeypatch):
+    """With the load average at the limit, every chunk runs on the calling thread."""
+    monkeypatch.setattr(engine, "MAX_LOAD_PER_CORE", 0.0)
+    callers = set()
+
+    def recording(*args, **kwargs):
+        callers.add(threading.current_thread())
+        return torch.cumsum(*args, **kwargs)
+    monkeypatch.setattr(engine, "_cumsum", recording)
+    x = values((8, 30), np.float32)
+    for reverse in (False, True):
+        assert_equal(run_kernel(x, 1, False, reverse), oracle(x, 1, False, reverse))
+    assert callers == {threading.current_thread()}
+
+
 def test_a_replaced_pool_is_shut_down(tiny_blocks):
     """More threads replace the shared pool; the old one is shut down and its threads exit."""
     x = values((64, 30), np.float32)
@@ -409,7 +425,8 @@ def run_op(x, grad_y, in_place=False, **kwargs):
 
 @pytest.mark.parametrize("shape, axis, reverse, forward_path, backward_path", OP_CASES)
 @pytest.mark.parametrize("exclusive", [False, True])
-def test_caffe2_op_forward_and_gradient(paths_taken, shape, axis, reverse, forward_path, backward_path, exclusive):
+def test_caffe2_op_forward_and_gradient(monkeypatch, paths_taken, shape, axis, reverse, forward_path, backward_path, exclusive):
+    monkeypatch.setattr(engine, "MAX_LOAD_PER_CORE", float("inf"))  # threads even on a busy machine
     x, grad_y = values(shape, np.float32), values(shape, np.float32, seed=5)
     y, grad_x = run_op(x, grad_y, axis=axis, exclusive=exclusive, reverse=reverse)
     assert paths_taken == [forward_path, backward_path]

@@ -25,8 +25,9 @@ other, and with torch for float32, float64, int32 and int64. The array is seen a
 
 Memory: besides the output, one buffer of at most `BUFFER_ELEMENTS` accumulation-dtype
 elements (512 KiB in float64) per thread, plus a carry row. Large inputs are split over
-``torch.get_num_threads()`` threads (the same intra-op setting torch uses), on a shared
-pool that a fork or a larger thread count replaces (the replaced pool is shut down).
+``torch.get_num_threads()`` threads (the same intra-op setting torch uses) while the cores are
+not already busy (load average per core below `MAX_LOAD_PER_CORE`), on a shared pool that a
+fork or a larger thread count replaces (the replaced pool is shut down).
 
 >>> x = np.arange(6, dtype=np.float32).reshape(2, 3)
 >>> out = np.empty_like(x)
@@ -66,7 +67,10 @@ LANES_MIN_WIDTH = 16
 #: so a worker the OS schedules late costs little (the caller takes its chunks).
 CHUNKS_PER_THREAD = 2
 #: Inputs of at least this size are split over torch.get_num_threads() threads.
-PARALLEL_MIN_SIZE = 1 << 19
+PARALLEL_MIN_SIZE = 1 << 18
+#: ... while the 1-minute load average per core is below this: on busy cores the OS preempts a helper
+#: thread mid-chunk for a whole time slice (milliseconds), and the caller waits for it.
+MAX_LOAD_PER_CORE = 1.0
 #: torch.cumsum parallelises by itself over more than this many lanes (ATen's GRAIN_SIZE).
 TORCH_GRAIN = 1 << 15
 #: dtypes whose torch.cumsum accumulates as we do (float64 for floats, int64 for integers).
@@ -303,9 +307,12 @@ def _split(count: int, parts: int):
 
 def _thread_count(size: int, pieces: int) -> int:
     """How many threads a scan of ``size`` elements in ``pieces`` independent pieces should use."""
-    if size < PARALLEL_MIN_SIZE:
+    if size < PARALLEL_MIN_SIZE or pieces < 2:
         return 1
-    return max(1, min(pieces, torch.get_num_threads()))
+    threads = torch.get_num_threads()
+    if threads < 2 or os.getloadavg()[0] >= MAX_LOAD_PER_CORE * (os.cpu_count() or 1):
+        return 1
+    return min(pieces, threads)
 
 
 _pool = None
