@@ -27,11 +27,12 @@ FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusi
 @pytest.fixture
 def tiny_blocks(monkeypatch):
     """Engine thresholds scaled down: 24-element buffers, rows from 12 lanes (4 with a 32-byte aliased stride),
-    threads from 0 elements at any load, 2 torch threads."""
+    torch's strided loop for lanes up to 8 long when rows span 16 bytes, threads from 0 elements at any
+    load, 2 torch threads."""
     for name, value in [("SMALL_SIZE", 0), ("BUFFER_ELEMENTS", 24), ("ROWS_MIN_WIDTH", 12),
                         ("ROWS_MIN_ALIASED_WIDTH", 4), ("ALIASED_STRIDE", 32), ("ROWS_PARALLEL_WIDTH", 2),
                         ("ROWS_MIN_BLOCK", 2), ("LANES_MIN_WIDTH", 2), ("PARALLEL_MIN_SIZE", 0),
-                        ("MAX_LOAD_PER_CORE", float("inf"))]:
+                        ("MAX_LOAD_PER_CORE", float("inf")), ("CACHE_LINE", 16), ("TORCH_STRIDED_MAX_LENGTH", 8)]:
         monkeypatch.setattr(engine, name, value)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -101,16 +102,17 @@ def run_kernel(x, axis, exclusive, reverse, in_place=False, dtype=None):
 # (under tiny_blocks)
 KERNEL_CASES = [
     ((7, 50), 1, np.float32, "torch", "lanes"),      # last axis: threads split outer; reversed: float64 blocks
-    ((1, 30, 6), 1, np.float32, "torch", "lanes"),   # one outer slice: threads split the inner lanes
+    ((1, 30, 3), 1, np.float32, "torch", "lanes"),   # one outer slice: threads split the inner lanes
     ((9, 6), 1, np.float32, "torch", "lanes"),       # reversed: whole lanes fit, float32 buffer
     ((3, 40), -1, np.float64, "torch", "lanes"),
     ((4, 5), -1, np.float64, "torch", "lanes"),
     ((6, 11), 1, np.int64, "torch", "lanes"),
     ((6, 11), 1, np.int32, "torch", "lanes"),        # dtype=int32: sums in int64, like torch
     ((5, 4, 3), 1, np.float32, "torch", "lanes"),    # narrow inner: torch's strided loop; reversed: few outer a tile
-    ((3, 20, 5), 1, np.float64, "torch", "lanes"),
+    ((3, 5, 5), 1, np.float64, "torch", "lanes"),    # rows of 40 bytes, but short lanes: torch
+    ((3, 20, 5), 1, np.float64, "lanes", "lanes"),   # rows of 40 bytes, long lanes: through the buffer
     ((40, 3), 0, np.float32, "torch", "lanes"),      # a non-last axis with narrow rows, lanes longer than a block
-    ((40, 3), 0, np.float64, "torch", "lanes"),
+    ((40, 3), 0, np.float64, "lanes", "lanes"),
     ((30, 16), 0, np.float32, "rows", "rows"),       # a non-last axis with wide rows
     ((2, 13, 3, 4), 1, np.int64, "rows", "rows"),
     ((3, 20, 4), 1, np.float64, "rows", "rows"),     # rows of 4 lanes, 32 bytes: an aliased stride
@@ -407,6 +409,7 @@ OP_CASES = [  # shape, axis, reverse, forward path, backward path
     ((3, 200000), 1, False, "torch", "lanes"),       # > PARALLEL_MIN_SIZE: threads split the outer lanes
     ((1, 100000, 6), 1, False, "torch", "lanes"),    # threads split the inner lanes (the backward: one thread)
     ((2, 48, 16384), 1, False, "rows", "rows"),      # rows wide enough to split over threads
+    ((3000, 40), 0, False, "lanes", "lanes"),        # long lanes, rows of 160 bytes: torch would miss
 ]
 
 

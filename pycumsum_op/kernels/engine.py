@@ -11,14 +11,15 @@ other, and with torch for float32, float64, int32 and int64. The array is seen a
   for small inputs and for layouts that no (outer, length, inner) view describes.
 - ``torch``: ``torch.cumsum(out=)`` from the input's memory straight into the output's:
   forward scans that keep a dtype torch accumulates as we do, wherever torch's own
-  strided loop is fast. Split over our threads where torch would run it on one
+  strided loop is fast (the last axis; narrow rows; short lanes). Split over our threads where torch would run it on one
   (torch parallelises over lanes only from ``TORCH_GRAIN`` lanes per thread on).
 - ``lanes``: cache-sized blocks of (a few outer slices) x (some rows of the scan axis)
   x (inner lanes) are copied (cast, reversed as needed) into a buffer of the same layout,
   scanned there in place by torch.cumsum, and copied out, with a carry row between
   blocks. The buffer holds the accumulation dtype, or the data's own when whole lanes
   fit (no carry) and torch accumulates it as we do. Reverse and exclusive-in-place scans
-  (the backward of every forward), dtype changes, and lanes too long for torch's loop.
+  (the backward of every forward), dtype changes, and long lanes whose rows span a cache
+  line (torch's loop would read memory once for each lane sharing a line).
 - ``rows``: the same blocks in float64, scanned by vectorised numpy adds of one row onto
   the next: non-last axes whose rows are wide and lanes long (torch's strided loop
   misses the cache there).
@@ -56,6 +57,11 @@ ROWS_MIN_WIDTH = 512
 #: (torch's strided loop then maps a lane to few cache sets and misses: 4-7 ns an element, not 1.5).
 ROWS_MIN_ALIASED_WIDTH = 128
 ALIASED_STRIDE = 1024
+#: torch's strided loop re-reads a lane's cache lines for each of the lanes sharing them; when rows
+#: span a cache line or more, that stays in cache only for lanes up to this long (the lines of one
+#: lane sweep then fit in L1/L2); longer ones take the lanes path, which reads memory once.
+TORCH_STRIDED_MAX_LENGTH = 1024
+CACHE_LINE = 64
 #: The rows path splits over threads only when each numpy call gets rows at least this wide (the
 #: GIL is held between calls).
 ROWS_PARALLEL_WIDTH = 8192
@@ -120,6 +126,11 @@ def _rows_win(inner: int, itemsize: int) -> bool:
     return inner >= ROWS_MIN_WIDTH or (inner >= ROWS_MIN_ALIASED_WIDTH and inner * itemsize % ALIASED_STRIDE == 0)
 
 
+def _torch_strided_slow(length: int, inner: int, itemsize: int) -> bool:
+    """Whether torch's strided loop goes to memory again for each lane (long lanes, rows of a line or more)."""
+    return inner > 1 and inner * itemsize >= CACHE_LINE and length > TORCH_STRIDED_MAX_LENGTH
+
+
 def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, reverse: bool):
     """(path name, src view, dst view, axis) for scanning src into dst; see the module doc.
 
@@ -138,12 +149,13 @@ def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, re
         if reverse:
             src, dst = np.flip(src, axis), np.flip(dst, axis)
         return "numpy", src, dst, axis
-    rows = _rows_win(src3.shape[2], src.itemsize)
+    _, length, inner = src3.shape
+    rows = _rows_win(inner, src.itemsize)
     if reverse:  # lanes are independent: flipping all three axes reverses each lane and keeps
         # a contiguous input one contiguous (reversed) run for the copies
         src3, dst3 = src3[::-1, ::-1, ::-1], dst3[::-1, ::-1, ::-1]
     elif (not rows and src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
-          and _torch_may_write(src3, dst3, exclusive, in_place)):
+          and not _torch_strided_slow(length, inner, src.itemsize) and _torch_may_write(src3, dst3, exclusive, in_place)):
         return "torch", src3, dst3, 1
     return ("rows" if rows else "lanes"), src3, dst3, 1
 
