@@ -27,12 +27,14 @@ FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusi
 @pytest.fixture
 def tiny_blocks(monkeypatch):
     """Engine thresholds scaled down: 24-element buffers, rows from 12 lanes (4 with a 32-byte aliased stride),
-    torch's strided loop for lanes up to 8 long when rows span 16 bytes, threads from 0 elements at any
-    load, 2 torch threads."""
+    a cache of 4 sets of 2 16-byte lines (so torch's strided loop keeps lanes of up to 4 rows of 16 bytes or
+    more, fewer with aligned strides, 64 bytes of narrower rows), threads from 0 elements at any load,
+    2 torch threads."""
     for name, value in [("SMALL_SIZE", 0), ("BUFFER_ELEMENTS", 24), ("ROWS_MIN_WIDTH", 12),
                         ("ROWS_MIN_ALIASED_WIDTH", 4), ("ALIASED_STRIDE", 32), ("ROWS_PARALLEL_WIDTH", 2),
                         ("ROWS_MIN_BLOCK", 2), ("LANES_MIN_WIDTH", 2), ("PARALLEL_MIN_SIZE", 0),
-                        ("MAX_LOAD_PER_CORE", float("inf")), ("CACHE_LINE", 16), ("TORCH_STRIDED_MAX_LENGTH", 8)]:
+                        ("MAX_LOAD_PER_CORE", float("inf")), ("CACHE_LINE", 16), ("L1_SETS", 4), ("L1_WAYS", 2),
+                        ("STREAM_CACHE_BYTES", 64)]:
         monkeypatch.setattr(engine, name, value)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -102,16 +104,17 @@ def run_kernel(x, axis, exclusive, reverse, in_place=False, dtype=None):
 # (under tiny_blocks)
 KERNEL_CASES = [
     ((7, 50), 1, np.float32, "torch", "lanes"),      # last axis: threads split outer; reversed: float64 blocks
-    ((1, 30, 3), 1, np.float32, "torch", "lanes"),   # one outer slice: threads split the inner lanes
+    ((1, 5, 3), 1, np.float32, "torch", "lanes"),    # one outer slice: threads split the inner lanes
     ((9, 6), 1, np.float32, "torch", "lanes"),       # reversed: whole lanes fit, float32 buffer
     ((3, 40), -1, np.float64, "torch", "lanes"),
     ((4, 5), -1, np.float64, "torch", "lanes"),
     ((6, 11), 1, np.int64, "torch", "lanes"),
     ((6, 11), 1, np.int32, "torch", "lanes"),        # dtype=int32: sums in int64, like torch
-    ((5, 4, 3), 1, np.float32, "torch", "lanes"),    # narrow inner: torch's strided loop; reversed: few outer a tile
-    ((3, 5, 5), 1, np.float64, "torch", "lanes"),    # rows of 40 bytes, but short lanes: torch
+    ((5, 4, 3), 1, np.float32, "torch", "lanes"),    # rows of 12 bytes streamed: torch's strided loop
+    ((3, 4, 5), 1, np.float64, "torch", "lanes"),    # rows of 40 bytes, lanes short enough for the cache
+    ((3, 4, 13), 1, np.float32, "torch", "lanes"),   # wide rows, short lanes: still torch
     ((3, 20, 5), 1, np.float64, "lanes", "lanes"),   # rows of 40 bytes, long lanes: through the buffer
-    ((40, 3), 0, np.float32, "torch", "lanes"),      # a non-last axis with narrow rows, lanes longer than a block
+    ((40, 3), 0, np.float32, "lanes", "lanes"),      # narrow rows, lanes too long to stream from cache
     ((40, 3), 0, np.float64, "lanes", "lanes"),
     ((30, 16), 0, np.float32, "rows", "rows"),       # a non-last axis with wide rows
     ((2, 13, 3, 4), 1, np.int64, "rows", "rows"),
@@ -369,7 +372,7 @@ LENGTH = 10 ** 6
 
 @pytest.mark.parametrize("shape, axis, reverse, path", [
     ((2, LENGTH), 1, False, "torch"), ((2, LENGTH), 1, True, "lanes"),
-    ((LENGTH, 3), 0, False, "torch"), ((LENGTH, 3), 0, True, "lanes"),
+    ((LENGTH, 3), 0, False, "lanes"), ((LENGTH, 3), 0, True, "lanes"),
     ((LENGTH, 1), 0, True, "lanes"),
 ])
 def test_float32_accuracy_on_long_scans(paths_taken, shape, axis, reverse, path):
@@ -385,6 +388,7 @@ def test_float32_accuracy_on_long_scans(paths_taken, shape, axis, reverse, path)
 
 def test_float32_accuracy_on_long_rows_path(monkeypatch, paths_taken):
     monkeypatch.setattr(engine, "ROWS_MIN_WIDTH", 2)
+    monkeypatch.setattr(engine, "STREAM_CACHE_BYTES", 1024)
     x = np.random.RandomState(4).uniform(0.5, 1.5, (LENGTH, 2)).astype(np.float32)
     actual = run_kernel(x, 0, False, False)
     assert paths_taken == ["rows"]

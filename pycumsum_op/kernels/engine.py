@@ -11,18 +11,19 @@ other, and with torch for float32, float64, int32 and int64. The array is seen a
   for small inputs and for layouts that no (outer, length, inner) view describes.
 - ``torch``: ``torch.cumsum(out=)`` from the input's memory straight into the output's:
   forward scans that keep a dtype torch accumulates as we do, wherever torch's own
-  strided loop is fast (the last axis; narrow rows; short lanes). Split over our threads where torch would run it on one
+  strided loop stays in cache (`_torch_strided_slow`: the last axis, and lanes short
+  enough for the cache sets their stride maps them to). Split over our threads where torch would run it on one
   (torch parallelises over lanes only from ``TORCH_GRAIN`` lanes per thread on).
 - ``lanes``: cache-sized blocks of (a few outer slices) x (some rows of the scan axis)
   x (inner lanes) are copied (cast, reversed as needed) into a buffer of the same layout,
   scanned there in place by torch.cumsum, and copied out, with a carry row between
   blocks. The buffer holds the accumulation dtype, or the data's own when whole lanes
   fit (no carry) and torch accumulates it as we do. Reverse and exclusive-in-place scans
-  (the backward of every forward), dtype changes, and long lanes whose rows span a cache
-  line (torch's loop would read memory once for each lane sharing a line).
+  (the backward of every forward), dtype changes, and lanes torch's loop would miss the
+  cache on (it reads a lane's lines again for each neighbouring lane).
 - ``rows``: the same blocks in float64, scanned by vectorised numpy adds of one row onto
-  the next: non-last axes whose rows are wide and lanes long (torch's strided loop
-  misses the cache there).
+  the next: where torch's loop misses the cache and rows are wide (or their stride is
+  aliased, which the buffer would keep).
 
 Memory: besides the output, one buffer of at most `BUFFER_ELEMENTS` accumulation-dtype
 elements (512 KiB in float64) per thread, plus a carry row. Large inputs are split over
@@ -40,6 +41,7 @@ array([[ 3.,  3.,  2.],
 'rows'
 """
 import functools
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -51,17 +53,22 @@ import torch
 SMALL_SIZE = 1 << 12
 #: Elements in one thread's block buffer.
 BUFFER_ELEMENTS = 1 << 16
-#: Rows of at least this many lanes take the rows path (a numpy call per row pays off) ...
+#: Where torch's loop is slow, rows of at least this many lanes take the rows path (a numpy call
+#: per row pays off) ...
 ROWS_MIN_WIDTH = 512
 #: ... and so do rows of at least this many whose byte stride is a multiple of `ALIASED_STRIDE`
 #: (torch's strided loop then maps a lane to few cache sets and misses: 4-7 ns an element, not 1.5).
 ROWS_MIN_ALIASED_WIDTH = 128
 ALIASED_STRIDE = 1024
-#: torch's strided loop re-reads a lane's cache lines for each of the lanes sharing them; when rows
-#: span a cache line or more, that stays in cache only for lanes up to this long (the lines of one
-#: lane sweep then fit in L1/L2); longer ones take the lanes path, which reads memory once.
-TORCH_STRIDED_MAX_LENGTH = 1024
+#: A model of the cache torch's strided loop runs in (L1: 64-byte lines, 64 sets of 8 ways). The
+#: loop sweeps one lane, then its neighbour, which reads the same lines again: fast only while one
+#: lane's lines stay cached. A stride that is a multiple of a line maps them to fewer sets.
 CACHE_LINE = 64
+L1_SETS = 64
+L1_WAYS = 8
+#: Rows narrower than a line share lines between lanes; the sweeps stream from memory once the
+#: lines of a lane sweep no longer fit in this much cache (an L3 share).
+STREAM_CACHE_BYTES = 1 << 23
 #: The rows path splits over threads only when each numpy call gets rows at least this wide (the
 #: GIL is held between calls).
 ROWS_PARALLEL_WIDTH = 8192
@@ -122,13 +129,21 @@ def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _rows_win(inner: int, itemsize: int) -> bool:
-    """Whether numpy's row adds beat torch's strided lane loop: wide rows, or rows with an aliased stride."""
+    """Whether numpy's row adds pay off: wide rows, or rows with an aliased stride (the buffer has it too)."""
     return inner >= ROWS_MIN_WIDTH or (inner >= ROWS_MIN_ALIASED_WIDTH and inner * itemsize % ALIASED_STRIDE == 0)
 
 
 def _torch_strided_slow(length: int, inner: int, itemsize: int) -> bool:
-    """Whether torch's strided loop goes to memory again for each lane (long lanes, rows of a line or more)."""
-    return inner > 1 and inner * itemsize >= CACHE_LINE and length > TORCH_STRIDED_MAX_LENGTH
+    """Whether torch's strided loop misses the cache on lanes of ``length`` elements ``inner`` apart."""
+    if inner == 1:
+        return False
+    stride = inner * itemsize
+    if stride < CACHE_LINE:
+        return length * stride > STREAM_CACHE_BYTES
+    lines = L1_SETS * L1_WAYS
+    if stride % CACHE_LINE == 0:
+        lines //= math.gcd(stride // CACHE_LINE, L1_SETS)
+    return length > lines // 2  # half the capacity: the output's lines and other data share it
 
 
 def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, reverse: bool):
@@ -150,12 +165,13 @@ def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, re
             src, dst = np.flip(src, axis), np.flip(dst, axis)
         return "numpy", src, dst, axis
     _, length, inner = src3.shape
-    rows = _rows_win(inner, src.itemsize)
+    slow = _torch_strided_slow(length, inner, src.itemsize)
+    rows = slow and _rows_win(inner, src.itemsize)
     if reverse:  # lanes are independent: flipping all three axes reverses each lane and keeps
         # a contiguous input one contiguous (reversed) run for the copies
         src3, dst3 = src3[::-1, ::-1, ::-1], dst3[::-1, ::-1, ::-1]
-    elif (not rows and src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
-          and not _torch_strided_slow(length, inner, src.itemsize) and _torch_may_write(src3, dst3, exclusive, in_place)):
+    elif (not slow and src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
+          and _torch_may_write(src3, dst3, exclusive, in_place)):
         return "torch", src3, dst3, 1
     return ("rows" if rows else "lanes"), src3, dst3, 1
 
