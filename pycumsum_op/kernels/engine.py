@@ -89,6 +89,7 @@ TORCH_GRAIN = 1 << 15
 #: dtypes whose torch.cumsum accumulates as we do (float64 for floats, int64 for integers).
 TORCH_EXACT_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
 
+_CORES = os.cpu_count() or 1  # os.cpu_count() reads /sys on every call
 _add = np.add
 _copyto = np.copyto
 _cumsum = torch.cumsum
@@ -338,7 +339,7 @@ def _thread_count(size: int, pieces: int) -> int:
     if size < PARALLEL_MIN_SIZE or pieces < 2:
         return 1
     threads = torch.get_num_threads()
-    if threads < 2 or os.getloadavg()[0] >= MAX_LOAD_PER_CORE * (os.cpu_count() or 1):
+    if threads < 2 or os.getloadavg()[0] >= MAX_LOAD_PER_CORE * _CORES:
         return 1
     return min(pieces, threads)
 
