@@ -141,10 +141,10 @@ def _torch_strided_slow(length: int, inner: int, itemsize: int) -> bool:
     stride = inner * itemsize
     if stride < CACHE_LINE:
         return length * stride > STREAM_CACHE_BYTES
-    lines = L1_SETS * L1_WAYS
-    if stride % CACHE_LINE == 0:
-        lines //= math.gcd(stride // CACHE_LINE, L1_SETS)
-    return length > lines // 2  # half the capacity: the output's lines and other data share it
+    aliasing = math.gcd(stride // CACHE_LINE, L1_SETS) if stride % CACHE_LINE == 0 else 1
+    lines = L1_SETS * L1_WAYS // aliasing
+    # an aliased stride also maps the output's lines to the same few sets: half of them for the input
+    return length > (lines // 2 if aliasing > 1 else lines)
 
 
 def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, reverse: bool):
