@@ -28,7 +28,7 @@ other, and with torch for float32, float64, int32 and int64. The array is seen a
 Memory: besides the output, one buffer of at most `BUFFER_ELEMENTS` accumulation-dtype
 elements (512 KiB in float64) per thread, plus a carry row. Large inputs are split over
 ``torch.get_num_threads()`` threads (the same intra-op setting torch uses) while the cores are
-not already busy (load average per core below `MAX_LOAD_PER_CORE`), on a shared pool that a
+idle (load average per core below `MAX_LOAD_PER_CORE`), on a shared pool that a
 fork or a larger thread count replaces (the replaced pool is shut down).
 
 >>> x = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -81,9 +81,10 @@ LANES_MIN_WIDTH = 16
 CHUNKS_PER_THREAD = 2
 #: Inputs of at least this size are split over torch.get_num_threads() threads.
 PARALLEL_MIN_SIZE = 1 << 18
-#: ... while the 1-minute load average per core is below this: on busy cores the OS preempts a helper
-#: thread mid-chunk for a whole time slice (milliseconds), and the caller waits for it.
-MAX_LOAD_PER_CORE = 1.0
+#: ... while the 1-minute load average per core is below this (an idle machine): on busy cores the OS
+#: preempts a helper thread mid-chunk for a whole time slice (milliseconds) and the caller waits for it;
+#: on the 2-core VM this was measured on, two threads were no faster than one even at load 1.2-1.5.
+MAX_LOAD_PER_CORE = 0.5
 #: torch.cumsum parallelises by itself over more than this many lanes (ATen's GRAIN_SIZE).
 TORCH_GRAIN = 1 << 15
 #: dtypes whose torch.cumsum accumulates as we do (float64 for floats, int64 for integers).
