@@ -15,12 +15,12 @@ from pycumsum_op.kernels import engine
 X, GRAD_Y = "bench_x", "bench_y_grad"
 
 
-def feed(shape, low=-1.0, high=1.0, seed=0):
-    """Fresh workspace with float32 input and output-gradient blobs of ``shape``, uniform in [low, high)."""
+def feed(shape, low=-1.0, high=1.0, seed=0, dtype=np.float32):
+    """Fresh workspace with input and output-gradient blobs of ``shape`` and ``dtype``, uniform in [low, high)."""
     workspace.ResetWorkspace()
     rng = np.random.RandomState(seed)
-    x = rng.uniform(low, high, shape).astype(np.float32)
-    grad_y = rng.uniform(low, high, shape).astype(np.float32)
+    x = rng.uniform(low, high, shape).astype(dtype)
+    grad_y = rng.uniform(low, high, shape).astype(dtype)
     workspace.FeedBlob(X, x)
     workspace.FeedBlob(GRAD_Y, grad_y)
     return x, grad_y

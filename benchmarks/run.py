@@ -6,6 +6,7 @@ and torch autograd (``torch.autograd.grad``, same process, ``torch.get_num_threa
 a net with one Copy op of the same tensor (the memory-bandwidth bound) and, where it fits in memory, the
 seed's Transpose -> EnsureDense -> SparseLengthsSum -> Transpose net. Candidates run in rounds, each round
 in a rotated order, each sample a batch of calls lasting about a millisecond; the table shows medians.
+A seeded random sweep of shapes (benchmarks/sweep.py; ``--seed`` draws another) follows the grid.
 Peak memory comes from child processes (benchmarks/peak_memory.py: peak resident set growth), accuracy
 from 10^6-long float32 rows and columns against float64, and every target of the issue gets PASS or MISS.
 
@@ -32,6 +33,7 @@ import numpy as np
 import torch
 
 import nets
+import sweep
 from pycumsum_op.kernels import engine
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -334,6 +336,7 @@ def report_markdown(result):
                     ["{:.2e}".format(a[k]) for k in ("pycumsum_forward", "pycumsum_backward", "torch_forward",
                                                        "torch_backward", "float32_numpy_forward")]
                     for a in result["accuracy"]]), "",
+             sweep.markdown(result["sweep"], result["sweep_seed"], table),
              "### Targets", "",
              table(["target", "status", "measured"], [[t["target"], t["status"], t["detail"]]
                                                        for t in result["targets"]]), ""]
@@ -455,6 +458,8 @@ def main(argv=None):
     parser.add_argument("--seed-budget-gib", type=float, default=3.0, help="run the seed net only below this")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory child processes")
     parser.add_argument("--family-only", action="store_true", help="time only the scan family's rows")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random sweep of shapes")
+    parser.add_argument("--sweep-count", type=int, default=48, help="shapes in the random sweep")
     parser.add_argument("--output", default=os.path.join(HERE, "results", "latest"),
                         help="writes OUTPUT.json and OUTPUT.md")
     parser.add_argument("--only-lowering", action="store_true", help="time only the lowered nets (pycumsum_op.lower)")
@@ -476,12 +481,16 @@ def main(argv=None):
             cases.append(time_case(shape, axis, args.budget, seed_budget))
             print("timed {} axis {}".format(shape, axis), file=sys.stderr)
     result["cases"] = cases
+    result["sweep_seed"] = args.seed
+    result["sweep"] = sweep.time_cases(sweep.draw_shapes(args.seed, args.sweep_count), args.budget / 4, measure, median)
     result["overhead"] = time_overhead(args.budget * 2)
     result["accuracy"] = accuracy()
     result["memory"] = [] if args.no_memory else [
         dict(peak_memory(c["shape"], c["axis"], "seed_forward" in c), shape=c["shape"], axis=c["axis"])
         for c in cases if c["size"] >= COPY_TARGET_MIN_SIZE or "seed_forward" in c]
     result["targets"] = evaluate(cases, result["overhead"], result["accuracy"], result["memory"])
+    result["targets"] += [{"target": name, "status": "PASS" if passed else "MISS", "detail": detail}
+                          for name, passed, detail in sweep.targets(result["sweep"], args.seed)]
     result["lowering"], result["lowering_targets"], lowering_markdown_text = lowering_rows(args.budget)
     result["family"] = time_family(args.budget / 4)
     result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])

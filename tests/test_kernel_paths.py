@@ -9,6 +9,8 @@ paths are then driven through real Caffe2 nets (forward and gradient), with the 
 recorded. Timing is never tested here: speed is `make bench`'s job.
 """
 import multiprocessing
+import threading
+import time
 import tracemalloc
 
 import numpy as np
@@ -24,9 +26,15 @@ FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusi
 
 @pytest.fixture
 def tiny_blocks(monkeypatch):
-    """Engine thresholds scaled down: 24-element buffers, threads from 0 elements, 2 torch threads."""
-    for name, value in [("SMALL_SIZE", 0), ("BUFFER_ELEMENTS", 24), ("ROWS_MIN_WIDTH", 4),
-                        ("ROWS_MIN_BLOCK", 2), ("LANES_MIN_WIDTH", 2), ("PARALLEL_MIN_SIZE", 0)]:
+    """Engine thresholds scaled down: 24-element buffers, rows from 12 lanes (4 with a 32-byte aliased stride),
+    a cache of 4 sets of 2 16-byte lines (so torch's strided loop keeps lanes of up to 8 rows of 16 bytes or
+    more, fewer with aliased strides, 64 bytes of narrower rows), threads from 0 elements at any load,
+    2 torch threads."""
+    for name, value in [("SMALL_SIZE", 0), ("BUFFER_ELEMENTS", 24), ("ROWS_MIN_WIDTH", 12),
+                        ("ROWS_MIN_ALIASED_WIDTH", 4), ("ALIASED_STRIDE", 32), ("ROWS_PARALLEL_WIDTH", 2),
+                        ("ROWS_MIN_BLOCK", 2), ("LANES_MIN_WIDTH", 2), ("PARALLEL_MIN_SIZE", 0),
+                        ("MAX_LOAD_PER_CORE", float("inf")), ("CACHE_LINE", 16), ("L1_SETS", 4), ("L1_WAYS", 2),
+                        ("STREAM_CACHE_BYTES", 64)]:
         monkeypatch.setattr(engine, name, value)
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -95,18 +103,23 @@ def run_kernel(x, axis, exclusive, reverse, in_place=False, dtype=None):
 # shape, axis, dtype (of input and result), the path `choose_path` must pick forward, and reversed
 # (under tiny_blocks)
 KERNEL_CASES = [
-    ((7, 50), 1, np.float32, "torch", "lanes"),      # last axis: lanes are rows; reversed: float64 blocks
+    ((7, 50), 1, np.float32, "torch", "lanes"),      # last axis: threads split outer; reversed: float64 blocks
+    ((1, 5, 3), 1, np.float32, "torch", "lanes"),    # one outer slice: threads split the inner lanes
     ((9, 6), 1, np.float32, "torch", "lanes"),       # reversed: whole lanes fit, float32 buffer
     ((3, 40), -1, np.float64, "torch", "lanes"),
     ((4, 5), -1, np.float64, "torch", "lanes"),
     ((6, 11), 1, np.int64, "torch", "lanes"),
     ((6, 11), 1, np.int32, "torch", "lanes"),        # dtype=int32: sums in int64, like torch
-    ((5, 4, 3), 1, np.float32, "torch", "rows"),     # narrow inner, slab within the buffer
-    ((30, 16), 0, np.float32, "rows", "rows"),       # a non-last axis with wide rows
-    ((3, 20, 5), 1, np.float64, "rows", "rows"),
-    ((2, 13, 3, 4), 1, np.int64, "rows", "rows"),
-    ((40, 3), 0, np.float32, "lanes", "lanes"),      # a non-last axis with narrow rows
+    ((5, 4, 3), 1, np.float32, "torch", "lanes"),    # rows of 12 bytes streamed: torch's strided loop
+    ((3, 4, 5), 1, np.float64, "torch", "lanes"),    # rows of 40 bytes, lanes short enough for the cache
+    ((3, 4, 13), 1, np.float32, "torch", "lanes"),   # wide rows, short lanes: still torch
+    ((3, 20, 5), 1, np.float64, "lanes", "lanes"),   # rows of 40 bytes, long lanes: through the buffer
+    ((40, 3), 0, np.float32, "lanes", "lanes"),      # narrow rows, lanes too long to stream from cache
     ((40, 3), 0, np.float64, "lanes", "lanes"),
+    ((30, 16), 0, np.float32, "rows", "rows"),       # a non-last axis with wide rows
+    ((2, 13, 3, 4), 1, np.int64, "rows", "rows"),
+    ((3, 20, 4), 1, np.float64, "rows", "rows"),     # rows of 4 lanes, 32 bytes: an aliased stride
+    ((9, 5, 8), 1, np.float32, "rows", "rows"),
     ((6, 50), 1, np.float16, "lanes", "lanes"),      # torch sums float16 in float32: not for us
 ]
 
@@ -127,8 +140,8 @@ def test_each_path_matches_torch(tiny_blocks, paths_taken, shape, axis, dtype, f
     assert_equal(actual, expected)
 
 
-def test_ragged_tiles_and_blocks(tiny_blocks):
-    """Random shapes, axes and flags: tiles and blocks that do not divide the input evenly."""
+def test_ragged_tiles_and_blocks(tiny_blocks, paths_taken):
+    """Random shapes, axes and flags: tiles and blocks that do not divide the input evenly, on every path."""
     rng = np.random.RandomState(11)
     for _ in range(300):
         shape = tuple(rng.randint(1, 9, size=rng.randint(1, 5)))
@@ -137,6 +150,7 @@ def test_ragged_tiles_and_blocks(tiny_blocks):
         x = values(shape, [np.float32, np.float64, np.int64][rng.randint(3)], seed=rng.randint(1 << 20))
         actual = run_kernel(x.copy() if in_place else x, axis, exclusive, reverse, in_place=in_place)
         assert_equal(actual, oracle(x, axis, exclusive, reverse))
+    assert {"trivial", "torch", "lanes", "rows"} <= set(paths_taken)
 
 
 @pytest.mark.parametrize("lanes", [3, 5])
@@ -238,18 +252,84 @@ def test_backward_in_place_on_grad_y(tiny_blocks, exclusive, reverse):
     assert_equal(actual, expected)
 
 
-def test_worker_errors_reach_the_caller(tiny_blocks, monkeypatch):
-    calls = []
+def _failing_cumsum(fail_in_caller, fail_in_worker, started, finished):
+    """torch.cumsum that raises in the calling thread and/or a pool worker, recording the workers' calls.
 
-    def failing(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("worker failed")
+    The caller's first call waits until a worker has started one (so that both really run), and a
+    worker's call is slow: the caller is done (or has failed) while the worker still writes.
+    """
+    caller = threading.current_thread()
+
+    def cumsum(*args, **kwargs):
+        if threading.current_thread() is caller:
+            deadline = time.time() + 30
+            while not started and time.time() < deadline:
+                time.sleep(0.005)
+            if fail_in_caller:
+                raise ValueError("caller failed")
+            return torch.cumsum(*args, **kwargs)
+        started.append(1)
+        try:
+            time.sleep(0.2)
+            if fail_in_worker:
+                raise RuntimeError("worker failed")
+            return torch.cumsum(*args, **kwargs)
+        finally:
+            finished.append(1)
+    return cumsum
+
+
+@pytest.mark.parametrize("fail_in_caller, fail_in_worker, error", [
+    (False, True, "worker failed"), (True, True, "caller failed"), (True, False, "caller failed")])
+def test_worker_errors_reach_the_caller_and_never_mask_its_own(tiny_blocks, monkeypatch, fail_in_caller,
+                                                               fail_in_worker, error):
+    """The caller's own exception wins over a worker's; none is raised before every worker's chunk is done."""
+    started, finished = [], []
+    monkeypatch.setattr(engine, "_cumsum", _failing_cumsum(fail_in_caller, fail_in_worker, started, finished))
+    with pytest.raises((ValueError, RuntimeError), match=error):
+        run_kernel(values((8, 30), np.float32), 1, False, False)  # torch path, chunks over 2 threads
+    assert started and len(finished) == len(started)
+
+
+def test_threads_share_chunks_and_match_torch(tiny_blocks, monkeypatch):
+    """Whichever thread takes which chunk (a slow worker takes few), the result is torch's."""
+    started, finished = [], []
+    monkeypatch.setattr(engine, "_cumsum", _failing_cumsum(False, False, started, finished))
+    x = values((8, 30), np.float32)
+    assert_equal(run_kernel(x, 1, False, False), oracle(x, 1, False, False))
+    assert started and len(finished) == len(started)
+
+
+def test_no_threads_when_the_cores_are_busy(tiny_blocks, monkeypatch):
+    """With the load average at the limit, every chunk runs on the calling thread."""
+    monkeypatch.setattr(engine, "MAX_LOAD_PER_CORE", 0.0)
+    callers = set()
+
+    def recording(*args, **kwargs):
+        callers.add(threading.current_thread())
         return torch.cumsum(*args, **kwargs)
+    monkeypatch.setattr(engine, "_cumsum", recording)
+    x = values((8, 30), np.float32)
+    for reverse in (False, True):
+        assert_equal(run_kernel(x, 1, False, reverse), oracle(x, 1, False, reverse))
+    assert callers == {threading.current_thread()}
 
-    monkeypatch.setattr(engine, "_cumsum", failing)
-    with pytest.raises(RuntimeError, match="worker failed"):
-        run_kernel(values((8, 30), np.float32), 1, False, False)
+
+def test_a_replaced_pool_is_shut_down(tiny_blocks):
+    """More threads replace the shared pool; the old one is shut down and its threads exit."""
+    x = values((64, 30), np.float32)
+    run_kernel(x, 1, False, False)  # 2 threads: a pool of at least one worker
+    old = engine._pool
+    old_threads = list(old._threads)
+    assert old_threads
+    torch.set_num_threads(engine._pool_workers + 2)
+    assert_equal(run_kernel(x, 1, False, False), oracle(x, 1, False, False))
+    assert engine._pool is not old
+    for thread in old_threads:
+        thread.join(10)
+    assert not any(thread.is_alive() for thread in old_threads)
+    with pytest.raises(RuntimeError):
+        old.submit(print)  # shut down: takes no more work
 
 
 def _scan_in_child(queue):
@@ -308,6 +388,7 @@ def test_float32_accuracy_on_long_scans(paths_taken, shape, axis, reverse, path)
 
 def test_float32_accuracy_on_long_rows_path(monkeypatch, paths_taken):
     monkeypatch.setattr(engine, "ROWS_MIN_WIDTH", 2)
+    monkeypatch.setattr(engine, "STREAM_CACHE_BYTES", 1024)
     x = np.random.RandomState(4).uniform(0.5, 1.5, (LENGTH, 2)).astype(np.float32)
     actual = run_kernel(x, 0, False, False)
     assert paths_taken == ["rows"]
@@ -322,11 +403,17 @@ OP_CASES = [  # shape, axis, reverse, forward path, backward path
     ((64, 128), 1, True, "lanes", "torch"),
     ((48, 512), 0, False, "rows", "rows"),
     ((48, 512), 0, True, "rows", "rows"),
-    ((32768, 4), 0, False, "lanes", "lanes"),
-    ((64, 32, 8), 1, False, "torch", "rows"),
-    ((64, 32, 8), 1, True, "rows", "torch"),
+    ((32768, 4), 0, False, "torch", "lanes"),
+    ((64, 32, 8), 1, False, "torch", "lanes"),
+    ((64, 32, 8), 1, True, "lanes", "torch"),
+    ((16, 40, 256), 1, False, "rows", "rows"),       # 1 KiB between a lane's elements: aliased
+    ((2, 600, 520), 1, True, "rows", "rows"),
     ((9, 7), 0, True, "numpy", "numpy"),
     ((1, 1), 1, False, "trivial", "trivial"),
+    ((3, 200000), 1, False, "torch", "lanes"),       # > PARALLEL_MIN_SIZE: threads split the outer lanes
+    ((1, 100000, 6), 1, False, "torch", "lanes"),    # threads split the inner lanes (the backward: one thread)
+    ((2, 48, 16384), 1, False, "rows", "rows"),      # rows wide enough to split over threads
+    ((3000, 40), 0, False, "lanes", "lanes"),        # long lanes, rows of 160 bytes: torch would miss
 ]
 
 
@@ -345,7 +432,8 @@ def run_op(x, grad_y, in_place=False, **kwargs):
 
 @pytest.mark.parametrize("shape, axis, reverse, forward_path, backward_path", OP_CASES)
 @pytest.mark.parametrize("exclusive", [False, True])
-def test_caffe2_op_forward_and_gradient(paths_taken, shape, axis, reverse, forward_path, backward_path, exclusive):
+def test_caffe2_op_forward_and_gradient(monkeypatch, paths_taken, shape, axis, reverse, forward_path, backward_path, exclusive):
+    monkeypatch.setattr(engine, "MAX_LOAD_PER_CORE", float("inf"))  # threads even on a busy machine
     x, grad_y = values(shape, np.float32), values(shape, np.float32, seed=5)
     y, grad_x = run_op(x, grad_y, axis=axis, exclusive=exclusive, reverse=reverse)
     assert paths_taken == [forward_path, backward_path]

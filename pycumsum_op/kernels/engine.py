@@ -3,23 +3,33 @@
 Every path adds each lane (one 1-D slice along the scan axis) element after element,
 left to right, in the accumulation dtype, and rounds once per element to the output
 dtype, exactly as torch.cumsum does on CPU. So the paths agree bit for bit with each
-other, and with torch for float32, float64, int32 and int64. The paths (`choose_path`):
+other, and with torch for float32, float64, int32 and int64. The array is seen as
+(outer, length, inner) around the scan axis; the paths (`choose_path`):
 
 - ``trivial``: a scan of length 1 is a copy (zeros when exclusive).
 - ``numpy``: ``np.add.accumulate`` over flipped/shifted views. The reference path; taken
   for small inputs and for layouts that no (outer, length, inner) view describes.
 - ``torch``: ``torch.cumsum(out=)`` from the input's memory straight into the output's:
-  last-axis, forward scans that keep a dtype torch accumulates as we do.
-- ``lanes``: lanes are copied (cast, reversed, transposed as needed) into a lane-major
-  buffer, scanned there by torch.cumsum along contiguous memory, and copied out, one
-  block at a time with a carry between blocks. The buffer holds the accumulation dtype,
-  or the data's own when whole lanes fit (no carry) and torch accumulates it as we do.
-- ``rows``: the same blocks in row-major order, scanned by vectorised numpy adds of one
-  row onto the next: for scans along a non-last axis whose rows are wide.
+  forward scans that keep a dtype torch accumulates as we do, wherever torch's own
+  strided loop stays in cache (`_torch_strided_slow`: the last axis, and lanes short
+  enough for the cache sets their stride maps them to). Split over our threads where torch would run it on one
+  (torch parallelises over lanes only from ``TORCH_GRAIN`` lanes per thread on).
+- ``lanes``: cache-sized blocks of (a few outer slices) x (some rows of the scan axis)
+  x (inner lanes) are copied (cast, reversed as needed) into a buffer of the same layout,
+  scanned there in place by torch.cumsum, and copied out, with a carry row between
+  blocks. The buffer holds the accumulation dtype, or the data's own when whole lanes
+  fit (no carry) and torch accumulates it as we do. Reverse and exclusive-in-place scans
+  (the backward of every forward), dtype changes, and lanes torch's loop would miss the
+  cache on (it reads a lane's lines again for each neighbouring lane).
+- ``rows``: the same blocks in float64, scanned by vectorised numpy adds of one row onto
+  the next: where torch's loop misses the cache and rows are wide (or their stride is
+  aliased, which the buffer would keep).
 
 Memory: besides the output, one buffer of at most `BUFFER_ELEMENTS` accumulation-dtype
 elements (512 KiB in float64) per thread, plus a carry row. Large inputs are split over
-``torch.get_num_threads()`` threads (the same intra-op setting torch uses).
+``torch.get_num_threads()`` threads (the same intra-op setting torch uses) while the cores are
+idle (load average per core below `MAX_LOAD_PER_CORE`), on a shared pool that a
+fork or a larger thread count replaces (the replaced pool is shut down).
 
 >>> x = np.arange(6, dtype=np.float32).reshape(2, 3)
 >>> out = np.empty_like(x)
@@ -30,6 +40,8 @@ array([[ 3.,  3.,  2.],
 >>> choose_path(np.zeros((1024, 1024), np.float32), np.zeros((1024, 1024), np.float32), 0, False, False)[0]
 'rows'
 """
+import functools
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -41,19 +53,44 @@ import torch
 SMALL_SIZE = 1 << 12
 #: Elements in one thread's block buffer.
 BUFFER_ELEMENTS = 1 << 16
-#: The rows path needs rows of at least this many lanes (a numpy call per row must pay off).
-ROWS_MIN_WIDTH = 256
-#: Fewest rows per block on the rows path (wider rows are better, but the carry costs a row).
+#: Where torch's loop is slow, rows of at least this many lanes take the rows path (a numpy call
+#: per row pays off) ...
+ROWS_MIN_WIDTH = 512
+#: ... and so do rows of at least this many whose byte stride is a multiple of `ALIASED_STRIDE`
+#: (torch's strided loop then maps a lane to few cache sets and misses: 4-7 ns an element, not 1.5).
+ROWS_MIN_ALIASED_WIDTH = 128
+ALIASED_STRIDE = 1024
+#: A model of the cache torch's strided loop runs in (L1: 64-byte lines, 64 sets of 8 ways). The
+#: loop sweeps one lane, then its neighbour, which reads the same lines again: fast only while one
+#: lane's lines stay cached. A stride that is a multiple of a line maps them to fewer sets.
+CACHE_LINE = 64
+L1_SETS = 64
+L1_WAYS = 8
+#: Rows narrower than a line share lines between lanes; the sweeps stream from memory once the
+#: lines of a lane sweep no longer fit in this much cache (an L3 share).
+STREAM_CACHE_BYTES = 1 << 23
+#: The rows path splits over threads only when each numpy call gets rows at least this wide (the
+#: GIL is held between calls).
+ROWS_PARALLEL_WIDTH = 8192
+#: Fewest rows per block on the blocked paths (wider rows are better, but the carry costs a row).
 ROWS_MIN_BLOCK = 4
-#: Fewest lanes per tile on the lanes path (so that copies use whole cache lines).
+#: Fewest lanes in a tile split off for a thread (narrower tiles make strided copies of short runs).
 LANES_MIN_WIDTH = 16
+#: A thread split cuts the work into this many chunks a thread; threads take the next chunk free,
+#: so a worker the OS schedules late costs little (the caller takes its chunks).
+CHUNKS_PER_THREAD = 2
 #: Inputs of at least this size are split over torch.get_num_threads() threads.
-PARALLEL_MIN_SIZE = 1 << 19
-#: torch.cumsum parallelises by itself over at least this many lanes (ATen's GRAIN_SIZE).
+PARALLEL_MIN_SIZE = 1 << 18
+#: ... while the 1-minute load average per core is below this (an idle machine): on busy cores the OS
+#: preempts a helper thread mid-chunk for a whole time slice (milliseconds) and the caller waits for it;
+#: on the 2-core VM this was measured on, two threads were no faster than one even at load 1.2-1.5.
+MAX_LOAD_PER_CORE = 0.5
+#: torch.cumsum parallelises by itself over more than this many lanes (ATen's GRAIN_SIZE).
 TORCH_GRAIN = 1 << 15
 #: dtypes whose torch.cumsum accumulates as we do (float64 for floats, int64 for integers).
 TORCH_EXACT_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
 
+_CORES = os.cpu_count() or 1  # os.cpu_count() reads /sys on every call
 _add = np.add
 _copyto = np.copyto
 _cumsum = torch.cumsum
@@ -65,15 +102,25 @@ def _along(axis: int, index) -> tuple:
     return (slice(None),) * axis + (index,)
 
 
-def _as_3d(array: np.ndarray, axis: int):
-    """``array`` (not empty) viewed as (outer, length, inner) around ``axis``, or None when only a copy could."""
-    length = array.shape[axis]
+@functools.lru_cache(maxsize=512)
+def _shape_3d(shape: tuple, axis: int) -> tuple:
+    """(outer, length, inner) around ``axis`` of ``shape``."""
     inner = 1
-    for extent in array.shape[axis + 1:]:
+    for extent in shape[axis + 1:]:
         inner *= extent
+    outer = 1
+    for extent in shape[:axis]:
+        outer *= extent
+    return outer, shape[axis], inner
+
+
+def _as_3d(array: np.ndarray, shape: tuple):
+    """``array`` viewed with the 3-D ``shape``, or None when only a copy could."""
+    if array.flags.c_contiguous:  # a view for sure, and reshape is the cheaper call
+        return array.reshape(shape)
     view = array.view()
     try:
-        view.shape = (array.size // (length * inner), length, inner)
+        view.shape = shape
     except AttributeError:  # numpy refuses shapes that need a copy
         return None
     return view
@@ -81,6 +128,24 @@ def _as_3d(array: np.ndarray, axis: int):
 
 def _same_view(a: np.ndarray, b: np.ndarray) -> bool:
     return a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.strides == b.strides
+
+
+def _rows_win(inner: int, itemsize: int) -> bool:
+    """Whether numpy's row adds pay off: wide rows, or rows with an aliased stride (the buffer has it too)."""
+    return inner >= ROWS_MIN_WIDTH or (inner >= ROWS_MIN_ALIASED_WIDTH and inner * itemsize % ALIASED_STRIDE == 0)
+
+
+def _torch_strided_slow(length: int, inner: int, itemsize: int) -> bool:
+    """Whether torch's strided loop misses the cache on lanes of ``length`` elements ``inner`` apart."""
+    if inner == 1:
+        return False
+    stride = inner * itemsize
+    if stride < CACHE_LINE:
+        return length * stride > STREAM_CACHE_BYTES
+    aliasing = math.gcd(stride // CACHE_LINE, L1_SETS) if stride % CACHE_LINE == 0 else 1
+    lines = L1_SETS * L1_WAYS // aliasing
+    # an aliased stride also maps the output's lines to the same few sets: half of them for the input
+    return length > (lines // 2 if aliasing > 1 else lines)
 
 
 def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, reverse: bool):
@@ -94,22 +159,33 @@ def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, re
         src, dst = src.reshape(1), dst.reshape(1)
     if src.shape[axis] == 1:
         return "trivial", src, dst, axis
-    src3 = _as_3d(src, axis) if src.size >= SMALL_SIZE else None
-    dst3 = None if src3 is None else _as_3d(dst, axis)
+    in_place = src is dst
+    src3 = _as_3d(src, _shape_3d(src.shape, axis)) if src.size >= SMALL_SIZE else None
+    dst3 = src3 if in_place or src3 is None else _as_3d(dst, src3.shape)
     if dst3 is None:
         if reverse:
             src, dst = np.flip(src, axis), np.flip(dst, axis)
         return "numpy", src, dst, axis
-    outer, length, inner = src3.shape
+    _, length, inner = src3.shape
+    slow = _torch_strided_slow(length, inner, src.itemsize)
+    rows = slow and _rows_win(inner, src.itemsize)
     if reverse:  # lanes are independent: flipping all three axes reverses each lane and keeps
         # a contiguous input one contiguous (reversed) run for the copies
         src3, dst3 = src3[::-1, ::-1, ::-1], dst3[::-1, ::-1, ::-1]
-    elif (src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
-          and (inner == 1 or (inner < ROWS_MIN_WIDTH and length * inner <= BUFFER_ELEMENTS))
-          and min(src3.strides) >= 0 and min(dst3.strides) >= 0
-          and not (np.may_share_memory(src3, dst3) and (exclusive or not _same_view(src3, dst3)))):
+    elif (not slow and src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
+          and _torch_may_write(src3, dst3, exclusive, in_place)):
         return "torch", src3, dst3, 1
-    return ("rows" if inner > 1 and outer * inner >= ROWS_MIN_WIDTH else "lanes"), src3, dst3, 1
+    return ("rows" if rows else "lanes"), src3, dst3, 1
+
+
+def _torch_may_write(src3, dst3, exclusive, in_place):
+    """Whether torch.cumsum may read src3 and write dst3: positive strides (torch has no others), and
+    apart, or one view scanned in place (not shifted)."""
+    if not (src3.flags.c_contiguous and dst3.flags.c_contiguous) and min(src3.strides + dst3.strides) < 0:
+        return False
+    if in_place or np.may_share_memory(src3, dst3):
+        return not exclusive and (in_place or _same_view(src3, dst3))
+    return True
 
 
 def scan(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, reverse: bool,
@@ -137,15 +213,22 @@ def _numpy_path(src, dst, axis, exclusive, accumulate_dtype):
         np.add.accumulate(src, axis, accumulate_dtype, dst)
 
 
+def _torch_threads(lanes: int) -> int:
+    """How many threads torch.cumsum itself runs over ``lanes`` lanes (ATen's parallel_for rule)."""
+    return 1 if lanes <= TORCH_GRAIN else min(torch.get_num_threads(), -(-lanes // TORCH_GRAIN))
+
+
 def _torch_path(src, dst, axis, exclusive, accumulate_dtype):
     if exclusive:  # src and dst do not overlap here
         dst[:, 0] = 0
         src, dst = src[:, :-1], dst[:, 1:]
     outer, _, inner = src.shape
-    if inner == 1:  # lanes are rows: split them, unless torch does
-        src, dst = src[:, :, 0], dst[:, :, 0]
-    parts = 1 if outer * inner >= TORCH_GRAIN else _thread_count(src.size, outer)
-    _run_parallel(_torch_cumsum, [(src[start:stop], dst[start:stop]) for start, stop in _split(outer, parts)])
+    threads = _thread_count(src.size, outer * inner)
+    if threads <= _torch_threads(outer * inner):
+        _cumsum(_from_numpy(src), 1, out=_from_numpy(dst))
+    else:
+        _run_parallel(lambda: _torch_cumsum, [(src[o, :, i], dst[o, :, i]) for o, i in
+                                               _lane_slices(outer, inner, CHUNKS_PER_THREAD * threads)], threads)
 
 
 def _torch_cumsum(pair):
@@ -153,80 +236,96 @@ def _torch_cumsum(pair):
     _cumsum(_from_numpy(src), 1, out=_from_numpy(dst))
 
 
-def _blocked_path(lane_major):
-    """The ``lanes`` (lane_major) or ``rows`` path: tiles of lanes, scanned through a block buffer."""
+def _lane_slices(outer: int, inner: int, pieces: int):
+    """(outer slice, inner slice) pairs cutting outer x inner lanes into about ``pieces``: by outer if it can."""
+    if outer >= pieces or outer >= inner:
+        return [(np.s_[start:stop], np.s_[:]) for start, stop in _split(outer, pieces)]
+    return [(np.s_[:], np.s_[start:stop]) for start, stop in _split(inner, pieces)]
+
+
+def _tiles(outer: int, length: int, inner: int, parts: int):
+    """Index pairs (outer slice, inner slice) cutting (outer, length, inner) into tiles for ``parts`` threads.
+
+    A tile is a few whole outer slices when ``ROWS_MIN_BLOCK`` of their rows fit the buffer
+    (whole lanes, and so no carry, when ``length`` rows fit), else a range of inner lanes of one.
+    """
+    per_outer = BUFFER_ELEMENTS // (inner * min(length, ROWS_MIN_BLOCK))
+    if per_outer >= 1 and outer >= parts:
+        step = max(1, min(BUFFER_ELEMENTS // (inner * length), -(-outer // parts)))
+        return [(np.s_[start:start + step], np.s_[:]) for start in range(0, outer, step)]
+    width = min(inner, BUFFER_ELEMENTS // min(length, ROWS_MIN_BLOCK))
+    if outer < parts and -(-inner * outer // parts) >= LANES_MIN_WIDTH:  # few outer slices: split their
+        width = min(width, -(-inner * outer // parts))  # lanes between the threads, if copies keep whole lines
+    return [(np.s_[o:o + 1], np.s_[start:start + width]) for o in range(outer) for start in range(0, inner, width)]
+
+
+def _blocked_path(numpy_rows):
+    """The ``lanes`` (torch scans the buffer) or ``rows`` (numpy adds rows in it) path."""
     def run(src, dst, axis, exclusive, accumulate_dtype):
         outer, length, inner = src.shape
-        lanes = outer * inner
+        threads = _thread_count(src.size, outer * inner)
+        if numpy_rows and inner < threads * ROWS_PARALLEL_WIDTH:
+            threads = 1
+        tiles = _tiles(outer, length, inner, threads if threads == 1 else CHUNKS_PER_THREAD * threads)
+        first_outer, first_inner = tiles[0]
+        tile_elements = src[first_outer, :, first_inner].size
         buffer_dtype = accumulate_dtype
-        if lane_major:  # whole lanes in the buffer when they fit; few enough that torch stays serial
-            width = min(lanes, TORCH_GRAIN // 2, max(LANES_MIN_WIDTH, BUFFER_ELEMENTS // length))
-            width = min(width, -(-lanes // _thread_count(src.size, lanes)))
-            if width * length <= BUFFER_ELEMENTS and src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES:
-                buffer_dtype = src.dtype  # no carry between blocks: torch accumulates as we do
-        else:  # rows as wide as the buffer allows; one thread (threads would fight for the GIL per row)
-            width = min(lanes, BUFFER_ELEMENTS // min(length, ROWS_MIN_BLOCK))
-        if width >= inner:
-            step = width // inner
-            tiles = [(np.s_[start:start + step], np.s_[:]) for start in range(0, outer, step)]
-            width = step * inner
-        else:
-            tiles = [(np.s_[o:o + 1], np.s_[start:start + width]) for o in range(outer)
-                     for start in range(0, inner, width)]
-        threads = _thread_count(src.size, len(tiles)) if lane_major else 1
-        groups = [[(src[o, :, i], dst[o, :, i]) for o, i in tiles[start:stop]]
-                  for start, stop in _split(len(tiles), threads)]
-        size = min(BUFFER_ELEMENTS, width * length)
-        _run_parallel(lambda group: _scan_tiles(group, exclusive, np.empty(size, buffer_dtype), lane_major), groups)
+        if (not numpy_rows and tile_elements <= BUFFER_ELEMENTS and src.dtype == dst.dtype
+                and src.dtype in TORCH_EXACT_DTYPES):
+            buffer_dtype = src.dtype  # whole lanes, no carry: torch accumulates as we do
+        size = min(BUFFER_ELEMENTS, tile_elements)
+
+        def worker():  # one buffer for each thread that takes part
+            return functools.partial(_scan_tile, buffer=np.empty(size, buffer_dtype), exclusive=exclusive,
+                                     numpy_rows=numpy_rows)
+        _run_parallel(worker, [(src[o, :, i], dst[o, :, i]) for o, i in tiles], threads)
     return run
 
 
-def _scan_tiles(tiles, exclusive, buffer, lane_major):
-    """Scan each (src, dst) tile (outer, length, inner) through ``buffer``, one block at a time.
+def _scan_tile(tile, buffer, exclusive, numpy_rows):
+    """Scan one (src, dst) tile (outer, length, inner) through ``buffer``, one block of rows at a time.
 
-    Blocks of the length axis are copied in, scanned (torch.cumsum along contiguous lanes, or
-    numpy adds of each row onto the next), and copied out shifted by one when exclusive; the
-    last row of a block is the carry added to the first row of the next.
+    A block is copied into the buffer in the tile's own layout, scanned along its rows (torch.cumsum,
+    or numpy adds of each row onto the next), and copied out, shifted by one when exclusive; the last
+    row of a block is the carry added to the first row of the next.
     """
-    for src, dst in tiles:
-        outer, length, inner = src.shape
-        block = max(1, min(length, buffer.size // (outer * inner)))
-        used = buffer[:outer * block * inner]
-        if lane_major:  # lanes contiguous: buffer[o, i, l], seen as (o, l, i)
-            view = used.reshape(outer, inner, block).transpose(0, 2, 1)
-            tensor = _from_numpy(view)
-        else:  # rows contiguous: buffer[l, o, i], seen as (o, l, i)
-            rows = used.reshape(block, outer * inner)
-            view = rows.reshape(block, outer, inner).transpose(1, 0, 2)
-            rows = list(rows)
-        carry = None
-        for start in range(0, length, block):
-            stop = min(length, start + block)
-            count = stop - start
-            _copyto(view[:, :count], src[:, start:stop], casting="unsafe")
-            if carry is not None:
-                _add(view[:, 0], carry, view[:, 0])
-            if lane_major:
-                part = tensor[:, :count]
-                _cumsum(part, 1, out=part)
-            else:
-                for previous, row in zip(rows[:count - 1], rows[1:count]):
-                    _add(previous, row, row)
-            if exclusive:
-                dst[:, start] = 0 if carry is None else carry
-                _copyto(dst[:, start + 1:stop], view[:, :count - 1], casting="unsafe")
-            else:
-                _copyto(dst[:, start:stop], view[:, :count], casting="unsafe")
-            if stop < length:
-                carry = view[:, count - 1].copy()
+    src, dst = tile
+    outer, length, inner = src.shape
+    block = max(1, min(length, buffer.size // (outer * inner)))
+    view = buffer[:outer * block * inner].reshape(outer, block, inner)
+    if numpy_rows:
+        rows = list(view.transpose(1, 0, 2)) if outer > 1 else list(view[0])
+    else:
+        tensor = _from_numpy(view)
+    carry = None
+    for start in range(0, length, block):
+        stop = min(length, start + block)
+        count = stop - start
+        part = view[:, :count]
+        _copyto(part, src[:, start:stop], casting="unsafe")
+        if carry is not None:
+            _add(view[:, 0], carry, view[:, 0])
+        if numpy_rows:
+            for previous, row in zip(rows[:count - 1], rows[1:count]):
+                _add(previous, row, row)
+        else:
+            scanned = tensor[:, :count]
+            _cumsum(scanned, 1, out=scanned)
+        if exclusive:
+            dst[:, start] = 0 if carry is None else carry
+            _copyto(dst[:, start + 1:stop], view[:, :count - 1], casting="unsafe")
+        else:
+            _copyto(dst[:, start:stop], part, casting="unsafe")
+        if stop < length:
+            carry = view[:, count - 1].copy()
 
 
 _PATHS = {
     "trivial": _trivial_path,
     "numpy": _numpy_path,
     "torch": _torch_path,
-    "lanes": _blocked_path(lane_major=True),
-    "rows": _blocked_path(lane_major=False),
+    "lanes": _blocked_path(numpy_rows=False),
+    "rows": _blocked_path(numpy_rows=True),
 }
 
 
@@ -238,9 +337,12 @@ def _split(count: int, parts: int):
 
 def _thread_count(size: int, pieces: int) -> int:
     """How many threads a scan of ``size`` elements in ``pieces`` independent pieces should use."""
-    if size < PARALLEL_MIN_SIZE:
+    if size < PARALLEL_MIN_SIZE or pieces < 2:
         return 1
-    return max(1, min(pieces, torch.get_num_threads()))
+    threads = torch.get_num_threads()
+    if threads < 2 or os.getloadavg()[0] >= MAX_LOAD_PER_CORE * _CORES:
+        return 1
+    return min(pieces, threads)
 
 
 _pool = None
@@ -250,23 +352,94 @@ _pool_lock = threading.Lock()
 
 
 def _executor(workers: int) -> ThreadPoolExecutor:
-    """The shared pool of at least ``workers`` threads (rebuilt after a fork: the child has no threads)."""
+    """The shared pool of at least ``workers`` threads.
+
+    A larger pool replaces a smaller one, which is shut down (its threads exit once the work
+    already given to them is done). After a fork the child has none of the parent's threads:
+    it builds its own pool and leaves the inherited object alone (its locks may be held).
+    """
     global _pool, _pool_pid, _pool_workers
     with _pool_lock:
         if _pool_pid != os.getpid() or _pool_workers < workers:
+            replaced = _pool if _pool_pid == os.getpid() else None
             _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pycumsum")
             _pool_pid, _pool_workers = os.getpid(), workers
+            if replaced is not None:
+                replaced.shutdown(wait=False)
         return _pool
 
 
-def _run_parallel(work, groups) -> None:
-    """work(group) for every group: the first in this thread, the others on the pool, all finished on return."""
-    if len(groups) == 1:
-        work(groups[0])
+class _Chunks:
+    """Chunks of work shared by the calling thread and pool workers, each taking the next one free.
+
+    The caller never waits for a worker that has not started: a late worker finds nothing left.
+    It waits only for the chunks workers have taken, so no worker still writes when it returns.
+    """
+
+    def __init__(self, chunks):
+        self._next = iter(chunks)
+        self._lock = threading.Condition()
+        self._running = 0
+        self._stopped = False
+        self.errors = []
+
+    def take(self):
+        """The next chunk, or None when none is left (or after a failure)."""
+        with self._lock:
+            chunk = None if self._stopped else next(self._next, None)
+            if chunk is not None:
+                self._running += 1
+            return chunk
+
+    def finish(self, error=None):
+        with self._lock:
+            self._running -= 1
+            if error is not None:
+                self.errors.append(error)
+                self._stopped = True
+            self._lock.notify_all()
+
+    def stop_and_wait(self):
+        """Hand out no more chunks; return once every chunk taken is done."""
+        with self._lock:
+            self._stopped = True
+            self._lock.wait_for(lambda: self._running == 0)
+
+    def run(self, make_worker, record_errors):
+        work = None
+        chunk = self.take()
+        while chunk is not None:
+            try:
+                work = work or make_worker()
+                work(chunk)
+            except BaseException as error:
+                self.finish(error if record_errors else None)
+                if record_errors:
+                    return
+                raise
+            self.finish()
+            chunk = self.take()
+
+
+def _run_parallel(make_worker, chunks, threads) -> None:
+    """make_worker()(chunk) for every chunk, on this thread and up to ``threads - 1`` pool workers.
+
+    Each thread that takes part calls make_worker once (its own buffers) and then takes chunks until
+    none is left. All taken chunks are done on return. The caller's own exception is the one
+    raised (else the first worker's): a worker's error never masks the caller's.
+    """
+    if threads <= 1 or len(chunks) <= 1:
+        work = make_worker()
+        for chunk in chunks:
+            work(chunk)
         return
-    futures = [_executor(len(groups) - 1).submit(work, group) for group in groups[1:]]
+    shared = _Chunks(chunks)
+    pool = _executor(threads - 1)
+    for _ in range(min(threads, len(chunks)) - 1):
+        pool.submit(shared.run, make_worker, True)
     try:
-        work(groups[0])
+        shared.run(make_worker, False)
     finally:
-        for future in futures:
-            future.result()
+        shared.stop_and_wait()
+    if shared.errors:
+        raise shared.errors[0]

@@ -1,0 +1,53 @@
+"""The benchmark's random sweep draws what it promises (benchmarks/sweep.py); nothing here is timed."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+import sweep  # noqa: E402
+
+SEEDS = range(5)
+
+
+@pytest.fixture(scope="module")
+def sweeps():
+    return {seed: sweep.draw_shapes(seed, 48) for seed in SEEDS}
+
+
+def test_every_case_is_within_the_limits(sweeps):
+    for cases in sweeps.values():
+        assert len(cases) == 48
+        for shape, axis, dtype in cases:
+            size, length = int(np.prod(shape)), shape[axis]
+            assert 1 <= len(shape) <= 4 and 0 <= axis < len(shape) and min(shape) >= 1
+            assert 2 ** 16 <= size <= 2 ** 22, shape
+            assert 2 <= length <= 10 ** 6 and 1 <= size // length <= 10 ** 5, shape
+            assert dtype in ("float32", "float64")
+
+
+def test_the_sweeps_reach_every_rank_axis_and_dtype(sweeps):
+    cases = [case for cases in sweeps.values() for case in cases]
+    assert {(len(shape), axis) for shape, axis, _ in cases} == {(rank, axis) for rank in range(1, 5)
+                                                                for axis in range(rank)}
+    assert {dtype for _, _, dtype in cases} == {"float32", "float64"}
+    for cases_of_one_seed in sweeps.values():
+        assert {dtype for _, _, dtype in cases_of_one_seed} == {"float32", "float64"}
+        assert {len(shape) for shape, _, _ in cases_of_one_seed} == {1, 2, 3, 4}
+
+
+def test_the_sweeps_span_lane_counts_and_lengths(sweeps):
+    """Narrow and wide (inner lanes), few and many lanes, short and long lanes all come up."""
+    cases = [case for cases in sweeps.values() for case in cases]
+    lanes = [int(np.prod(shape)) // shape[axis] for shape, axis, _ in cases]
+    lengths = [shape[axis] for shape, axis, _ in cases]
+    inner = [int(np.prod(shape[axis + 1:])) for shape, axis, _ in cases]
+    assert min(lanes) == 1 and max(lanes) >= 10 ** 4
+    assert min(lengths) <= 10 and max(lengths) >= 5 * 10 ** 5
+    assert any(1 < width < 16 for width in inner) and max(inner) >= 10 ** 4
+
+
+def test_a_seed_draws_one_sweep_and_another_seed_another(sweeps):
+    assert sweep.draw_shapes(3, 48) == sweeps[3]
+    assert sweeps[0] != sweeps[1]
