@@ -82,6 +82,7 @@ def test_export_writes_a_model_onnxruntime_runs(tmp_path):
 
 def test_bad_input_exits_2_with_one_line(tmp_path):
     (tmp_path / "junk.onnx").write_bytes(b"\x00not a model")
+    onnx.save(cumsum_model(TensorProto.UINT32, (4,), 0, "initializer", 11), str(tmp_path / "uint32.onnx"))
     net = core.Net("cli_slice")
     net.Slice("data", "part", starts=[0, 0], ends=[2, -1])
     net.AddExternalOutput(core.BlobReference("part"))
@@ -89,6 +90,9 @@ def test_bad_input_exits_2_with_one_line(tmp_path):
     cases = [
         (["onnx", "import", tmp_path / "junk.onnx", "--predict-net", tmp_path / "p.pb", "--init-net",
           tmp_path / "i.pb"], "pycumsum-op onnx: error: cannot read ONNX model"),
+        (["onnx", "import", tmp_path / "uint32.onnx", "--predict-net", tmp_path / "p.pb", "--init-net",
+          tmp_path / "i.pb"], "pycumsum-op onnx: error: cannot import '{}': ONNX CumSum node 'y': input 'x' has type "
+                              "UINT32, which Caffe2 has no tensor type for".format(tmp_path / "uint32.onnx")),
         (["onnx", "export", tmp_path / "slice.pb", "--input", "data=float32:3,4", "-o", tmp_path / "m.onnx"],
          "pycumsum-op onnx: error: Caffe2 op Slice (data -> part): Caffe2's exporter writes it as opset-9 Slice"),
     ]

@@ -15,6 +15,8 @@ Exit 0 on success, 2 on bad input with a one-line reason on stderr.
 ('step', ('int64', ()))
 """
 import argparse
+import contextlib
+import io
 import warnings
 
 from ..cli import _BadInput, write_file
@@ -63,9 +65,11 @@ def _import(args) -> int:
         except (OSError, DecodeError, RuntimeError) as error:
             raise _BadInput("cannot read ONNX model {!r}: {}".format(args.model, error))
         try:
-            init_net, predict_net = to_caffe2(model, lower=args.lower)
+            with contextlib.redirect_stderr(io.StringIO()):  # the stock backend prints "ONNX FATAL: <node>" too
+                init_net, predict_net = to_caffe2(model, lower=args.lower)
         except (ValueError, RuntimeError, onnx.checker.ValidationError) as error:
-            raise _BadInput("cannot import {!r}: {}".format(args.model, str(error).strip().splitlines()[-1]))
+            reason = str(error).strip().splitlines()[-1]  # the stock backend's last line: ". Exception: <reason>"
+            raise _BadInput("cannot import {!r}: {}".format(args.model, reason.split(". Exception: ", 1)[-1]))
     from ..serialization import save_net
 
     write_file(lambda: save_net(predict_net, args.predict_net), args.predict_net, "predict net")
