@@ -1,4 +1,5 @@
-"""Shared by the ONNX tests: torch.onnx.export to a ModelProto, onnxruntime (the oracle), saved nets run."""
+"""Shared by the ONNX tests: torch.onnx.export to a ModelProto, the torch and hand-built CumSum models,
+onnxruntime (the oracle), saved nets run."""
 import io
 import warnings
 
@@ -6,6 +7,7 @@ import onnx
 import onnxruntime
 import torch
 from caffe2.python import workspace
+from onnx import TensorProto, helper
 
 from pycumsum_op.serialization import load_net
 
@@ -17,6 +19,27 @@ def torch_model(module, example, opset):
         warnings.simplefilter("ignore")
         torch.onnx.export(module, example, buffer, opset_version=opset, input_names=["x"], output_names=["y"])
     return onnx.load_from_string(buffer.getvalue())
+
+
+class CumSum(torch.nn.Module):
+    """``torch.cumsum(x, dim, dtype=dtype)`` as a module, for torch.onnx.export."""
+
+    def __init__(self, dim, dtype=None):
+        super().__init__()
+        self.dim, self.dtype = dim, dtype
+
+    def forward(self, x):
+        return torch.cumsum(x, self.dim, dtype=self.dtype)
+
+
+TORCH_CASES = {
+    "1d_dim0": (CumSum(0), torch.randn(7)),
+    "2d_negative_dim": (CumSum(-1), torch.randn(3, 5)),
+    "3d_dim1": (CumSum(1), torch.randn(2, 4, 3)),
+    "3d_dim_minus3": (CumSum(-3), torch.randn(4, 2, 3)),
+    "dtype_float64": (CumSum(1, torch.float64), torch.randn(3, 4)),
+    "int64_input": (CumSum(0), torch.randint(-50, 50, (6, 2))),
+}
 
 
 class LinearSoftmaxCumSum(torch.nn.Module):
@@ -48,3 +71,24 @@ def run_saved_nets(init_path, predict_path, feeds, output):
         return workspace.FetchBlob(output)
     finally:
         workspace.ResetWorkspace()
+
+
+def cumsum_model(elem_type, shape, axis, axis_source, opset, **flags):
+    """A one-node CumSum model; the axis an initializer, a Constant node, or a graph input ("input")."""
+    axis_type = TensorProto.INT32 if axis % 2 else TensorProto.INT64
+    nodes, inputs, initializers = [], [helper.make_tensor_value_info("x", elem_type, shape)], []
+    axis_tensor = helper.make_tensor("axis", axis_type, [], [axis])
+    if axis_source == "initializer":
+        initializers.append(axis_tensor)
+    elif axis_source == "constant":
+        nodes.append(helper.make_node("Constant", [], ["axis"], value=axis_tensor))
+    else:
+        inputs.append(helper.make_tensor_value_info("axis", axis_type, []))
+    nodes.append(helper.make_node("CumSum", ["x", "axis"], ["y"], **flags))
+    graph = helper.make_graph(nodes, "cumsum_" + axis_source, inputs,
+                              [helper.make_tensor_value_info("y", elem_type, shape)], initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+FLAGS = [{}, {"exclusive": 1}, {"reverse": 1}, {"exclusive": 1, "reverse": 1}]
+ONNX_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64]

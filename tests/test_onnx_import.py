@@ -18,26 +18,8 @@ from onnx import TensorProto, helper
 import pycumsum_op.onnx
 from pycumsum_op import ScanArgumentError
 from pycumsum_op.onnx.backend import CumSumBackend, cumsum_operator
-from onnx_support import LinearSoftmaxCumSum, onnxruntime_outputs, run_saved_nets, torch_model
-
-
-class CumSum(torch.nn.Module):
-    def __init__(self, dim, dtype=None):
-        super().__init__()
-        self.dim, self.dtype = dim, dtype
-
-    def forward(self, x):
-        return torch.cumsum(x, self.dim, dtype=self.dtype)
-
-
-TORCH_CASES = {
-    "1d_dim0": (CumSum(0), torch.randn(7)),
-    "2d_negative_dim": (CumSum(-1), torch.randn(3, 5)),
-    "3d_dim1": (CumSum(1), torch.randn(2, 4, 3)),
-    "3d_dim_minus3": (CumSum(-3), torch.randn(4, 2, 3)),
-    "dtype_float64": (CumSum(1, torch.float64), torch.randn(3, 4)),
-    "int64_input": (CumSum(0), torch.randint(-50, 50, (6, 2))),
-}
+from onnx_support import (FLAGS, ONNX_TYPES, TORCH_CASES, LinearSoftmaxCumSum, cumsum_model, onnxruntime_outputs,
+                          run_saved_nets, torch_model)
 
 
 @pytest.mark.parametrize("opset", [11, 13, 14])
@@ -60,27 +42,6 @@ def test_linear_softmax_cumsum_model(opset):
     for batch in (x, torch.randn(8, 6)):  # runs again with new data (the init net ran once)
         np.testing.assert_allclose(rep.run([batch.numpy()]).y, module(batch).detach().numpy(), rtol=1e-5, atol=1e-6)
     assert [op.name for op in rep.predict_net.op if op.type == "Python"] == ["PyCumSum"]
-
-
-def cumsum_model(elem_type, shape, axis, axis_source, opset, **flags):
-    """A one-node CumSum model; the axis an initializer, a Constant node, or a graph input ("input")."""
-    axis_type = TensorProto.INT32 if axis % 2 else TensorProto.INT64
-    nodes, inputs, initializers = [], [helper.make_tensor_value_info("x", elem_type, shape)], []
-    axis_tensor = helper.make_tensor("axis", axis_type, [], [axis])
-    if axis_source == "initializer":
-        initializers.append(axis_tensor)
-    elif axis_source == "constant":
-        nodes.append(helper.make_node("Constant", [], ["axis"], value=axis_tensor))
-    else:
-        inputs.append(helper.make_tensor_value_info("axis", axis_type, []))
-    nodes.append(helper.make_node("CumSum", ["x", "axis"], ["y"], **flags))
-    graph = helper.make_graph(nodes, "cumsum_" + axis_source, inputs,
-                              [helper.make_tensor_value_info("y", elem_type, shape)], initializers)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-
-
-FLAGS = [{}, {"exclusive": 1}, {"reverse": 1}, {"exclusive": 1, "reverse": 1}]
-ONNX_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64]
 
 
 @pytest.mark.parametrize("axis_source", ["initializer", "constant", "input"])
@@ -166,11 +127,6 @@ def test_cumsum_in_a_subgraph_is_refused():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
     with pytest.raises(ValueError, match=r"CumSum inside subgraphs \(If > inner, If > inner\) is not supported"):
         pycumsum_op.onnx.prepare(model)
-
-
-def test_lower_is_not_in_this_build():
-    with pytest.raises(ValueError, match=r"lower='aten' needs pycumsum_op.lower"):
-        pycumsum_op.onnx.prepare(cumsum_model(TensorProto.FLOAT, (3,), 0, "initializer", 11), lower="aten")
 
 
 def test_backend_run_model_and_run_node():

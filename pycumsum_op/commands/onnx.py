@@ -1,10 +1,12 @@
 """``pycumsum-op onnx import|export``: ONNX models <-> saved Caffe2 nets, with CumSum / PyCumSum.
 
-    pycumsum-op onnx import MODEL.onnx --predict-net P.pb --init-net I.pb
+    pycumsum-op onnx import MODEL.onnx --predict-net P.pb --init-net I.pb [--lower aten|portable]
     pycumsum-op onnx export P.pb [--init-net I.pb] --input BLOB=DTYPE:D1,D2 [...] -o MODEL.onnx [--opset N]
 
-Nets are written as `save_net` writes them (text for .pbtxt/.prototxt/.pbtext/.txt, else binary). ``export`` reads the
-nets with `load_net` (Python ops other than pycumsum_op's are refused before anything runs).
+``import --lower`` writes CumSum as Caffe2's C++ operators (`pycumsum_op.lower`'s targets; the axis must be a
+constant), so the nets run without Python. Nets are written as `save_net` writes them (text for
+.pbtxt/.prototxt/.pbtext/.txt, else binary). ``export`` reads the nets with `load_net` (Python ops other than
+pycumsum_op's are refused before anything runs).
 Exit 0 on success, 2 on bad input with a one-line reason on stderr.
 
 >>> _parse_input("data=float32:4,6")
@@ -13,6 +15,8 @@ Exit 0 on success, 2 on bad input with a one-line reason on stderr.
 ('step', ('int64', ()))
 """
 import argparse
+import contextlib
+import io
 import warnings
 
 from ..cli import _BadInput, write_file
@@ -61,15 +65,18 @@ def _import(args) -> int:
         except (OSError, DecodeError, RuntimeError) as error:
             raise _BadInput("cannot read ONNX model {!r}: {}".format(args.model, error))
         try:
-            init_net, predict_net = to_caffe2(model)
+            with contextlib.redirect_stderr(io.StringIO()):  # the stock backend prints "ONNX FATAL: <node>" too
+                init_net, predict_net = to_caffe2(model, lower=args.lower)
         except (ValueError, RuntimeError, onnx.checker.ValidationError) as error:
-            raise _BadInput("cannot import {!r}: {}".format(args.model, str(error).strip().splitlines()[-1]))
+            reason = str(error).strip().splitlines()[-1]  # the stock backend's last line: ". Exception: <reason>"
+            raise _BadInput("cannot import {!r}: {}".format(args.model, reason.split(". Exception: ", 1)[-1]))
     from ..serialization import save_net
 
     write_file(lambda: save_net(predict_net, args.predict_net), args.predict_net, "predict net")
     write_file(lambda: save_net(init_net, args.init_net), args.init_net, "init net")
-    print("{}: {} ops -> {}, {} parameters -> {}".format(args.model, len(predict_net.op), args.predict_net,
-                                                          len(init_net.op), args.init_net))
+    lowered = "" if args.lower is None else " (CumSum lowered to {})".format(args.lower)
+    print("{}: {} ops{} -> {}, {} parameters -> {}".format(args.model, len(predict_net.op), lowered, args.predict_net,
+                                                            len(init_net.op), args.init_net))
     return 0
 
 
@@ -100,6 +107,10 @@ def add_parser(subparsers) -> None:
     to_nets.add_argument("model", metavar="MODEL", help="the .onnx model")
     to_nets.add_argument("--predict-net", required=True, metavar="PATH", help="where to write the predict net")
     to_nets.add_argument("--init-net", required=True, metavar="PATH", help="where to write the init net")
+    to_nets.add_argument("--lower", choices=("aten", "portable"),
+                         help="write CumSum as C++ operators, no Python op: aten (torch's kernels, any shape) or "
+                              "portable (every Caffe2 build; the scan length the model fixes); the axis must be a "
+                              "constant (default: PyCumSum)")
     to_nets.set_defaults(run=_import)
     to_model = actions.add_parser("export", help="Caffe2 nets -> ONNX model")
     to_model.add_argument("predict_net", metavar="PREDICT_NET", help="the predict net (.pb or .pbtxt)")

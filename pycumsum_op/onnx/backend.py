@@ -14,6 +14,11 @@ PyCumSum op. Every other node translates exactly as the stock backend does.
   and are refused by name.
 - Caffe2's backend also runs the translated ops once in its init net (onnx >= 1.9 has no
   ``onnx.optimizer`` to split the graph); PyCumSum gives the same result there.
+- ``prepare(model, lower="aten" | "portable")`` (and ``to_caffe2``) then lowers both nets with
+  `pycumsum_op.lower`: no Python op remains. Lowering fixes the axis (and, for "portable", the
+  rank and the scan length, taken from the model's shapes), so a run-time axis, a scan length the
+  model leaves open (for "portable") and float16 (no CPU kernel in either target) are refused by
+  node name.
 
 >>> import numpy as np
 >>> from onnx import TensorProto, helper
@@ -38,6 +43,7 @@ from caffe2.python import core
 from caffe2.python.onnx.backend import Caffe2Backend
 from onnx import TensorProto, helper
 
+from ..converters import TARGETS, LoweringError, lower as _lower
 from ..ops.net_ops import cumsum as _net_cumsum
 
 #: ONNX element types CumSum may get -> PyCumSum's dtype= that keeps the result in that type.
@@ -51,21 +57,27 @@ CUMSUM_DTYPES = {
 _TRANSLATOR = "_create_cumsum"
 
 
+def _node_label(name: str, outputs) -> str:
+    return "ONNX CumSum node {!r}".format(name or ",".join(outputs))
+
+
 def _type_name(elem_type: int) -> str:
     return TensorProto.DataType.Name(elem_type)
 
 
-def _elem_type(model, name: str):
-    """The element type the model declares or infers for blob ``name``, or None."""
-    if model is None:
-        return None
+def _tensor_info(model, name: str):
+    """(element type, dims) the model declares or infers for blob ``name``; None for what it does not say
+    (dims: None when the rank is unknown, a dim None when it is open, e.g. a symbolic batch size)."""
     for tensor in model.graph.initializer:
         if tensor.name == name:
-            return tensor.data_type
+            return tensor.data_type, list(tensor.dims)
     for info in itertools.chain(model.graph.input, model.graph.value_info, model.graph.output):
-        if info.name == name and info.type.HasField("tensor_type") and info.type.tensor_type.elem_type:
-            return info.type.tensor_type.elem_type
-    return None
+        if info.name == name and info.type.HasField("tensor_type"):
+            tensor_type = info.type.tensor_type
+            dims = ([dim.dim_value if dim.HasField("dim_value") else None for dim in tensor_type.shape.dim]
+                    if tensor_type.HasField("shape") else None)
+            return tensor_type.elem_type or None, dims
+    return None, None
 
 
 def _constant_axis(model, name: str, node_label: str):
@@ -90,7 +102,7 @@ def _constant_axis(model, name: str, node_label: str):
 
 def cumsum_operator(node, model) -> caffe2_pb2.OperatorDef:
     """The PyCumSum OperatorDef for an ONNX CumSum ``node`` (Caffe2's OnnxNode) of ``model``."""
-    label = "ONNX CumSum node {!r}".format(node.name or ",".join(node.outputs))
+    label = _node_label(node.name, node.outputs)
     if len(node.inputs) != 2 or len(node.outputs) != 1:
         raise ValueError("{}: takes inputs (x, axis) and one output, got inputs {} and outputs {}".format(
             label, node.inputs, node.outputs))
@@ -98,7 +110,7 @@ def cumsum_operator(node, model) -> caffe2_pb2.OperatorDef:
     if unknown:
         raise ValueError("{}: unknown attribute(s) {}".format(label, ", ".join(unknown)))
     x, axis = node.inputs
-    elem_type = _elem_type(model, x)
+    elem_type = _tensor_info(model, x)[0]
     if elem_type is None:
         raise ValueError("{}: the element type of input {!r} is unknown (ONNX shape inference did not find "
                          "it); CumSum keeps its input's type, so it is needed".format(label, x))
@@ -128,6 +140,58 @@ def _nested_cumsum(graph):
     return found
 
 
+def _runtime_axis_source(graph, name: str) -> str:
+    """Where a CumSum axis that is not a constant comes from, in words."""
+    if name in {info.name for info in graph.input}:
+        if any(tensor.name == name for tensor in graph.initializer):
+            return "a graph input (its initializer is only a default that a caller may override)"
+        return "a graph input"
+    producer = next((node for node in graph.node if name in node.output), None)
+    return "not made by any node" if producer is None else "computed by {} node {!r}".format(
+        producer.op_type, producer.name or name)
+
+
+def _lowering_facts(model, target: str):
+    """``({x: shape}, {x: dtype})`` of every CumSum input of ``model`` (shapes inferred), for `lower`;
+    a ValueError naming the node for what cannot be lowered."""
+    shapes, dtypes = {}, {}
+    for node in model.graph.node:
+        if node.op_type != "CumSum" or len(node.input) != 2:
+            continue  # the translator refuses a malformed node
+        where = "pycumsum_op.onnx.prepare(lower={!r}): {}".format(target, _node_label(node.name, node.output))
+        x, axis_name = node.input
+        axis = _constant_axis(model, axis_name, where)
+        if axis is None:
+            raise ValueError(
+                "{}: its axis {!r} is {}, known only at run time, but the lowered C++ operators fix the axis when "
+                "lowering; make the axis a constant (a Constant node, or an initializer that is not a graph "
+                "input), or use lower=None (PyCumSum reads the axis on every run)".format(
+                    where, axis_name, _runtime_axis_source(model.graph, axis_name)))
+        elem_type, dims = _tensor_info(model, x)
+        if elem_type == TensorProto.FLOAT16:
+            raise ValueError("{}: input {!r} is FLOAT16, which no lowering target computes on CPU (torch 1.10's "
+                             "cumsum has no Half kernel, Caffe2's CPU fill operators no float16); use lower=None "
+                             "(PyCumSum)".format(where, x))
+        if elem_type in CUMSUM_DTYPES:
+            dtypes[x] = onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[elem_type]
+        open_axis = dims is None or (bool(dims) and -len(dims) <= axis < len(dims) and dims[axis] is None)
+        if open_axis and target == "portable":
+            raise ValueError("{}: target 'portable' fixes the scan length when lowering, but the model leaves "
+                             "the length of axis {} of input {!r} open (its dims: {}); export the model with that "
+                             "length fixed, or use lower='aten'".format(
+                                 where, axis, x, "unknown" if dims is None else [d or "?" for d in dims]))
+        if dims is not None:  # lowering fixes only the rank and the scan length: other open dims stay free
+            shapes[x] = tuple(1 if dim is None else dim for dim in dims)
+    return shapes, dtypes
+
+
+def _lowered(netdef, target: str, shapes, dtypes):
+    try:
+        return _lower(netdef, target, shapes=shapes, dtypes=dtypes)
+    except LoweringError as error:
+        raise LoweringError("pycumsum_op.onnx.prepare(lower={!r}): {}".format(target, error)) from None
+
+
 class CumSumBackend(Caffe2Backend):
     """Caffe2's ONNX backend (``prepare``, ``run_model``, ``run_node``, ``supports_device``) plus CumSum."""
 
@@ -153,16 +217,27 @@ class CumSumBackend(Caffe2Backend):
     def prepare(cls, model, device="CPU", lower=None, **kwargs):
         """The Caffe2 rep of ``model`` (``.run(inputs)``, ``.predict_net``, ``.init_net``).
 
-        ``lower`` (lowering CumSum to Caffe2's C++ operators) is not in this build: only None.
+        ``lower``: None (CumSum runs as PyCumSum), or a `pycumsum_op.lower` target, "aten" or
+        "portable": both nets then hold only C++ operators (each CumSum needs a constant axis;
+        "portable" also a scan length the model fixes).
         """
-        if lower is not None:
-            raise ValueError("pycumsum_op.onnx.prepare: lower={!r} needs pycumsum_op.lower, which this "
-                             "build does not have; use lower=None (PyCumSum)".format(lower))
+        if lower is not None and lower not in TARGETS:
+            raise ValueError("pycumsum_op.onnx.prepare: unknown lower={!r}; use None (PyCumSum) or a lowering "
+                             "target: {}".format(lower, ", ".join(repr(name) for name in sorted(TARGETS))))
         nested = _nested_cumsum(model.graph)
         if nested:
             raise ValueError("pycumsum_op.onnx.prepare: CumSum inside subgraphs ({}) is not supported: "
                              "Caffe2's backend converts subgraphs without their types".format(", ".join(nested)))
-        return super(CumSumBackend, cls).prepare(model, device, **kwargs)
+        rep = super(CumSumBackend, cls).prepare(model, device, **kwargs)
+        if lower is not None:
+            try:
+                inferred = onnx.shape_inference.infer_shapes(model)
+            except RuntimeError:  # as the stock backend: go on with the shapes the model declares
+                inferred = model
+            shapes, dtypes = _lowering_facts(inferred, lower)
+            rep.init_net = _lowered(rep.init_net, lower, shapes, dtypes)
+            rep.predict_net = _lowered(rep.predict_net, lower, shapes, dtypes)
+        return rep
 
     @classmethod
     def run_node(cls, node, inputs, device="CPU", opset_version=Caffe2Backend._known_opset_version,
@@ -183,12 +258,13 @@ class CumSumBackend(Caffe2Backend):
         return cls.prepare(model, device).run(inputs)
 
 
-def to_caffe2(model, device="CPU"):
+def to_caffe2(model, device="CPU", lower=None):
     """``(init_net, predict_net)`` NetDefs for ``model``, to save and deploy without ONNX.
 
-    The init net fills the model's initializers; the predict net holds the translated graph.
+    The init net fills the model's initializers; the predict net holds the translated graph
+    (``lower`` as in `prepare`: "aten" or "portable" leave no Python op).
     """
-    prepared = CumSumBackend.prepare(model, device)
+    prepared = CumSumBackend.prepare(model, device, lower=lower)
     init_net = caffe2_pb2.NetDef()
     init_net.name = prepared.init_net.name
     init_net.device_option.CopyFrom(prepared.predict_net.device_option)
