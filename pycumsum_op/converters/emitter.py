@@ -62,14 +62,19 @@ class OpEmitter(object):
         return out
 
     def finish(self, current: str, blob_in: str, blob_out: str) -> list:
-        """Make the last op write ``blob_out``; returns the ops. A Copy does it when nothing was emitted or
-        when the last op reads ``blob_out`` (in place: ATen and Slice ops cannot run in place)."""
+        """Make the ops write ``blob_out``; returns the ops. ``current`` (an intermediate, possibly reshaped in
+        place after it was written) is renamed ``blob_out`` everywhere; a Copy does it when nothing was
+        emitted or when an emitted op reads or writes ``blob_out`` (in place: ATen and Slice ops cannot)."""
         if current == blob_out:  # in place, and nothing to compute
             return self.ops
-        last = self.ops[-1] if self.ops else None
-        if current == blob_in or last is None or current not in last.output or blob_out in last.input:
+        written = any(current in op.output for op in self.ops)
+        touched = any(blob_out in op.input or blob_out in op.output for op in self.ops)
+        if current == blob_in or not written or touched:
             self.op("Copy", [current], [blob_out])
-        else:
-            outputs = self.ops[-1].output
-            outputs[list(outputs).index(current)] = blob_out
+            return self.ops
+        for op in self.ops:
+            for blobs in (op.input, op.output):
+                for index, name in enumerate(blobs):
+                    if name == current:
+                        blobs[index] = blob_out
         return self.ops

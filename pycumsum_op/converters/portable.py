@@ -23,9 +23,17 @@ from .facts import LoweringError, normalized_axis, result_dtype
 PORTABLE_SCAN_OPERATORS = {"cumsum": "Add"}
 #: Scans with the blocked MatMul form (float32): a sum is a product with a triangular matrix of ones.
 MATMUL_SCANS = frozenset(["cumsum"])
-#: Entries per block of the MatMul form: n·BLOCK multiply-adds, log_BLOCK(n) levels (16 measured fastest).
+#: Preferred entries per block of the MatMul form: n·BLOCK multiply-adds per level (16 measured fastest).
 BLOCK = 16
-#: A non-last axis at most this long takes Hillis–Steele: cheaper than the two Transposes of the MatMul form.
+#: Block sizes the MatMul form may take: a divisor of the scan length (no padding copies), nearest BLOCK.
+BLOCK_SIZES = range(8, 33)
+#: A last axis at most this long is one MatMul with its triangular matrix (n·length multiply-adds, no copy).
+DIRECT = 32
+#: Block totals (1/BLOCK of the data) at most this many per lane are scanned by one MatMul.
+DIRECT_TOTALS = 64
+#: Axis 0 at most this long is one MatMul with the triangular matrix on the left (no Transpose).
+DIRECT_LEADING = 64
+#: Another non-last axis at most this long takes Hillis–Steele: cheaper than the two Transposes of the MatMul form.
 SHORT_AXIS = 64
 
 
@@ -42,42 +50,70 @@ def triangular(size: int, reverse: bool, exclusive: bool) -> np.ndarray:
     return keep.astype(np.float32)
 
 
-def _reshape(emitter, blob, shape):
-    """Reshape to ``shape`` (a list, or a blob holding one); returns (output, the input's old shape)."""
-    out, old = emitter.fresh(), emitter.fresh()
+def block_size(length: int) -> int:
+    """The block size for a scan ``length`` long: its divisor in 8..32 nearest `BLOCK` (no padding), else BLOCK.
+
+    >>> block_size(1024), block_size(1100), block_size(37)
+    (16, 20, 16)
+    """
+    divisors = [size for size in BLOCK_SIZES if length % size == 0]
+    return min(divisors, key=lambda size: (abs(size - BLOCK), size)) if divisors else BLOCK
+
+
+def _reshape(emitter, blob, shape, owned):
+    """Reshape to ``shape`` (a list, or a blob holding one); returns (output, the input's old shape).
+
+    In place when the lowering ``owned`` the blob (Caffe2's Reshape copies unless in place), else a copy.
+    """
+    out, old = blob if owned else emitter.fresh(), emitter.fresh()
     if isinstance(shape, str):
         emitter.op("Reshape", [blob, shape], [out, old])
     else:
-        emitter.op("Reshape", [blob], [out, old], shape=shape)
+        emitter.op("Reshape", [blob], [out, old], shape=list(shape))
     return out, old
 
 
-def _matmul_scan(emitter, blob, length, reverse, exclusive):
-    """Scan float32 ``blob`` (any rank) along its last axis, ``length`` long, with triangular MatMuls."""
-    rows, old = _reshape(emitter, blob, [-1, length])
-    if length <= BLOCK:
-        matrix = emitter.step("GivenTensorFill", [], values=triangular(length, reverse, exclusive).ravel().tolist(),
-                              shape=[length, length])
-        return _reshape(emitter, emitter.step("MatMul", [rows, matrix]), old)[0]
-    blocks = -(-length // BLOCK)
-    padded = blocks * BLOCK
+def _matrix(emitter, matrix):
+    return emitter.step("GivenTensorFill", [], values=matrix.ravel().tolist(), shape=list(matrix.shape))
+
+
+def _last_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, direct=DIRECT):
+    """Scan float32 ``blob`` (rank ``rank``) along its last axis, ``length`` long; returns a blob of its shape.
+
+    At most ``direct`` long: one MatMul with the triangular matrix.
+    Longer: the lanes as rows of B-entry blocks (one Reshape, a copy unless ``owned``), one MatMul with the
+    B×B matrix, the block totals (one column) scanned exclusively the same way, added back in place.
+    """
+    if length <= direct:  # MatMul's gradient ignores axis_a: other ranks go through a 2-D Reshape
+        rows, old = (blob, None) if rank == 2 else _reshape(emitter, blob, [-1, length], owned)
+        out = emitter.step("MatMul", [rows, _matrix(emitter, triangular(length, reverse, exclusive))])
+        return out if old is None else _reshape(emitter, out, old, owned=True)[0]
+    size = block_size(length)
+    blocks = -(-length // size)
+    padded = blocks * size
     if padded != length:  # zeros at the end change no (reverse) running sum of the real entries
-        zeros = _zeros_like(emitter, _slicer(emitter, 1)(rows, 0, padded - length), np.dtype(np.float32))
-        rows = _concat(emitter, [rows, zeros], 1)
-    block_rows = _reshape(emitter, rows, [-1, BLOCK])[0]
-    matrix = emitter.step("GivenTensorFill", [], values=triangular(BLOCK, reverse, False).ravel().tolist(),
-                          shape=[BLOCK, BLOCK])
-    within = emitter.step("MatMul", [block_rows, matrix])
-    edge = 0 if reverse else BLOCK - 1
-    totals = _reshape(emitter, _slicer(emitter, 1)(within, edge, edge + 1), [-1, blocks])[0]
-    offsets = _reshape(emitter, _matmul_scan(emitter, totals, blocks, reverse, True), [-1, 1])[0]
-    scanned = emitter.step("Add", [within, offsets])
-    if exclusive:
-        scanned = emitter.step("Sub", [scanned, block_rows])
-    scanned = _reshape(emitter, scanned, [-1, padded])[0]
-    if padded != length:
-        scanned = _slicer(emitter, 1)(scanned, 0, length)
-    return _reshape(emitter, scanned, old)[0]
+        zeros = _zeros_like(emitter, _slicer(emitter, rank - 1)(blob, 0, padded - length), np.dtype(np.float32))
+        blob, owned = _concat(emitter, [blob, zeros], rank - 1), True
+    rows, old = _reshape(emitter, blob, [-1, size], owned)
+    within = emitter.step("MatMul", [rows, _matrix(emitter, triangular(size, reverse, exclusive))])
+    edge = 0 if reverse else size - 1
+    column = _slicer(emitter, 1)
+    totals = column(within, edge, edge + 1)
+    if exclusive:  # the block's total is its exclusive sum at the edge plus the edge entry
+        totals = emitter.step("Add", [totals, column(rows, edge, edge + 1)])
+    totals = _reshape(emitter, totals, [-1, blocks], owned=True)[0]
+    offsets = _last_axis_scan(emitter, totals, 2, blocks, reverse, True, owned=True, direct=DIRECT_TOTALS)
+    # A new blob, not in place: the gradients of Slice and Add read ``within`` as it is at the end of the net.
+    scanned = emitter.step("Add", [within, _reshape(emitter, offsets, [-1, 1], owned=True)[0]])
+    scanned = _reshape(emitter, scanned, old, owned=True)[0]
+    return scanned if padded == length else _slicer(emitter, rank - 1)(scanned, 0, length)
+
+
+def _leading_axis_scan(emitter, blob, rank, length, reverse, exclusive):
+    """Scan float32 ``blob`` along axis 0 (at most `DIRECT_LEADING` long): one MatMul, triangular matrix first."""
+    matrix = _matrix(emitter, np.ascontiguousarray(triangular(length, reverse, exclusive).T))
+    out = emitter.step("MatMul", [matrix, blob], axis_b=1)
+    return out if rank == 2 else _reshape(emitter, out, emitter.step("Shape", [blob]), owned=True)[0]
 
 
 def _assert(emitter, blob, values, message):
@@ -127,6 +163,20 @@ def _hillis_steele(emitter, take, combine, current, length, axis, reverse):
     return current
 
 
+def _matmul_form(emitter, blob, owned, shape, axis, spec):
+    """The float32 scan of ``blob`` (``shape`` when lowered) by triangular MatMuls, ``exclusive`` included;
+    ``owned``: the blob is the lowering's own (reshaped in place)."""
+    rank, length = len(shape), shape[axis]
+    if axis == rank - 1:
+        return _last_axis_scan(emitter, blob, rank, length, spec.reverse, spec.exclusive, owned)
+    if axis == 0 and length <= DIRECT_LEADING and all(shape):  # (MKL's sgemm complains about 0 columns)
+        return _leading_axis_scan(emitter, blob, rank, length, spec.reverse, spec.exclusive)
+    last = [a for a in range(rank) if a != axis] + [axis]  # the scanned axis moved last
+    moved = emitter.step("Transpose", [blob], axes=last)
+    scanned = _last_axis_scan(emitter, moved, rank, length, spec.reverse, spec.exclusive, owned=True)
+    return emitter.step("Transpose", [scanned], axes=[last.index(a) for a in range(rank)])
+
+
 def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> str:
     """Append the portable form of ``scan`` (``spec``) of ``blob_in``; returns the blob holding the result."""
     if facts.shape is None or facts.dtype is None:
@@ -149,23 +199,17 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> str:
         _check_rank_and_length(emitter, blob_in, facts.rank, axis, length, where)
     take = _slicer(emitter, axis)
     rank = max(facts.rank, 1)
-    short_non_last = axis != rank - 1 and length <= SHORT_AXIS
+    short_non_last = 0 < axis < rank - 1 and length <= SHORT_AXIS
     if dtype == np.dtype(np.float32) and scan in MATMUL_SCANS and length > 1 and not short_non_last:
-        last = [a for a in range(rank) if a != axis] + [axis]  # the scanned axis moved last
-        moved = axis != rank - 1
-        if moved:
-            current = emitter.step("Transpose", [current], axes=last)
-        current = _matmul_scan(emitter, current, length, spec.reverse, False)
-        if moved:
-            current = emitter.step("Transpose", [current], axes=[last.index(a) for a in range(rank)])
+        current = _matmul_form(emitter, current, current != blob_in, tuple(facts.shape), axis, spec)
     else:
         current = _hillis_steele(emitter, take, PORTABLE_SCAN_OPERATORS[scan], current, length, axis, spec.reverse)
-    if spec.exclusive and length > 0:  # shift by one; the slices keep a gradient path even when n == 1
-        zero = _zeros_like(emitter, take(current, 0, 1), dtype)
-        if spec.reverse:
-            current = _concat(emitter, [take(current, 1, length), zero], axis)
-        else:
-            current = _concat(emitter, [zero, take(current, 0, length - 1)], axis)
+        if spec.exclusive and length > 0:  # shift by one; the slices keep a gradient path even when n == 1
+            zero = _zeros_like(emitter, take(current, 0, 1), dtype)
+            if spec.reverse:
+                current = _concat(emitter, [take(current, 1, length), zero], axis)
+            else:
+                current = _concat(emitter, [zero, take(current, 0, length - 1)], axis)
     if rank_zero:
         current = emitter.step("Squeeze", [current], dims=[0])
     return current
