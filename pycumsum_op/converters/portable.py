@@ -1,14 +1,20 @@
 """Target "portable": a scan from operators every Caffe2 build has (Slice, Add, Concat, Cast, ...).
 
-float32 (Caffe2's MatMul is float-only) takes the blocked form (not on non-last axes of at most
-`SHORT_AXIS` entries): the axis moved last (Transpose),
-blocks of `BLOCK` entries scanned by one MatMul with a triangular matrix, the block totals scanned
-the same way (recursively) and added back — O(n·BLOCK) multiply-adds in a few passes over memory.
+float32 (Caffe2's MatMul is float-only) takes triangular MatMuls, in as few passes over memory as
+standard operators allow (Caffe2's Reshape copies unless in place; MatMul flattens its inputs for free):
+- a last axis of at most `DIRECT` entries, or any other axis of at most `DIRECT_LEADING` (moved first by
+  a Transpose that keeps the last axis in place), is one MatMul with the n×n triangular matrix;
+- longer last axes are blocked: the lanes as rows of B entries (`block_size`: a divisor of n near
+  `BLOCK`, else zero padding), one MatMul with the B×B matrix, the block totals (one column) scanned
+  exclusively the same way (one small MatMul, or recursively), and one broadcast Add of those offsets —
+  about 16 multiply-adds per element and four passes over memory; other long axes are moved last and back
+  (Transpose).
+``exclusive`` and ``reverse`` live in the matrices.
 Other dtypes take a Hillis–Steele scan: for s = 1, 2, 4, ... < n, ``y[s:] += y[:n-s]`` as
 ``Concat(Slice(y, 0:s), Add(Slice(y, s:n), Slice(y, 0:n-s)))`` along the axis — ⌈log2 n⌉ steps,
 O(n log n) work, exact for integers (bool and integers are first cast to int64, as torch). Every op
-has a Caffe2 gradient. ``reverse`` mirrors the slices (or the matrices); ``exclusive`` shifts by one
-with a zero slice (ConstantFill). The slices are fixed at the rank and scan length n known when lowering, so the
+has a Caffe2 gradient. ``reverse`` mirrors the slices; ``exclusive`` shifts by one with a zero slice
+(ConstantFill). The slices are fixed at the rank and scan length n known when lowering, so the
 lowered net starts with ``Shape → EQ → Assert``: another rank or length at run time fails with a
 message naming the blob, never gives a wrong answer. Other dimensions (the batch size) may change.
 
@@ -31,10 +37,9 @@ BLOCK_SIZES = range(8, 33)
 DIRECT = 32
 #: Block totals (1/BLOCK of the data) at most this many per lane are scanned by one MatMul.
 DIRECT_TOTALS = 64
-#: Axis 0 at most this long is one MatMul with the triangular matrix on the left (no Transpose).
+#: A non-last axis at most this long is one MatMul with the triangular matrix on the left, the axis first
+#: (a Transpose that keeps the last axis in place costs about a Copy; one moving it costs ~5 Copies).
 DIRECT_LEADING = 64
-#: Another non-last axis at most this long takes Hillis–Steele: cheaper than the two Transposes of the MatMul form.
-SHORT_AXIS = 64
 
 
 def triangular(size: int, reverse: bool, exclusive: bool) -> np.ndarray:
@@ -169,8 +174,13 @@ def _matmul_form(emitter, blob, owned, shape, axis, spec):
     rank, length = len(shape), shape[axis]
     if axis == rank - 1:
         return _last_axis_scan(emitter, blob, rank, length, spec.reverse, spec.exclusive, owned)
-    if axis == 0 and length <= DIRECT_LEADING and all(shape):  # (MKL's sgemm complains about 0 columns)
-        return _leading_axis_scan(emitter, blob, rank, length, spec.reverse, spec.exclusive)
+    if length <= DIRECT_LEADING and all(shape):  # (MKL's sgemm complains about 0 columns)
+        if axis == 0:
+            return _leading_axis_scan(emitter, blob, rank, length, spec.reverse, spec.exclusive)
+        first = [axis] + [a for a in range(rank) if a != axis]
+        moved = emitter.step("Transpose", [blob], axes=first)
+        scanned = _leading_axis_scan(emitter, moved, rank, length, spec.reverse, spec.exclusive)
+        return emitter.step("Transpose", [scanned], axes=[first.index(a) for a in range(rank)])
     last = [a for a in range(rank) if a != axis] + [axis]  # the scanned axis moved last
     moved = emitter.step("Transpose", [blob], axes=last)
     scanned = _last_axis_scan(emitter, moved, rank, length, spec.reverse, spec.exclusive, owned=True)
@@ -199,8 +209,7 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> str:
         _check_rank_and_length(emitter, blob_in, facts.rank, axis, length, where)
     take = _slicer(emitter, axis)
     rank = max(facts.rank, 1)
-    short_non_last = 0 < axis < rank - 1 and length <= SHORT_AXIS
-    if dtype == np.dtype(np.float32) and scan in MATMUL_SCANS and length > 1 and not short_non_last:
+    if dtype == np.dtype(np.float32) and scan in MATMUL_SCANS and length > 1:
         current = _matmul_form(emitter, current, current != blob_in, tuple(facts.shape), axis, spec)
     else:
         current = _hillis_steele(emitter, take, PORTABLE_SCAN_OPERATORS[scan], current, length, axis, spec.reverse)
