@@ -133,8 +133,11 @@ def test_gradient_matches_torch_autograd(case, target, lowered_gradient_ops, tor
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("lowered_gradient_ops", [False, True])
 @pytest.mark.parametrize("shape, axis, exclusive, reverse", [
-    ((3, 1100), 1, False, True), ((1100, 2), 0, True, False),   # MatMul form: two block levels
-    ((2, 45, 3), -2, True, True), ((2, 33), 1, False, False),   # padding to a whole block
+    ((3, 1100), 1, False, True), ((1100, 2), 0, True, False),   # blocks of 20, totals by one MatMul
+    ((2, 1072), 1, True, True), ((3, 67), -1, True, False),     # totals blocked again (67: padded); padding
+    ((2, 100, 3), 1, False, True), ((2, 45, 3), -2, True, True),  # long middle axis (moved last); short one
+    ((64, 2, 3), 0, False, False), ((4, 3, 20), 2, True, False),  # one MatMul on axis 0; on a rank-3 last axis
+    ((2, 33), 1, False, False),
 ])
 def test_gradient_on_long_float32_lanes(target, lowered_gradient_ops, shape, axis, exclusive, reverse,
                                         clean_workspace, torch_scan):
@@ -145,6 +148,30 @@ def test_gradient_on_long_float32_lanes(target, lowered_gradient_ops, shape, axi
     reference = torch_scan(torch.from_numpy(x), axis, exclusive, reverse).numpy()
     np.testing.assert_allclose(y, reference, rtol=1e-4, atol=1e-4)
     assert_gradient_close(grad_x, torch_gradient(torch_scan, x, w, axis, exclusive, reverse), np.float32)
+
+
+def reshapes_that_copy(netdef):
+    return [op for op in netdef.op if op.type == "Reshape" and op.output[0] != op.input[0]]
+
+
+@pytest.mark.parametrize("shape, axis, copies", [
+    ((8, 1024), 1, 1), ((8, 1024), -1, 1),  # blocked: only the input is copied into rows of blocks
+    ((8, 30), 1, 0),                        # one MatMul on the rows as they are
+    ((40, 8, 3), 0, 0), ((3, 40, 8), 1, 0),  # one MatMul with the matrix on the left (after a Transpose)
+])
+def test_portable_float32_makes_few_passes_over_memory(shape, axis, copies, clean_workspace, torch_scan):
+    """What makes the float32 form fast: no Copy, no Concat, no Hillis–Steele, one Reshape copy at most."""
+    x = np.random.RandomState(3).uniform(-1, 1, shape).astype(np.float32)
+    workspace.FeedBlob("lp_x", x)
+    net = core.Net("lower_passes")
+    net.PyCumSum("lp_x", "lp_y", axis=axis)
+    lowered = pycumsum_op.lower(net, "portable")
+    types = [op.type for op in lowered.op]
+    assert "Copy" not in types and "Concat" not in types and types.count("MatMul") <= 2, types
+    assert len(reshapes_that_copy(lowered)) == copies
+    workspace.RunNetOnce(lowered)
+    reference = torch_scan(torch.from_numpy(x), axis, False, False).numpy()
+    np.testing.assert_allclose(workspace.FetchBlob("lp_y"), reference, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("target", TARGETS)
