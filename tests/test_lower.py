@@ -137,7 +137,7 @@ def test_gradient_matches_torch_autograd(case, target, lowered_gradient_ops, tor
     ((2, 1072), 1, True, True), ((3, 67), -1, True, False),     # totals blocked again (67: padded); padding
     ((2, 100, 3), 1, False, True), ((2, 45, 3), -2, True, True),  # long middle axis (moved last); short one
     ((64, 2, 3), 0, False, False), ((4, 3, 20), 2, True, False),  # one MatMul on axis 0; on a rank-3 last axis
-    ((2, 33), 1, False, False),
+    ((2, 33), 1, False, False), ((67, 2), 0, True, True), ((2, 1072, 1), 1, False, True),  # padded, blocked twice
 ])
 def test_gradient_on_long_float32_lanes(target, lowered_gradient_ops, shape, axis, exclusive, reverse,
                                         clean_workspace, torch_scan):
@@ -156,8 +156,8 @@ def reshapes_that_copy(netdef):
 
 @pytest.mark.parametrize("shape, axis, copies", [
     ((8, 1024), 1, 1), ((8, 1024), -1, 1),  # blocked: only the input is copied into rows of blocks
-    ((8, 30), 1, 0),                        # one MatMul on the rows as they are
-    ((40, 8, 3), 0, 0), ((3, 40, 8), 1, 0),  # one MatMul with the matrix on the left (after a Transpose)
+    ((1024, 8), 0, 1), ((3, 1024, 8), 1, 0),  # blocked on the first axis (moved there by a Transpose)
+    ((8, 30), 1, 0), ((30, 8, 3), 0, 0), ((3, 30, 8), 1, 0),  # one MatMul, on the rows as they are / the left
 ])
 def test_portable_float32_makes_few_passes_over_memory(shape, axis, copies, clean_workspace, torch_scan):
     """What makes the float32 form fast: no Copy, no Concat, no Hillis–Steele, one Reshape copy at most."""

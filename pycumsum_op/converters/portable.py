@@ -1,14 +1,16 @@
 """Target "portable": a scan from operators every Caffe2 build has (Slice, Add, Concat, Cast, ...).
 
 float32 (Caffe2's MatMul is float-only) takes triangular MatMuls, in as few passes over memory as
-standard operators allow (Caffe2's Reshape copies unless in place; MatMul flattens its inputs for free):
-- a last axis of at most `DIRECT` entries, or any other axis of at most `DIRECT_LEADING` (moved first by
-  a Transpose that keeps the last axis in place), is one MatMul with the n×n triangular matrix;
-- longer last axes are blocked: the lanes as rows of B entries (`block_size`: a divisor of n near
-  `BLOCK`, else zero padding), one MatMul with the B×B matrix, the block totals (one column) scanned
-  exclusively the same way (one small MatMul, or recursively), and one broadcast Add of those offsets —
-  about 16 multiply-adds per element and four passes over memory; other long axes are moved last and back
-  (Transpose).
+standard operators allow (Caffe2's Reshape copies unless in place, so only the input is ever copied;
+MatMul flattens its inputs for free):
+- an axis of at most `DIRECT` entries is one MatMul with the n×n triangular matrix (on the right for
+  the last axis, on the left for the first);
+- a longer axis is blocked: B entries a block (`block_size`: a divisor of n near `BLOCK`, else zero
+  padding), one MatMul with the B×B matrix, the block totals (one column, or one row) scanned exclusively
+  the same way (one small MatMul, or recursively), and one broadcast Add of those offsets — about 16
+  multiply-adds per element and four passes over memory;
+- a middle axis is moved first and back by Transposes that keep the last axis in place (about a Copy
+  each; one moving the last axis costs ~5 Copies), as is the first axis inside its blocked form.
 ``exclusive`` and ``reverse`` live in the matrices.
 Other dtypes take a Hillis–Steele scan: for s = 1, 2, 4, ... < n, ``y[s:] += y[:n-s]`` as
 ``Concat(Slice(y, 0:s), Add(Slice(y, s:n), Slice(y, 0:n-s)))`` along the axis — ⌈log2 n⌉ steps,
@@ -33,13 +35,10 @@ MATMUL_SCANS = frozenset(["cumsum"])
 BLOCK = 16
 #: Block sizes the MatMul form may take: a divisor of the scan length (no padding copies), nearest BLOCK.
 BLOCK_SIZES = range(8, 33)
-#: A last axis at most this long is one MatMul with its triangular matrix (n·length multiply-adds, no copy).
+#: An axis at most this long is one MatMul with its triangular matrix (n·length multiply-adds).
 DIRECT = 32
 #: Block totals (1/BLOCK of the data) at most this many per lane are scanned by one MatMul.
 DIRECT_TOTALS = 64
-#: A non-last axis at most this long is one MatMul with the triangular matrix on the left, the axis first
-#: (a Transpose that keeps the last axis in place costs about a Copy; one moving it costs ~5 Copies).
-DIRECT_LEADING = 64
 
 
 def triangular(size: int, reverse: bool, exclusive: bool) -> np.ndarray:
@@ -114,11 +113,40 @@ def _last_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, dire
     return scanned if padded == length else _slicer(emitter, rank - 1)(scanned, 0, length)
 
 
-def _leading_axis_scan(emitter, blob, rank, length, reverse, exclusive):
-    """Scan float32 ``blob`` along axis 0 (at most `DIRECT_LEADING` long): one MatMul, triangular matrix first."""
-    matrix = _matrix(emitter, np.ascontiguousarray(triangular(length, reverse, exclusive).T))
-    out = emitter.step("MatMul", [matrix, blob], axis_b=1)
-    return out if rank == 2 else _reshape(emitter, out, emitter.step("Shape", [blob]), owned=True)[0]
+def _first_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, direct=DIRECT):
+    """Scan float32 ``blob`` (rank ``rank``, no empty dimension) along axis 0, ``length`` long.
+
+    At most ``direct`` long: one MatMul, the triangular matrix on the left (MatMul's axis_b flattens the
+    rest). Longer: blocks of B entries, (blocks, B, rest) → (B, blocks, rest) by a Transpose that keeps the
+    last axis in place (about a Copy), one MatMul with the B×B matrix on the left, the block totals (one
+    contiguous row) scanned exclusively the same way, one broadcast Add, and the Transpose back.
+    """
+    if length <= direct:
+        matrix = _matrix(emitter, np.ascontiguousarray(triangular(length, reverse, exclusive).T))
+        out = emitter.step("MatMul", [matrix, blob], axis_b=1)
+        return out if rank == 2 else _reshape(emitter, out, emitter.step("Shape", [blob]), owned=True)[0]
+    size = block_size(length)
+    blocks = -(-length // size)
+    padded = blocks * size
+    if padded != length:  # zeros at the end change no (reverse) running sum of the real entries
+        zeros = _zeros_like(emitter, _slicer(emitter, 0)(blob, 0, padded - length), np.dtype(np.float32))
+        blob, owned = _concat(emitter, [blob, zeros], 0), True
+    grouped, old = _reshape(emitter, blob, [blocks, size, -1], owned)
+    lanes = _reshape(emitter, emitter.step("Transpose", [grouped], axes=[1, 0, 2]), [size, -1], owned=True)[0]
+    matrix = _matrix(emitter, np.ascontiguousarray(triangular(size, reverse, exclusive).T))
+    within = emitter.step("MatMul", [matrix, lanes])
+    edge = 0 if reverse else size - 1
+    row = _slicer(emitter, 0)
+    totals = row(within, edge, edge + 1)
+    if exclusive:  # the block's total is its exclusive sum at the edge plus the edge entry
+        totals = emitter.step("Add", [totals, row(lanes, edge, edge + 1)])
+    totals = _reshape(emitter, totals, [blocks, -1], owned=True)[0]
+    offsets = _first_axis_scan(emitter, totals, 2, blocks, reverse, True, owned=True, direct=DIRECT_TOTALS)
+    # A new blob, not in place: the gradients of Slice and Add read ``within`` as it is at the end of the net.
+    scanned = emitter.step("Add", [within, _reshape(emitter, offsets, [1, -1], owned=True)[0]])
+    scanned = _reshape(emitter, scanned, [size, blocks, -1], owned=True)[0]
+    scanned = _reshape(emitter, emitter.step("Transpose", [scanned], axes=[1, 0, 2]), old, owned=True)[0]
+    return scanned if padded == length else _slicer(emitter, 0)(scanned, 0, length)
 
 
 def _assert(emitter, blob, values, message):
@@ -174,12 +202,12 @@ def _matmul_form(emitter, blob, owned, shape, axis, spec):
     rank, length = len(shape), shape[axis]
     if axis == rank - 1:
         return _last_axis_scan(emitter, blob, rank, length, spec.reverse, spec.exclusive, owned)
-    if length <= DIRECT_LEADING and all(shape):  # (MKL's sgemm complains about 0 columns)
+    if all(shape):  # (MKL's sgemm complains about a MatMul with 0 columns)
         if axis == 0:
-            return _leading_axis_scan(emitter, blob, rank, length, spec.reverse, spec.exclusive)
-        first = [axis] + [a for a in range(rank) if a != axis]
+            return _first_axis_scan(emitter, blob, rank, length, spec.reverse, spec.exclusive, owned)
+        first = [axis] + [a for a in range(rank) if a != axis]  # keeps the last axis in place: about a Copy
         moved = emitter.step("Transpose", [blob], axes=first)
-        scanned = _leading_axis_scan(emitter, moved, rank, length, spec.reverse, spec.exclusive)
+        scanned = _first_axis_scan(emitter, moved, rank, length, spec.reverse, spec.exclusive, owned=True)
         return emitter.step("Transpose", [scanned], axes=[first.index(a) for a in range(rank)])
     last = [a for a in range(rank) if a != axis] + [axis]  # the scanned axis moved last
     moved = emitter.step("Transpose", [blob], axes=last)
