@@ -197,22 +197,17 @@ def _hillis_steele(emitter, take, combine, current, length, axis, reverse):
 
 
 def _matmul_form(emitter, blob, owned, shape, axis, spec):
-    """The float32 scan of ``blob`` (``shape`` when lowered) by triangular MatMuls, ``exclusive`` included;
-    ``owned``: the blob is the lowering's own (reshaped in place)."""
+    """The float32 scan of ``blob`` (``shape`` when lowered, no empty dimension) by triangular MatMuls,
+    ``exclusive`` included; ``owned``: the blob is the lowering's own (reshaped in place)."""
     rank, length = len(shape), shape[axis]
     if axis == rank - 1:
         return _last_axis_scan(emitter, blob, rank, length, spec.reverse, spec.exclusive, owned)
-    if all(shape):  # (MKL's sgemm complains about a MatMul with 0 columns)
-        if axis == 0:
-            return _first_axis_scan(emitter, blob, rank, length, spec.reverse, spec.exclusive, owned)
-        first = [axis] + [a for a in range(rank) if a != axis]  # keeps the last axis in place: about a Copy
-        moved = emitter.step("Transpose", [blob], axes=first)
-        scanned = _first_axis_scan(emitter, moved, rank, length, spec.reverse, spec.exclusive, owned=True)
-        return emitter.step("Transpose", [scanned], axes=[first.index(a) for a in range(rank)])
-    last = [a for a in range(rank) if a != axis] + [axis]  # the scanned axis moved last
-    moved = emitter.step("Transpose", [blob], axes=last)
-    scanned = _last_axis_scan(emitter, moved, rank, length, spec.reverse, spec.exclusive, owned=True)
-    return emitter.step("Transpose", [scanned], axes=[last.index(a) for a in range(rank)])
+    if axis == 0:
+        return _first_axis_scan(emitter, blob, rank, length, spec.reverse, spec.exclusive, owned)
+    first = [axis] + [a for a in range(rank) if a != axis]
+    moved = emitter.step("Transpose", [blob], axes=first)
+    scanned = _first_axis_scan(emitter, moved, rank, length, spec.reverse, spec.exclusive, owned=True)
+    return emitter.step("Transpose", [scanned], axes=[first.index(a) for a in range(rank)])
 
 
 def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> str:
@@ -237,7 +232,8 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> str:
         _check_rank_and_length(emitter, blob_in, facts.rank, axis, length, where)
     take = _slicer(emitter, axis)
     rank = max(facts.rank, 1)
-    if dtype == np.dtype(np.float32) and scan in MATMUL_SCANS and length > 1:
+    # (an empty input takes Hillis–Steele: MKL's sgemm complains about a MatMul with no columns)
+    if dtype == np.dtype(np.float32) and scan in MATMUL_SCANS and length > 1 and all(facts.shape):
         current = _matmul_form(emitter, current, current != blob_in, tuple(facts.shape), axis, spec)
     else:
         current = _hillis_steele(emitter, take, PORTABLE_SCAN_OPERATORS[scan], current, length, axis, spec.reverse)
