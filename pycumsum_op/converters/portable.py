@@ -81,23 +81,29 @@ def _matrix(emitter, matrix):
     return emitter.step("GivenTensorFill", [], values=matrix.ravel().tolist(), shape=list(matrix.shape))
 
 
+def _whole_blocks(emitter, blob, axis, length, owned):
+    """(blob, owned, block size, blocks): ``blob`` padded with zeros along ``axis`` to whole blocks when the
+    length has no divisor in `BLOCK_SIZES` (zeros at the end change no (reverse) running sum of the rest)."""
+    size = block_size(length)
+    blocks = -(-length // size)
+    if blocks * size != length:
+        zeros = _zeros_like(emitter, _slicer(emitter, axis)(blob, 0, blocks * size - length), np.dtype(np.float32))
+        blob, owned = _concat(emitter, [blob, zeros], axis), True
+    return blob, owned, size, blocks
+
+
 def _last_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, direct=DIRECT):
     """Scan float32 ``blob`` (rank ``rank``) along its last axis, ``length`` long; returns a blob of its shape.
 
     At most ``direct`` long: one MatMul with the triangular matrix.
     Longer: the lanes as rows of B-entry blocks (one Reshape, a copy unless ``owned``), one MatMul with the
-    B×B matrix, the block totals (one column) scanned exclusively the same way, added back in place.
+    B×B matrix, the block totals (one column) scanned exclusively the same way, one broadcast Add.
     """
     if length <= direct:  # MatMul's gradient ignores axis_a: other ranks go through a 2-D Reshape
         rows, old = (blob, None) if rank == 2 else _reshape(emitter, blob, [-1, length], owned)
         out = emitter.step("MatMul", [rows, _matrix(emitter, triangular(length, reverse, exclusive))])
         return out if old is None else _reshape(emitter, out, old, owned=True)[0]
-    size = block_size(length)
-    blocks = -(-length // size)
-    padded = blocks * size
-    if padded != length:  # zeros at the end change no (reverse) running sum of the real entries
-        zeros = _zeros_like(emitter, _slicer(emitter, rank - 1)(blob, 0, padded - length), np.dtype(np.float32))
-        blob, owned = _concat(emitter, [blob, zeros], rank - 1), True
+    blob, owned, size, blocks = _whole_blocks(emitter, blob, rank - 1, length, owned)
     rows, old = _reshape(emitter, blob, [-1, size], owned)
     within = emitter.step("MatMul", [rows, _matrix(emitter, triangular(size, reverse, exclusive))])
     edge = 0 if reverse else size - 1
@@ -110,7 +116,7 @@ def _last_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, dire
     # A new blob, not in place: the gradients of Slice and Add read ``within`` as it is at the end of the net.
     scanned = emitter.step("Add", [within, _reshape(emitter, offsets, [-1, 1], owned=True)[0]])
     scanned = _reshape(emitter, scanned, old, owned=True)[0]
-    return scanned if padded == length else _slicer(emitter, rank - 1)(scanned, 0, length)
+    return scanned if blocks * size == length else _slicer(emitter, rank - 1)(scanned, 0, length)
 
 
 def _first_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, direct=DIRECT):
@@ -125,12 +131,7 @@ def _first_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, dir
         matrix = _matrix(emitter, np.ascontiguousarray(triangular(length, reverse, exclusive).T))
         out = emitter.step("MatMul", [matrix, blob], axis_b=1)
         return out if rank == 2 else _reshape(emitter, out, emitter.step("Shape", [blob]), owned=True)[0]
-    size = block_size(length)
-    blocks = -(-length // size)
-    padded = blocks * size
-    if padded != length:  # zeros at the end change no (reverse) running sum of the real entries
-        zeros = _zeros_like(emitter, _slicer(emitter, 0)(blob, 0, padded - length), np.dtype(np.float32))
-        blob, owned = _concat(emitter, [blob, zeros], 0), True
+    blob, owned, size, blocks = _whole_blocks(emitter, blob, 0, length, owned)
     grouped, old = _reshape(emitter, blob, [blocks, size, -1], owned)
     lanes = _reshape(emitter, emitter.step("Transpose", [grouped], axes=[1, 0, 2]), [size, -1], owned=True)[0]
     matrix = _matrix(emitter, np.ascontiguousarray(triangular(size, reverse, exclusive).T))
@@ -146,7 +147,7 @@ def _first_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, dir
     scanned = emitter.step("Add", [within, _reshape(emitter, offsets, [1, -1], owned=True)[0]])
     scanned = _reshape(emitter, scanned, [size, blocks, -1], owned=True)[0]
     scanned = _reshape(emitter, emitter.step("Transpose", [scanned], axes=[1, 0, 2]), old, owned=True)[0]
-    return scanned if padded == length else _slicer(emitter, 0)(scanned, 0, length)
+    return scanned if blocks * size == length else _slicer(emitter, 0)(scanned, 0, length)
 
 
 def _assert(emitter, blob, values, message):
