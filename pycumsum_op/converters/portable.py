@@ -31,6 +31,7 @@ from .facts import LoweringError, normalized_axis, result_dtype
 PORTABLE_SCAN_OPERATORS = {"cumsum": "Add"}
 #: Scans with the blocked MatMul form (float32): a sum is a product with a triangular matrix of ones.
 MATMUL_SCANS = frozenset(["cumsum"])
+FLOAT32 = np.dtype(np.float32)
 #: Preferred entries per block of the MatMul form: n·BLOCK multiply-adds per level (16 measured fastest).
 BLOCK = 16
 #: Block sizes the MatMul form may take: a divisor of the scan length (no padding copies), nearest BLOCK.
@@ -81,38 +82,45 @@ def _matrix(emitter, matrix):
     return emitter.step("GivenTensorFill", [], values=matrix.ravel().tolist(), shape=list(matrix.shape))
 
 
-def _whole_blocks(emitter, blob, axis, length, owned):
+def _whole_blocks(emitter, blob, axis, length, owned, dtype=FLOAT32):
     """(blob, owned, block size, blocks): ``blob`` padded with zeros along ``axis`` to whole blocks when the
     length has no divisor in `BLOCK_SIZES` (zeros at the end change no (reverse) running sum of the rest)."""
     size = block_size(length)
     blocks = -(-length // size)
     if blocks * size != length:
-        zeros = _zeros_like(emitter, _slicer(emitter, axis)(blob, 0, blocks * size - length), np.dtype(np.float32))
+        zeros = _zeros_like(emitter, _slicer(emitter, axis)(blob, 0, blocks * size - length), dtype)
         blob, owned = _concat(emitter, [blob, zeros], axis), True
     return blob, owned, size, blocks
 
 
-def _last_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, direct=DIRECT):
-    """Scan float32 ``blob`` (rank ``rank``) along its last axis, ``length`` long; returns a blob of its shape.
+def _last_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, direct=DIRECT, dtype=FLOAT32):
+    """Scan ``blob`` (rank ``rank``) along its last axis, ``length`` long; returns a blob of its shape.
 
-    At most ``direct`` long: one MatMul with the triangular matrix.
-    Longer: the lanes as rows of B-entry blocks (one Reshape, a copy unless ``owned``), one MatMul with the
-    B×B matrix, the block totals (one column) scanned exclusively the same way, one broadcast Add.
+    At most ``direct`` long: one MatMul with the triangular matrix (float32), else Hillis–Steele.
+    Longer: the lanes as rows of B-entry blocks (one Reshape, a copy unless ``owned``), each row scanned
+    (one MatMul with the B×B matrix, or log2(B) Hillis–Steele steps), the block totals (one column) scanned
+    exclusively the same way, one broadcast Add.
     """
+    if length <= direct and dtype != FLOAT32:
+        return _lane_scan(emitter, blob, rank - 1, length, reverse, exclusive, dtype)
     if length <= direct:  # MatMul's gradient ignores axis_a: other ranks go through a 2-D Reshape
         rows, old = (blob, None) if rank == 2 else _reshape(emitter, blob, [-1, length], owned)
         out = emitter.step("MatMul", [rows, _matrix(emitter, triangular(length, reverse, exclusive))])
         return out if old is None else _reshape(emitter, out, old, owned=True)[0]
-    blob, owned, size, blocks = _whole_blocks(emitter, blob, rank - 1, length, owned)
+    blob, owned, size, blocks = _whole_blocks(emitter, blob, rank - 1, length, owned, dtype)
     rows, old = _reshape(emitter, blob, [-1, size], owned)
-    within = emitter.step("MatMul", [rows, _matrix(emitter, triangular(size, reverse, exclusive))])
+    if dtype == FLOAT32:
+        within = emitter.step("MatMul", [rows, _matrix(emitter, triangular(size, reverse, exclusive))])
+    else:
+        within = _lane_scan(emitter, rows, 1, size, reverse, exclusive, dtype)
     edge = 0 if reverse else size - 1
     column = _slicer(emitter, 1)
     totals = column(within, edge, edge + 1)
     if exclusive:  # the block's total is its exclusive sum at the edge plus the edge entry
         totals = emitter.step("Add", [totals, column(rows, edge, edge + 1)])
     totals = _reshape(emitter, totals, [-1, blocks], owned=True)[0]
-    offsets = _last_axis_scan(emitter, totals, 2, blocks, reverse, True, owned=True, direct=DIRECT_TOTALS)
+    offsets = _last_axis_scan(emitter, totals, 2, blocks, reverse, True, owned=True, direct=DIRECT_TOTALS,
+                              dtype=dtype)
     # A new blob, not in place: the gradients of Slice and Add read ``within`` as it is at the end of the net.
     scanned = emitter.step("Add", [within, _reshape(emitter, offsets, [-1, 1], owned=True)[0]])
     scanned = _reshape(emitter, scanned, old, owned=True)[0]
@@ -184,6 +192,19 @@ def _concat(emitter, parts, axis):
     return out
 
 
+def _lane_scan(emitter, blob, axis, length, reverse, exclusive, dtype, combine="Add"):
+    """Hillis–Steele along ``axis`` (``length`` long), then the one-entry shift of ``exclusive``."""
+    take = _slicer(emitter, axis)
+    current = _hillis_steele(emitter, take, combine, blob, length, axis, reverse)
+    if exclusive and length > 0:  # shift by one; the slices keep a gradient path even when n == 1
+        zero = _zeros_like(emitter, take(current, 0, 1), dtype)
+        if reverse:
+            current = _concat(emitter, [take(current, 1, length), zero], axis)
+        else:
+            current = _concat(emitter, [zero, take(current, 0, length - 1)], axis)
+    return current
+
+
 def _hillis_steele(emitter, take, combine, current, length, axis, reverse):
     step = 1
     while step < length:
@@ -231,19 +252,17 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> str:
     length = 1 if rank_zero else facts.shape[axis]
     if not rank_zero:
         _check_rank_and_length(emitter, blob_in, facts.rank, axis, length, where)
-    take = _slicer(emitter, axis)
     rank = max(facts.rank, 1)
     # (an empty input takes Hillis–Steele: MKL's sgemm complains about a MatMul with no columns)
-    if dtype == np.dtype(np.float32) and scan in MATMUL_SCANS and length > 1 and all(facts.shape):
+    blocked = scan in MATMUL_SCANS and length > 1 and all(facts.shape)
+    if blocked and dtype == FLOAT32:
         current = _matmul_form(emitter, current, current != blob_in, tuple(facts.shape), axis, spec)
+    elif blocked and axis == rank - 1:  # log2(B) + log2(n/B) steps on rows of blocks: fewer passes
+        current = _last_axis_scan(emitter, current, rank, length, spec.reverse, spec.exclusive, current != blob_in,
+                                  dtype=dtype)
     else:
-        current = _hillis_steele(emitter, take, PORTABLE_SCAN_OPERATORS[scan], current, length, axis, spec.reverse)
-        if spec.exclusive and length > 0:  # shift by one; the slices keep a gradient path even when n == 1
-            zero = _zeros_like(emitter, take(current, 0, 1), dtype)
-            if spec.reverse:
-                current = _concat(emitter, [take(current, 1, length), zero], axis)
-            else:
-                current = _concat(emitter, [zero, take(current, 0, length - 1)], axis)
+        current = _lane_scan(emitter, current, axis, length, spec.reverse, spec.exclusive, dtype,
+                             PORTABLE_SCAN_OPERATORS[scan])
     if rank_zero:
         current = emitter.step("Squeeze", [current], dims=[0])
     return current
