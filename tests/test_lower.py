@@ -174,6 +174,20 @@ def test_portable_float32_makes_few_passes_over_memory(shape, axis, copies, clea
     np.testing.assert_allclose(workspace.FetchBlob("lp_y"), reference, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64])
+@pytest.mark.parametrize("exclusive, reverse", [(False, False), (True, True)])
+def test_portable_blocked_lanes_of_other_dtypes(dtype, exclusive, reverse, clean_workspace, torch_scan,
+                                                to_torch_dtype):
+    """Long last axes of other dtypes: Hillis–Steele within padded blocks and over block totals, blocked
+    twice (4099 = 256·16 + 3): exact for integers far beyond float32's 2^24."""
+    rng = np.random.RandomState(5)
+    x = (rng.uniform(-1, 1, (3, 4099)) if dtype == np.float64 else rng.randint(-2 ** 30, 2 ** 30, (3, 4099)))
+    x = x.astype(dtype)
+    actual = lower_and_run(x, "portable", "workspace", axis=-1, exclusive=exclusive, reverse=reverse)
+    assert_lowered_result(actual, expected(torch_scan, to_torch_dtype, x, -1, exclusive, reverse, None), "portable",
+                          x, -1)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("shape, axis", [((4, 100000), 1), ((100000, 3), 0)])
 def test_float32_accuracy_on_long_lanes(target, shape, axis, clean_workspace):

@@ -14,7 +14,8 @@ MatMul flattens its inputs for free):
 ``exclusive`` and ``reverse`` live in the matrices.
 Other dtypes take a Hillis–Steele scan: for s = 1, 2, 4, ... < n, ``y[s:] += y[:n-s]`` as
 ``Concat(Slice(y, 0:s), Add(Slice(y, s:n), Slice(y, 0:n-s)))`` along the axis — ⌈log2 n⌉ steps,
-O(n log n) work, exact for integers (bool and integers are first cast to int64, as torch). Every op
+O(n log n) work, exact for integers (bool and integers are first cast to int64, as torch); on a last axis
+longer than `DIRECT` it runs within the blocks and over the block totals of the blocked form. Every op
 has a Caffe2 gradient. ``reverse`` mirrors the slices; ``exclusive`` shifts by one with a zero slice
 (ConstantFill). The slices are fixed at the rank and scan length n known when lowering, so the
 lowered net starts with ``Shape → EQ → Assert``: another rank or length at run time fails with a
@@ -29,7 +30,8 @@ from .facts import LoweringError, normalized_axis, result_dtype
 
 #: scan name -> the elementwise Caffe2 operator that combines two partial results.
 PORTABLE_SCAN_OPERATORS = {"cumsum": "Add"}
-#: Scans with the blocked MatMul form (float32): a sum is a product with a triangular matrix of ones.
+#: Scans with the blocked forms: a sum is a product with a triangular matrix of ones (float32), and a
+#: block's offset (the total of the blocks before it) is added.
 MATMUL_SCANS = frozenset(["cumsum"])
 FLOAT32 = np.dtype(np.float32)
 #: Preferred entries per block of the MatMul form: n·BLOCK multiply-adds per level (16 measured fastest).
