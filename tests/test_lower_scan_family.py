@@ -9,6 +9,7 @@ axis of unknown rank — each a LoweringError naming the op index, its type and 
 """
 import numpy as np
 import pytest
+import torch
 from caffe2.python import core, workspace
 
 import pycumsum_op
@@ -85,10 +86,11 @@ def test_forward_every_dtype_flag_and_axis_equals_torch(scan, torch_scan):
                         if exclusive and x.ndim and x.shape[axis] == 0:
                             continue  # ATen's roll refuses an empty axis: a run-time error (tested for cumsum)
                         flags = dict(exclusive=exclusive) if exclusive else {}
-                        actual = lowered_outputs(scan, x, axis=axis, reverse=reverse, dtype=override, **flags) \
-                            if override else lowered_outputs(scan, x, axis=axis, reverse=reverse, **flags)
+                        if override:
+                            flags["dtype"] = override
+                        actual = lowered_outputs(scan, x, axis=axis, reverse=reverse, **flags)
                         torch_dtype = None if override is None else getattr(
-                            __import__("torch"), np.dtype(CUMPROD_OVERRIDES[override]).name)
+                            torch, np.dtype(CUMPROD_OVERRIDES[override]).name)
                         expected, _ = oracle(torch_scan, scan, x, exclusive=exclusive, reverse=reverse, axis=axis,
                                              dtype=torch_dtype)
                         assert_identical(actual, expected)
@@ -172,9 +174,10 @@ def test_gradient_on_64k_elements_equals_torch_autograd(scan, lowered_gradient_o
 
 def test_logcumsumexp_gradient_op_is_refused_by_index_type_and_scan():
     net, _ = build("logcumsumexp", with_gradient_ops=True, axis=0)
-    with pytest.raises(LoweringError, match=r"op 1 \(PythonGradient '': lf_x, lf_y, lf_w -> lf_x_grad\): the gradient op of scan "
-                                            r"'logcumsumexp' \(PyLogCumSumExp\) cannot be lowered to target "
-                                            r"'aten': torch 1.10.2 has no ATen operator for its gradient"):
+    with pytest.raises(LoweringError, match=r"op 1 \(PythonGradient '': lf_x, lf_y, lf_w -> lf_x_grad\): the "
+                                            r"gradient op of scan 'logcumsumexp' \(PyLogCumSumExp\) cannot be "
+                                            r"lowered to target 'aten': torch 1.10.2 has no ATen operator for its "
+                                            r"gradient"):
         pycumsum_op.lower(net, "aten")
     forward, _ = build("logcumsumexp", axis=0)  # the forward alone lowers; Caffe2 has no gradient for it
     lowered = core.Net(pycumsum_op.lower(forward, "aten"))
