@@ -1,4 +1,4 @@
-"""`lower(net, target)`: the same net with every PyCumSum (and its gradient op) as C++ operators.
+"""`lower(net, target)`: the same net with every scan op (and its gradient op) as C++ operators.
 
 >>> import numpy as np
 >>> from caffe2.python import core, workspace
@@ -211,18 +211,14 @@ def gradient_ops(scan, spec, op, target, facts, emitter, where) -> List[caffe2_p
 def _backward_pass_ops(scan, spec, op, target, facts, emitter, where) -> List[caffe2_pb2.OperatorDef]:
     """A scan's gradient op as the forward's emitted ops run again (into fresh blobs) followed by Caffe2's
     backward pass over them (`aten_gradient` for the ATen forms, Caffe2's own makers for the rest)."""
-    if target != "aten" or scan not in ATEN_GRADIENT_SCANS:
+    if scan not in ATEN_GRADIENT_SCANS:
         raise LoweringError("{}: the gradient op of scan {!r} ({}) cannot be lowered to target {!r}: {}".format(
             where, scan, SCAN_KERNELS[scan].op_name, target, aten_gradient.REFUSALS.get(
                 scan, "its gradient has no form there")))
     x, grad_in, grad_out = op.input[0], op.input[-1], op.output[0]
     recomputed = [emitter.fresh() for _ in SCAN_KERNELS[scan].outputs]
     forward = list(forward_ops(scan, spec, x, recomputed, target, facts, emitter, where))
-    try:
-        backward, grads = core.GradientRegistry.GetBackwardPass(forward, {recomputed[0]: grad_in})
-    except Exception as error:  # e.g. Caffe2's Cast gradient for a dtype it cannot cast back
-        raise LoweringError("{}: Caffe2 cannot differentiate the lowered form of scan {!r}: {}".format(
-            where, scan, str(error).splitlines()[0])) from None
+    backward, grads = core.GradientRegistry.GetBackwardPass(forward, {recomputed[0]: grad_in})
     known = {grad_in} | {blob for forward_op in forward for blob in list(forward_op.input) + list(forward_op.output)}
     needed = {blob for gradient_op in backward for blob in gradient_op.input}
     for forward_op in reversed(forward):  # keep only the forward ops the gradient reads (transitively)
@@ -274,12 +270,14 @@ def lower(net, target: str = "aten", shapes=None, init_net=None, dtypes=None) ->
     """A new NetDef in which every PyCumSum op, and PyCumSum gradient op, is C++ operators of ``target``.
 
     net: a core.Net or NetDef (not changed). target: "aten" (Caffe2's ATen operator: torch's kernels,
-    O(n), bit-identical to torch.cumsum, any shape at run time; not in mobile builds) or "portable"
-    (operators every Caffe2 build has; O(n log n); the scan length is fixed now and checked at run time).
+    O(n), bit-identical to torch, any shape at run time; not in mobile builds; also PyCumProd, PyCumMax,
+    PyCumMin and PyLogCumSumExp, with gradients except logcumsumexp's) or "portable" (cumsum only;
+    operators every Caffe2 build has; O(n log n); the scan length is fixed now and checked at run time).
     shapes / dtypes: {blob: shape} / {blob: dtype} of scan inputs; unknown ones come from Caffe2's shape
     inference over ``init_net`` and ``net``, then from the current workspace. Every other op, argument and
     external blob stays as it was. Raises `LoweringError` naming the op for any Python op that is not a
-    PyCumSum and for what a target cannot know (e.g. the scan length for "portable").
+    scan op, for what a target cannot do (with the reason) and for what it cannot know (e.g. the scan
+    length for "portable").
     """
     _check_target(target)
     netdef = _as_netdef(net, "net")
