@@ -213,3 +213,17 @@ def test_reversed_negative_axis_of_unknown_rank_is_refused(scan):
     net, _ = build(scan, axis=-1, reverse=True)
     with pytest.raises(LoweringError, match=r"op 0 .*reverse=True with axis=-1 needs the rank of its input 'lf_x'"):
         pycumsum_op.lower(net, "aten")
+
+
+@pytest.mark.parametrize("scan", SCANS)
+def test_lowered_before_anything_is_known(scan, torch_scan):
+    """No shape or dtype when lowering (nothing fed, no init net): the ATen form still equals torch."""
+    workspace.ResetWorkspace()
+    flags = dict(exclusive=True) if "exclusive" in SCAN_KERNELS[scan].arguments else {}
+    net, names = build(scan, axis=1, reverse=True, **flags)
+    lowered = pycumsum_op.lower(net, "aten")
+    x = np.random.RandomState(12).randint(0, 4, (2, 5, 3)).astype(np.float64 if scan == "logcumsumexp" else np.int32)
+    workspace.FeedBlob("lf_x", x)
+    workspace.RunNetOnce(lowered)
+    expected, _ = oracle(torch_scan, scan, x, exclusive=bool(flags), reverse=True, axis=1)
+    assert_identical([workspace.FetchBlob(name) for name in names], expected)
