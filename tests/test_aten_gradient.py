@@ -1,7 +1,8 @@
 """The gradient registered for Caffe2's ATen operator (pycumsum_op.converters.aten_gradient).
 
-The forms `lower` emits (cumsum, cumprod, cummax, cummin, flip, roll, index_fill) are checked with Caffe2's own
-GradientChecker (finite differences of the op itself); every other ATen op must raise exactly
+The forms `lower` emits (cumsum, cumprod, cummax, cummin, logcumsumexp, flip, roll, index_fill) are
+checked with Caffe2's own GradientChecker (finite differences of the op itself); every other ATen op must
+raise exactly
 what Caffe2 raises in a process that never imported pycumsum_op.
 """
 import json
@@ -21,6 +22,7 @@ FORMS = [
     ("roll", dict(shifts=[1], dims=[1]), 1), ("roll", dict(shifts=[1], dims=[-3]), 1),
     ("index_fill", dict(dim=1, value=0.0), 2),
     ("cumprod", dict(dim=1), 1), ("cumprod", dict(dim=-1), 1),
+    ("logcumsumexp", dict(dim=1), 1), ("logcumsumexp", dict(dim=-3), 1),
 ]
 #: Forms with two outputs (values, indices): only the values have a gradient.
 INDEXED_FORMS = [("cummax", dict(dim=1)), ("cummin", dict(dim=0)), ("cummax", dict(dim=-1))]
@@ -72,7 +74,7 @@ OTHER_ATEN_OPS = [
     dict(inputs=["X"], operator="index_fill", dim=0, value=0.0),
     dict(inputs=["X"], operator="constant_pad_nd", pad=[1, 0]),
     dict(inputs=["X"]),
-    dict(inputs=["X"], operator="logcumsumexp", dim=0),
+    dict(inputs=["X"], operator="logcumsumexp", dim=0, dtype=7),
     dict(inputs=["X"], operator="cumprod", dim=0, dtype=7),
     dict(inputs=["X"], operator="cummax", dim=0),
     dict(inputs=["X"], operator="cummin", dim=0, keepdim=1),

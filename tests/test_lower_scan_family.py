@@ -3,9 +3,9 @@
 Forward: every input dtype the ops accept (float16 refused), ``dtype=`` (cumprod), every flag the op
 takes and every axis (negative too) on 0-d, empty, rank 1 and rank 3 inputs, and >= 64K-element inputs:
 equal to torch bit for bit (indices too). Gradients of cumprod (zeros in the lanes), cummax and cummin
-(ties): AddGradientOperators on the lowered net, and the net's own gradient ops lowered, both against
-torch.autograd. Refusals: logcumsumexp's gradient op, target "portable", float16, a reversed negative
-axis of unknown rank — each a LoweringError naming the op index, its type and the scan.
+(ties) and logcumsumexp (+-inf, 1e4): AddGradientOperators on the lowered net, and the net's own gradient
+ops lowered, both against torch.autograd. Refusals: target "portable", float16, a reversed negative axis
+of unknown rank — each a LoweringError naming the op index, its type and the scan.
 """
 import numpy as np
 import pytest
@@ -108,7 +108,7 @@ def test_forward_on_64k_elements_equals_torch(scan, shape, axis, torch_scan):
         assert_identical(lowered_outputs(scan, x, axis=axis, reverse=reverse, **flags), expected)
 
 
-GRADIENT_SCANS = ["cumprod", "cummax", "cummin"]
+GRADIENT_SCANS = SCANS
 
 
 def lowered_gradient(scan, x, w, lowered_gradient_ops, **kwargs):
@@ -172,17 +172,22 @@ def test_gradient_on_64k_elements_equals_torch_autograd(scan, lowered_gradient_o
         assert_gradient_close(actual, reference, np.float64)
 
 
-def test_logcumsumexp_gradient_op_is_refused_by_index_type_and_scan():
-    net, _ = build("logcumsumexp", with_gradient_ops=True, axis=0)
-    with pytest.raises(LoweringError, match=r"op 1 \(PythonGradient '': lf_x, lf_y, lf_w -> lf_x_grad\): the "
-                                            r"gradient op of scan 'logcumsumexp' \(PyLogCumSumExp\) cannot be "
-                                            r"lowered to target 'aten': torch 1.10.2 has no ATen operator for its "
-                                            r"gradient"):
-        pycumsum_op.lower(net, "aten")
-    forward, _ = build("logcumsumexp", axis=0)  # the forward alone lowers; Caffe2 has no gradient for it
-    lowered = core.Net(pycumsum_op.lower(forward, "aten"))
-    with pytest.raises(Exception, match=r"Exception when creating gradient for \[ATen\]"):
-        lowered.AddGradientOperators({"lf_y": "lf_w"})
+@pytest.mark.parametrize("lowered_gradient_ops", [False, True])
+def test_logcumsumexp_gradient_at_infinities_and_large_magnitudes(lowered_gradient_ops, torch_scan):
+    """0 where x = -inf (torch: NaN inside an all -inf prefix); at x = +inf the limit, which torch.autograd
+    gives for a huge finite value in its place; magnitudes of 1e4 stay finite."""
+    inf = np.inf
+    x = np.array([[-inf, -inf, 0.5, -inf, 2.0], [-inf, 1.0, inf, 0.0, inf], [1e4, -1e4, 1e4, 3.0, -2.0],
+                  [inf, -inf, 1.0, inf, inf]])
+    w = np.random.RandomState(13).uniform(-1, 1, x.shape)
+    stand_in = np.where(x == inf, 1e3, x)  # exp(1e3 - y) of the other entries underflows to exactly 0
+    for exclusive, reverse in flag_sets("logcumsumexp"):
+        actual = lowered_gradient("logcumsumexp", x, w, lowered_gradient_ops, axis=1, exclusive=exclusive,
+                                  reverse=reverse)
+        _, reference = oracle(torch_scan, "logcumsumexp", stand_in, w, exclusive=exclusive, reverse=reverse, axis=1)
+        reference = np.where(np.isnan(reference) & (x == -inf), 0.0, reference)  # torch's NaN at -inf
+        assert np.all(np.isfinite(actual))
+        assert_gradient_close(actual, reference, np.float64)
 
 
 @pytest.mark.parametrize("scan", SCANS)

@@ -27,8 +27,7 @@ from ..kernels.spec import CAFFE2_DTYPE_NAMES
 from ..netdefs import blob_names
 from ..ops.builders import BUILDERS
 from ..serialization import BUILDER_ARGS, PYTHON_OP_TYPES
-from . import aten, aten_gradient, portable
-from .aten_gradient import ATEN_GRADIENT_SCANS
+from . import aten, portable
 from .emitter import NUMPY_TYPES, TENSOR_TYPES, OpEmitter
 from .facts import InputFacts, LoweringError, Site, result_dtype
 
@@ -211,10 +210,6 @@ def gradient_ops(scan, spec, op, target, facts, emitter, where) -> List[caffe2_p
 def _backward_pass_ops(scan, spec, op, target, facts, emitter, where) -> List[caffe2_pb2.OperatorDef]:
     """A scan's gradient op as the forward's emitted ops run again (into fresh blobs) followed by Caffe2's
     backward pass over them (`aten_gradient` for the ATen forms, Caffe2's own makers for the rest)."""
-    if scan not in ATEN_GRADIENT_SCANS:
-        raise LoweringError("{}: the gradient op of scan {!r} ({}) cannot be lowered to target {!r}: {}".format(
-            where, scan, SCAN_KERNELS[scan].op_name, target, aten_gradient.REFUSALS.get(
-                scan, "its gradient has no form there")))
     x, grad_in, grad_out = op.input[0], op.input[-1], op.output[0]
     recomputed = [emitter.fresh() for _ in SCAN_KERNELS[scan].outputs]
     forward = list(forward_ops(scan, spec, x, recomputed, target, facts, emitter, where))
@@ -271,7 +266,7 @@ def lower(net, target: str = "aten", shapes=None, init_net=None, dtypes=None) ->
 
     net: a core.Net or NetDef (not changed). target: "aten" (Caffe2's ATen operator: torch's kernels,
     O(n), bit-identical to torch, any shape at run time; not in mobile builds; also PyCumProd, PyCumMax,
-    PyCumMin and PyLogCumSumExp, with gradients except logcumsumexp's) or "portable" (cumsum only;
+    PyCumMin and PyLogCumSumExp, with their gradients) or "portable" (cumsum only;
     operators every Caffe2 build has; O(n log n); the scan length is fixed now and checked at run time).
     shapes / dtypes: {blob: shape} / {blob: dtype} of scan inputs; unknown ones come from Caffe2's shape
     inference over ``init_net`` and ``net``, then from the current workspace. Every other op, argument and
