@@ -1,7 +1,8 @@
 """The gradient registered for Caffe2's ATen operator (pycumsum_op.converters.aten_gradient).
 
-The forms `lower` emits (cumsum, flip, roll, index_fill) are checked with Caffe2's own
-GradientChecker (finite differences of the op itself); every other ATen op must raise exactly
+The forms `lower` emits (cumsum, cumprod, cummax, cummin, logcumsumexp, flip, roll, index_fill) are
+checked with Caffe2's own GradientChecker (finite differences of the op itself); every other ATen op must
+raise exactly
 what Caffe2 raises in a process that never imported pycumsum_op.
 """
 import json
@@ -10,7 +11,8 @@ import sys
 
 import numpy as np
 import pytest
-from caffe2.python import core, gradient_checker
+import torch
+from caffe2.python import core, gradient_checker, workspace
 
 import pycumsum_op  # noqa: F401  (registers the ATen gradient)
 
@@ -19,7 +21,11 @@ FORMS = [
     ("flip", dict(dims=[0]), 1), ("flip", dict(dims=[-1]), 1),
     ("roll", dict(shifts=[1], dims=[1]), 1), ("roll", dict(shifts=[1], dims=[-3]), 1),
     ("index_fill", dict(dim=1, value=0.0), 2),
+    ("cumprod", dict(dim=1), 1), ("cumprod", dict(dim=-1), 1),
+    ("logcumsumexp", dict(dim=1), 1), ("logcumsumexp", dict(dim=-3), 1),
 ]
+#: Forms with two outputs (values, indices): only the values have a gradient.
+INDEXED_FORMS = [("cummax", dict(dim=1)), ("cummin", dict(dim=0)), ("cummax", dict(dim=-1))]
 
 
 @pytest.mark.parametrize("operator, args, inputs", FORMS)
@@ -33,6 +39,32 @@ def test_emitted_forms_pass_caffe2_gradient_checker(operator, args, inputs):
     assert passed, (gradient, numeric)
 
 
+@pytest.mark.parametrize("operator, args", INDEXED_FORMS)
+def test_indexed_forms_pass_caffe2_gradient_checker(operator, args):
+    x = np.random.RandomState(1).permutation(24).reshape(3, 4, 2).astype(np.float64)  # no ties
+    op = core.CreateOperator("ATen", ["X"], ["Y", "I"], operator=operator, **args)
+    checker = gradient_checker.GradientChecker(stepsize=1e-2, threshold=1e-6,
+                                               device_option=core.DeviceOption(0), workspace_name="aten_gradient")
+    passed, gradient, numeric = checker.CheckSimple(op, [x], 0, [0])
+    assert passed, (gradient, numeric)
+
+
+def test_cumprod_form_with_zeros_matches_torch_autograd():
+    """The emitted cumprod form's gradient (torch's cumprod_backward) with zeros, against torch.autograd."""
+    x = np.array([[0., 2., 3.], [2., 0., 0.], [2., 3., 0.]])
+    w = np.array([[0.5, -1., 2.], [1., 3., -2.], [-1., 1., 4.]])
+    forward = core.CreateOperator("ATen", ["cp_x"], ["cp_y"], operator="cumprod", dim=1)
+    gradient_ops, _ = core.GradientRegistry.GetGradientForOp(forward, ["cp_w"])
+    workspace.FeedBlob("cp_x", x)
+    workspace.FeedBlob("cp_w", w)
+    workspace.RunOperatorOnce(forward)
+    for gradient_op in gradient_ops:
+        workspace.RunOperatorOnce(gradient_op)
+    x64 = torch.tensor(x, requires_grad=True)
+    (expected,) = torch.autograd.grad(torch.cumprod(x64, 1), x64, torch.from_numpy(w))
+    np.testing.assert_allclose(workspace.FetchBlob("cp_x_grad"), expected.numpy(), rtol=1e-12)
+
+
 #: ATen ops that are not forms `lower` emits: other operators, extra arguments, other input counts.
 OTHER_ATEN_OPS = [
     dict(inputs=["X"], operator="sin"),
@@ -42,6 +74,10 @@ OTHER_ATEN_OPS = [
     dict(inputs=["X"], operator="index_fill", dim=0, value=0.0),
     dict(inputs=["X"], operator="constant_pad_nd", pad=[1, 0]),
     dict(inputs=["X"]),
+    dict(inputs=["X"], operator="logcumsumexp", dim=0, dtype=7),
+    dict(inputs=["X"], operator="cumprod", dim=0, dtype=7),
+    dict(inputs=["X"], operator="cummax", dim=0),
+    dict(inputs=["X"], operator="cummin", dim=0, keepdim=1),
 ]
 #: The child imports torch as pycumsum_op does (importing torch turns off C++ frames in c10's messages).
 _CHILD = r"""

@@ -1,50 +1,104 @@
 """Target "aten": a scan as Caffe2's ``ATen`` operator, which runs torch's own C++ kernels.
 
-``ATen(operator="cumsum", dim=d)`` is bit-identical to torch.cumsum (integers give int64, like
-torch) and O(n); ``reverse`` adds ``flip`` around it; ``exclusive`` shifts the result by one with
-``roll`` and zeroes the first entry with ``index_fill`` (any rank, no shape needed; an empty scan axis
-then fails at run time with torch's message, never with a wrong result);
+``ATen(operator=<scan>, dim=d)`` with the ``(self, dim)`` overload is torch's own scan, bit for bit:
+``cumsum`` and ``cumprod`` (integers give int64, like torch), ``logcumsumexp``, and ``cummax`` /
+``cummin`` with their two outputs (values, int64 indices). ``reverse`` adds ``flip`` around the scan
+(cummax/cummin indices are then mapped back to positions in the input: ``n - 1 - flip(indices)``,
+with n from ``Shape``); ``exclusive`` shifts the result by one with ``roll`` and puts the scan's
+identity (0, 1, -inf) in the first entry with ``index_fill`` (any rank, no shape needed; an empty
+scan axis then fails at run time with torch's message, never with a wrong result);
 ``dtype=`` is a Caffe2 ``Cast`` in front (and behind, for integer types other than int64, which
-ATen's cumsum would widen). Only these forms are emitted; `aten_gradient` gives them gradients.
-The ATen operator is in every CPU build of Caffe2 from PyPI's torch but not in mobile builds: use
-target "portable" there.
+ATen's cumsum/cumprod widen); uint16 inputs, which ATen cannot read, are cast exactly to int32 (cummax,
+cummin: back to uint16 behind) or int64 (cumsum, cumprod). Only these forms are emitted;
+`aten_gradient` gives them gradients. The ATen operator is in every CPU build of Caffe2 from PyPI's
+torch but not in mobile builds: use target "portable" there.
 
 A new scan maps to an ATen operator with one entry in `ATEN_SCAN_OPERATORS`.
 """
 import numpy as np
 
 from .emitter import TENSOR_TYPES
-from .facts import LoweringError
+from .facts import LoweringError, normalized_axis, result_dtype
 
 #: scan name -> ATen operator computing it with the ``(self, dim)`` overload.
-ATEN_SCAN_OPERATORS = {"cumsum": "cumsum"}
+ATEN_SCAN_OPERATORS = {"cumsum": "cumsum", "cumprod": "cumprod", "logcumsumexp": "logcumsumexp",
+                       "cummax": "cummax", "cummin": "cummin"}
+#: scan -> why target "aten" does not lower it (every registered scan has an ATen operator).
+REFUSALS = {}
+#: scan -> the value the first entry of its exclusive form holds (scans without one take no ``exclusive``).
+IDENTITIES = {"cumsum": 0.0, "cumprod": 1.0, "logcumsumexp": float("-inf")}
+#: Scans whose values keep the input's dtype (torch.cummax / cummin); the others widen integers to int64.
+KEEP_INPUT_DTYPE = frozenset(["cummax", "cummin", "logcumsumexp"])
+#: Scans with int64 indices as their second output.
+INDEXED_SCANS = frozenset(["cummax", "cummin"])
 
 
-def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> str:
-    """Append the ATen form of ``scan`` (``spec``) of ``blob_in``; returns the blob holding the result."""
-    if spec.dtype is not None and spec.dtype == np.dtype(np.float16):
-        raise LoweringError("{}: dtype=float16 cannot be lowered to target 'aten' (torch 1.10's CPU cumsum has "
-                            "no Half kernel); use dtype='float' or target 'portable'".format(where))
+def _refuse_float16(scan, where, what):
+    raise LoweringError("{}: {} cannot be lowered to target 'aten': torch 1.10's CPU {} has no Half kernel and "
+                        "Caffe2's CPU Cast has no float16; cast to float32 first, or keep the Python op".format(
+                            where, what, scan))
+
+
+def _reversed_indices(emitter, indices, blob_in, spec, facts, where):
+    """Indices found on the flipped input, as positions in the input: n - 1 - flip(indices)."""
+    if spec.axis < 0 and facts.rank is None:
+        raise LoweringError("{}: reverse=True with axis={} needs the rank of its input {!r} (Caffe2's Shape takes "
+                            "no negative axis); give shapes={{{!r}: (...)}}, a non-negative axis, or feed the blob "
+                            "into the workspace".format(where, spec.axis, blob_in, blob_in))
+    axis = spec.axis if facts.rank is None else normalized_axis(spec, where, facts.rank)
+    length = emitter.step("Shape", [blob_in], axes=[axis])
+    one = emitter.step("GivenTensorInt64Fill", [], values=[1], shape=[1])
+    last = emitter.step("Sub", [length, one])
+    flipped = emitter.step("ATen", [indices], operator="flip", dims=[spec.axis])
+    return emitter.step("Sub", [last, flipped])
+
+
+def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
+    """Append the ATen form of ``scan`` (``spec``) of ``blob_in``; returns the blobs holding its outputs."""
+    float16 = np.dtype(np.float16)
+    if spec.dtype == float16:
+        _refuse_float16(scan, where, "dtype=float16")
+    if facts.dtype == float16 and spec.dtype is None:
+        _refuse_float16(scan, where, "its float16 input {!r}".format(blob_in))
+    if facts.rank == 0:  # one element: reversing it changes nothing (and Shape cannot index a 0-d tensor)
+        spec = spec._replace(reverse=False)
     current = blob_in
     rank_zero = facts.rank == 0 and spec.exclusive
     if rank_zero:  # roll needs an axis: scan the 0-d tensor as a 1-element vector
         current = emitter.step("ExpandDims", [current], dims=[0])
+    working = spec.dtype if spec.dtype is not None else facts.dtype  # the dtype the scan reads
     if spec.dtype is not None:
         cast = {"to": TENSOR_TYPES[spec.dtype]}
         if facts.dtype is not None:
             cast["from_type"] = TENSOR_TYPES[facts.dtype]  # Caffe2's Cast gradient needs it
         current = emitter.step("Cast", [current], **cast)
+    if working == np.dtype(np.uint16):  # not an ATen dtype: widen exactly
+        working_to = np.dtype(np.int32) if scan in KEEP_INPUT_DTYPE else np.dtype(np.int64)
+        current = emitter.step("Cast", [current], to=TENSOR_TYPES[working_to], from_type=TENSOR_TYPES[working])
+        aten_dtype = working_to
+    else:
+        aten_dtype = working
     if spec.reverse:
         current = emitter.step("ATen", [current], operator="flip", dims=[spec.axis])
-    current = emitter.step("ATen", [current], operator=ATEN_SCAN_OPERATORS[scan], dim=spec.axis)
+    outputs = [emitter.fresh() for _ in range(2 if scan in INDEXED_SCANS else 1)]
+    emitter.op("ATen", [current], outputs, operator=ATEN_SCAN_OPERATORS[scan], dim=spec.axis)
+    current = outputs[0]
     if spec.exclusive:
         first = emitter.step("GivenTensorInt64Fill", [], values=[0], shape=[1])
         current = emitter.step("ATen", [current], operator="roll", shifts=[1], dims=[spec.axis])
-        current = emitter.step("ATen", [current, first], operator="index_fill", dim=spec.axis, value=0.0)
+        current = emitter.step("ATen", [current, first], operator="index_fill", dim=spec.axis, value=IDENTITIES[scan])
     if spec.reverse:
         current = emitter.step("ATen", [current], operator="flip", dims=[spec.axis])
-    if spec.dtype is not None and spec.dtype.kind in "iu" and spec.dtype != np.dtype(np.int64):
-        current = emitter.step("Cast", [current], to=TENSOR_TYPES[spec.dtype])
+    if aten_dtype is not None and aten_dtype.kind in "biu" and scan not in KEEP_INPUT_DTYPE:
+        aten_dtype = np.dtype(np.int64)  # ATen's cumsum / cumprod widen integers
+    wanted = working if scan in KEEP_INPUT_DTYPE else result_dtype(spec, facts.dtype)
+    if wanted is not None and aten_dtype is not None and wanted != aten_dtype:
+        current = emitter.step("Cast", [current], to=TENSOR_TYPES[wanted], from_type=TENSOR_TYPES[aten_dtype])
     if rank_zero:
         current = emitter.step("Squeeze", [current], dims=[0])
-    return current
+    if scan not in INDEXED_SCANS:
+        return [current]
+    indices = outputs[1]
+    if spec.reverse:
+        indices = _reversed_indices(emitter, indices, blob_in, spec, facts, where)
+    return [current, indices]

@@ -2,9 +2,16 @@
 
 Caffe2 has no gradient for its ``ATen`` operator. ``core.GradientRegistry.GetGradientForOp`` asks
 C++ first and, when that fails, the Python registry by op type; `install` registers one function
-for "ATen" there. It handles exactly these forms (one output, exactly these arguments):
+for "ATen" there. It handles exactly these forms (exactly these arguments, inputs and outputs):
 
 - ``cumsum`` (``dim``): the gradient is the reverse cumsum of the output's gradient (flip, cumsum, flip);
+- ``cumprod`` (``dim``): torch's own ``cumprod_backward(grad, input, output, dim)``, exact with zeros;
+- ``cummax`` / ``cummin`` (``dim``; outputs values, indices): torch's ``cummaxmin_backward(grad, input,
+  indices, dim)``, each gradient sent to the index that won (the indices output has no gradient);
+- ``logcumsumexp`` (``dim``): torch 1.10.2 has no ATen operator for its gradient, so it is built from
+  ATen's abs, log, gt/lt, logical_not, masked_fill, sub, logcumsumexp, flip, add, exp, isneginf/isposinf, cumsum,
+  type_as, clamp_min, div and where: torch's log-space formula with PyLogCumSumExp's repairs (0 at
+  x = -inf, the +inf limit) — see `_logcumsumexp_ops`;
 - ``flip`` (``dims``): flip the gradient the same way;
 - ``roll`` (``shifts``, ``dims``): roll the gradient back;
 - ``index_fill`` (``dim``, ``value``; inputs: tensor, index): the filled entries get no gradient.
@@ -13,21 +20,22 @@ For any other ATen op it raises the very exception Caffe2 raised before (same ty
 """
 from caffe2.python import core
 
-#: ATen operator -> (its argument names, its number of inputs) for the forms differentiated here.
-_FORMS = {"cumsum": ({"dim"}, 1), "flip": ({"dims"}, 1), "roll": ({"shifts", "dims"}, 1),
-          "index_fill": ({"dim", "value"}, 2)}
+#: ATen operator -> (its argument names, its number of inputs, of outputs) for the forms differentiated here.
+_FORMS = {"cumsum": ({"dim"}, 1, 1), "cumprod": ({"dim"}, 1, 1), "logcumsumexp": ({"dim"}, 1, 1),
+          "cummax": ({"dim"}, 1, 2), "cummin": ({"dim"}, 1, 2), "flip": ({"dims"}, 1, 1),
+          "roll": ({"shifts", "dims"}, 1, 1), "index_fill": ({"dim", "value"}, 2, 1)}
 
 
 def emitted_form(op):
     """(operator, {argument: value}) when ``op`` is an ATen form this module differentiates, else None."""
-    if op.type != "ATen" or len(op.output) != 1:
+    if op.type != "ATen":
         return None
     args = {arg.name: arg for arg in op.arg}
     operator = args["operator"].s.decode() if "operator" in args else None
     if operator not in _FORMS:
         return None
-    names, inputs = _FORMS[operator]
-    if set(args) != names | {"operator"} or len(op.input) != inputs:
+    names, inputs, outputs = _FORMS[operator]
+    if set(args) != names | {"operator"} or len(op.input) != inputs or len(op.output) != outputs:
         return None
     values = {name: (list(args[name].ints) if args[name].ints else
                      args[name].i if args[name].HasField("i") else args[name].f) for name in names}
@@ -43,19 +51,62 @@ def _caffe2_error(op, g_output):
     return None
 
 
-def _gradient_ops(operator, values, grad_out, grad_in, index, device):
-    def aten(inputs, output, **args):
-        return core.CreateOperator("ATen", inputs, [output], **dict(args, **device))
-    if operator == "flip":
-        return [aten([grad_out], grad_in, operator="flip", dims=values["dims"])]
-    if operator == "roll":
-        return [aten([grad_out], grad_in, operator="roll", shifts=[-s for s in values["shifts"]], dims=values["dims"])]
-    if operator == "index_fill":
-        return [aten([grad_out, index], grad_in, operator="index_fill", dim=values["dim"], value=0.0)]
-    dim, flipped, summed = values["dim"], grad_in + "_flip", grad_in + "_rcumsum"
-    return [aten([grad_out], flipped, operator="flip", dims=[dim]),
-            aten([flipped], summed, operator="cumsum", dim=dim),
-            aten([summed], grad_in, operator="flip", dims=[dim])]
+class _Steps(object):
+    """ATen ops writing blobs named after the gradient (``<grad_in>_<step>``), on the forward op's device."""
+
+    def __init__(self, grad_in, device):
+        self.ops, self._grad_in, self._device = [], grad_in, device
+
+    def __call__(self, name, inputs, **args):
+        output = self._grad_in if name is None else "{}_{}".format(self._grad_in, name)
+        self.ops.append(core.CreateOperator("ATen", inputs, [output], **dict(args, **self._device)))
+        return output
+
+    def reversed_scan(self, name, blob, operator, dim, last=False):
+        """flip -> scan -> flip: the scan from each element to the end of its lane (into grad_in if ``last``)."""
+        flipped = self(name + "_flip", [blob], operator="flip", dims=[dim])
+        scanned = self(name + "_scan", [flipped], operator=operator, dim=dim)
+        return self(None if last else name + "_back", [scanned], operator="flip", dims=[dim])
+
+
+def _logcumsumexp_ops(step, x, y, grad, dim):
+    """grad_x = sum_{i >= j} grad[i] exp(x[j] - y[i]), in log space for grad > 0 and grad < 0 apart (as torch),
+    0 where x = -inf (torch: NaN inside an all -inf prefix) and, where x = +inf, each +inf element's share
+    1/m of every later grad[i] (m: the +inf elements up to i; torch: NaN), as PyLogCumSumExp's kernel."""
+    log_grad = step("log", [step("abs", [grad], operator="abs")], operator="log")
+    parts = []
+    for sign, compare in (("pos", "gt"), ("neg", "lt")):  # log|grad| where grad has this sign, else -inf
+        other_sign = step(sign + "_other", [step(sign + "_sign", [grad], operator=compare, other=0.0)],
+                          operator="logical_not")
+        masked = step(sign + "_masked", [log_grad, other_sign], operator="masked_fill", value=float("-inf"))
+        shifted = step(sign + "_minus_y", [masked, y], operator="sub")
+        summed = step.reversed_scan(sign + "_sum", shifted, "logcumsumexp", dim)
+        parts.append(step(sign + "_exp", [step(sign + "_plus_x", [summed, x], operator="add")], operator="exp"))
+    finite = step("finite", parts, operator="sub")
+    finite = step("zeroed", [finite, step("neg_inf", [x], operator="isneginf")], operator="masked_fill", value=0.0)
+    infinite = step("pos_inf", [x], operator="isposinf")
+    counts = step("inf_counts", [step("inf_count", [infinite], operator="cumsum", dim=dim), grad], operator="type_as")
+    shares = step("shares", [grad, step("at_least_one", [counts], operator="clamp_min", min=1.0)], operator="div")
+    return step(None, [infinite, step.reversed_scan("share_sum", shares, "cumsum", dim), finite], operator="where")
+
+
+def _gradient_ops(operator, values, grad_out, grad_in, op, device):
+    step, x = _Steps(grad_in, device), op.input[0]
+    if operator == "logcumsumexp":
+        _logcumsumexp_ops(step, x, op.output[0], grad_out, values["dim"])
+    elif operator == "cumsum":
+        step.reversed_scan("rcumsum", grad_out, "cumsum", values["dim"], last=True)
+    elif operator == "cumprod":
+        step(None, [grad_out, x, op.output[0]], operator="cumprod_backward", dim=values["dim"])
+    elif operator in ("cummax", "cummin"):
+        step(None, [grad_out, x, op.output[1]], operator="cummaxmin_backward", dim=values["dim"])
+    elif operator == "flip":
+        step(None, [grad_out], operator="flip", dims=values["dims"])
+    elif operator == "roll":
+        step(None, [grad_out], operator="roll", shifts=[-s for s in values["shifts"]], dims=values["dims"])
+    else:  # index_fill: the filled entries get no gradient
+        step(None, [grad_out, op.input[1]], operator="index_fill", dim=values["dim"], value=0.0)
+    return step.ops
 
 
 def aten_gradient(op, g_output):
@@ -66,7 +117,7 @@ def aten_gradient(op, g_output):
         if error is not None:
             raise error
         return core.GradientRegistry._GetGradientForOpCC(op, g_output)
-    (grad_out,) = g_output
+    grad_out = g_output[0]  # cummax/cummin: their indices output has no gradient
     no_index = [None] * (len(op.input) - 1)
     if grad_out is None:
         return [], [None] + no_index
@@ -76,8 +127,7 @@ def aten_gradient(op, g_output):
     operator, values = form
     grad_in = op.input[0] + "_grad"
     device = {"device_option": op.device_option} if op.HasField("device_option") else {}
-    index = op.input[1] if len(op.input) > 1 else None
-    return _gradient_ops(operator, values, grad_out, grad_in, index, device), [grad_in] + no_index
+    return _gradient_ops(operator, values, grad_out, grad_in, op, device), [grad_in] + no_index
 
 
 def install() -> None:

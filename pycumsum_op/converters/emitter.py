@@ -49,7 +49,10 @@ class OpEmitter(object):
 
     def op(self, op_type: str, inputs, outputs, **args) -> caffe2_pb2.OperatorDef:
         """Append ``op_type(inputs) -> outputs`` with arguments ``args``; returns the OperatorDef."""
-        created = core.CreateOperator(op_type, list(inputs), list(outputs), **args)
+        return self.append(core.CreateOperator(op_type, list(inputs), list(outputs), **args))
+
+    def append(self, created: caffe2_pb2.OperatorDef) -> caffe2_pb2.OperatorDef:
+        """Append an OperatorDef made elsewhere, moved to ``like``'s device; returns it."""
         if self._like is not None and self._like.HasField("device_option"):
             created.device_option.CopyFrom(self._like.device_option)
         self.ops.append(created)
@@ -62,19 +65,25 @@ class OpEmitter(object):
         return out
 
     def finish(self, current: str, blob_in: str, blob_out: str) -> list:
-        """Make the ops write ``blob_out``; returns the ops. ``current`` (an intermediate, possibly reshaped in
-        place after it was written) is renamed ``blob_out`` everywhere; a Copy does it when nothing was
-        emitted or when an emitted op reads or writes ``blob_out`` (in place: ATen and Slice ops cannot)."""
-        if current == blob_out:  # in place, and nothing to compute
-            return self.ops
-        written = any(current in op.output for op in self.ops)
-        touched = any(blob_out in op.input or blob_out in op.output for op in self.ops)
-        if current == blob_in or not written or touched:
-            self.op("Copy", [current], [blob_out])
-            return self.ops
-        for op in self.ops:
-            for blobs in (op.input, op.output):
-                for index, name in enumerate(blobs):
-                    if name == current:
-                        blobs[index] = blob_out
+        """Make the last op write ``blob_out``; returns the ops. A Copy does it when nothing was emitted or
+        when the last op reads ``blob_out`` (in place: ATen and Slice ops cannot run in place)."""
+        return self.finish_outputs([current], blob_in, [blob_out])
+
+    def finish_outputs(self, currents, blob_in: str, blob_outs) -> list:
+        """Make the ops write each of ``blob_outs`` (from the matching fresh blob of ``currents``); returns
+        the ops. A fresh blob is renamed where no emitted op reads the output's name (in place: ATen and
+        Slice ops cannot run in place), else copied at the end."""
+        read = {blob for op in self.ops for blob in op.input}
+        written = {blob for op in self.ops for blob in op.output}
+        for current, blob_out in zip(currents, blob_outs):
+            if current == blob_out:  # in place, and nothing to compute
+                continue
+            if current == blob_in or current not in written or blob_out in read:
+                self.op("Copy", [current], [blob_out])
+                continue
+            for op in self.ops:
+                for names in (op.input, op.output):
+                    for position, name in enumerate(names):
+                        if name == current:
+                            names[position] = blob_out
         return self.ops

@@ -1,4 +1,4 @@
-"""`lower(net, target)`: the same net with every PyCumSum (and its gradient op) as C++ operators.
+"""`lower(net, target)`: the same net with every scan op (and its gradient op) as C++ operators.
 
 >>> import numpy as np
 >>> from caffe2.python import core, workspace
@@ -175,36 +175,60 @@ class _BlobFacts(object):
 
 def _check_supported(scan, target, where) -> None:
     if scan not in _TARGET_TABLES[target]:
-        raise LoweringError("{}: scan {!r} ({}) has no lowering to target {!r} yet; supported there: {}".format(
-            where, scan, SCAN_KERNELS[scan].op_name, target, ", ".join(sorted(_TARGET_TABLES[target]))))
+        reason = TARGETS[target].REFUSALS.get(scan, "no lowering to target {!r} yet".format(target))
+        raise LoweringError("{}: scan {!r} ({}) cannot be lowered to target {!r}: {}; lowered there: {}".format(
+            where, scan, SCAN_KERNELS[scan].op_name, target, reason, ", ".join(sorted(_TARGET_TABLES[target]))))
 
 
-def forward_ops(scan, spec, blob_in, blob_out, target, facts, emitter, where) -> List[caffe2_pb2.OperatorDef]:
-    """The ops computing ``blob_out = scan(blob_in)`` in ``target``'s operators."""
+def forward_ops(scan, spec, blob_in, blob_outs, target, facts, emitter, where) -> List[caffe2_pb2.OperatorDef]:
+    """The ops computing ``blob_outs = scan(blob_in)`` (one blob per output) in ``target``'s operators."""
     _check_supported(scan, target, where)
-    current = TARGETS[target].emit_scan(emitter, scan, spec, blob_in, facts, where)
-    return emitter.finish(current, blob_in, blob_out)
+    currents = TARGETS[target].emit_scan(emitter, scan, spec, blob_in, facts, where)
+    return emitter.finish_outputs(currents, blob_in, blob_outs)
 
 
 def gradient_ops(scan, spec, op, target, facts, emitter, where) -> List[caffe2_pb2.OperatorDef]:
-    """The ops of a PyCumSum gradient op (inputs x, y, grad_y; output grad_x): the reversed scan of grad_y."""
+    """The ops of a scan's gradient op (inputs x, the outputs, grad of the first; output grad_x)."""
     _check_supported(scan, target, where)
-    if scan not in SELF_ADJOINT_SCANS:
-        raise LoweringError("{}: the gradient op of scan {!r} cannot be lowered yet; lower the forward net and "
-                            "call AddGradientOperators on the result".format(where, scan))
     if spec.dtype is not None and facts.dtype is None:
         raise LoweringError("{}: the gradient of a scan with dtype={} has its input's dtype; give dtypes={{{!r}: "
                             "...}} or feed the blob into the workspace".format(where, spec.dtype.name, op.input[0]))
+    if scan not in SELF_ADJOINT_SCANS:
+        return _backward_pass_ops(scan, spec, op, target, facts, emitter, where)
     adjoint = spec._replace(reverse=not spec.reverse, dtype=None)
-    grad_in, grad_out = op.input[2], op.output[0]
+    grad_in, grad_out = op.input[-1], op.output[0]
     current, grad_dtype = grad_in, lambda: result_dtype(spec, facts.dtype)
     if spec.dtype is not None and facts.dtype.kind == "f" and facts.dtype != spec.dtype:
         # PyCumSum (and torch): grad_x has x's dtype, and the scan runs in it
         current = emitter.step("Cast", [current], to=TENSOR_TYPES[facts.dtype])
         grad_dtype = lambda: facts.dtype  # noqa: E731
     grad_facts = InputFacts(lambda: (facts.shape, grad_dtype()))  # grad_y is shaped like x
-    current = TARGETS[target].emit_scan(emitter, scan, adjoint, current, grad_facts, Site(str(where), grad_in))
+    (current,) = TARGETS[target].emit_scan(emitter, scan, adjoint, current, grad_facts, Site(str(where), grad_in))
     return emitter.finish(current, grad_in, grad_out)
+
+
+def _backward_pass_ops(scan, spec, op, target, facts, emitter, where) -> List[caffe2_pb2.OperatorDef]:
+    """A scan's gradient op as the forward's emitted ops run again (into fresh blobs) followed by Caffe2's
+    backward pass over them (`aten_gradient` for the ATen forms, Caffe2's own makers for the rest)."""
+    x, grad_in, grad_out = op.input[0], op.input[-1], op.output[0]
+    recomputed = [emitter.fresh() for _ in SCAN_KERNELS[scan].outputs]
+    forward = list(forward_ops(scan, spec, x, recomputed, target, facts, emitter, where))
+    backward, grads = core.GradientRegistry.GetBackwardPass(forward, {recomputed[0]: grad_in})
+    known = {grad_in} | {blob for forward_op in forward for blob in list(forward_op.input) + list(forward_op.output)}
+    needed = {blob for gradient_op in backward for blob in gradient_op.input}
+    for forward_op in reversed(forward):  # keep only the forward ops the gradient reads (transitively)
+        if needed.intersection(forward_op.output):
+            needed.update(forward_op.input)
+        else:
+            emitter.ops.remove(forward_op)
+    renamed = {}
+    for gradient_op in backward:  # the makers name blobs <input>_grad: give every new blob a fresh name
+        for names in (gradient_op.input, gradient_op.output):
+            for position, name in enumerate(names):
+                if name not in known:
+                    names[position] = renamed.setdefault(name, emitter.fresh())
+        emitter.append(gradient_op)
+    return emitter.finish(renamed[str(grads[x])], grad_in, grad_out)
 
 
 def _as_netdef(net, what: str) -> Optional[caffe2_pb2.NetDef]:
@@ -219,12 +243,15 @@ def _lower_python_op(index, op, target, facts, taken) -> List[caffe2_pb2.Operato
     scan, spec = _scan_params(index, op)
     where = Site(_label(index, op), op.input[0])
     emitter = OpEmitter(taken, op.output[0], like=op)
-    if op.type == "Python" and len(op.input) == 1 and len(op.output) == 1:
-        return forward_ops(scan, spec, op.input[0], op.output[0], target, facts.of(op.input[0]), emitter, where)
-    if op.type == "PythonGradient" and len(op.input) == 3 and len(op.output) == 1:
+    outputs = len(SCAN_KERNELS[scan].outputs)
+    if op.type == "Python" and len(op.input) == 1 and len(op.output) == outputs:
+        return forward_ops(scan, spec, op.input[0], list(op.output), target, facts.of(op.input[0]), emitter, where)
+    if op.type == "PythonGradient" and len(op.input) == 2 + outputs and len(op.output) == 1:
         return gradient_ops(scan, spec, op, target, facts.of(op.input[0]), emitter, where)
-    raise LoweringError("{}: a {} op of a PyCumSum with {} input(s) and {} output(s) cannot be lowered (a scan "
-                        "has 1 and 1; its gradient op 3 and 1)".format(where, op.type, len(op.input), len(op.output)))
+    raise LoweringError("{}: a {} op of a {} with {} input(s) and {} output(s) cannot be lowered (a scan "
+                        "has 1 and {}; its gradient op {} and 1)".format(
+                            where, op.type, SCAN_KERNELS[scan].op_name, len(op.input), len(op.output), outputs,
+                            2 + outputs))
 
 
 def lower_op(op, netdef, target: str = "aten") -> List[caffe2_pb2.OperatorDef]:
@@ -238,12 +265,14 @@ def lower(net, target: str = "aten", shapes=None, init_net=None, dtypes=None) ->
     """A new NetDef in which every PyCumSum op, and PyCumSum gradient op, is C++ operators of ``target``.
 
     net: a core.Net or NetDef (not changed). target: "aten" (Caffe2's ATen operator: torch's kernels,
-    O(n), bit-identical to torch.cumsum, any shape at run time; not in mobile builds) or "portable"
-    (operators every Caffe2 build has; O(n log n); the scan length is fixed now and checked at run time).
+    O(n), bit-identical to torch, any shape at run time; not in mobile builds; also PyCumProd, PyCumMax,
+    PyCumMin and PyLogCumSumExp, with their gradients) or "portable" (cumsum only;
+    operators every Caffe2 build has; O(n log n); the scan length is fixed now and checked at run time).
     shapes / dtypes: {blob: shape} / {blob: dtype} of scan inputs; unknown ones come from Caffe2's shape
     inference over ``init_net`` and ``net``, then from the current workspace. Every other op, argument and
     external blob stays as it was. Raises `LoweringError` naming the op for any Python op that is not a
-    PyCumSum and for what a target cannot know (e.g. the scan length for "portable").
+    scan op, for what a target cannot do (with the reason) and for what it cannot know (e.g. the scan
+    length for "portable").
     """
     _check_target(target)
     netdef = _as_netdef(net, "net")
@@ -280,7 +309,7 @@ def append_scan(net, scan, spec, blob_in, blob_out, target, input_shape=None, in
     emitter = OpEmitter(blob_names(netdef) | {str(blob_out)}, str(blob_out))
     scratch = core.Net(netdef.name + "_" + target)
     scratch.Proto().external_input.append(str(blob_in))  # AppendNet declares it where nothing makes it
-    scratch.Proto().op.extend(forward_ops(scan, spec, str(blob_in), str(blob_out), target, facts, emitter,
+    scratch.Proto().op.extend(forward_ops(scan, spec, str(blob_in), [str(blob_out)], target, facts, emitter,
                                           Site(label, str(blob_in))))
     net.AppendNet(scratch)
     return core.BlobReference(str(blob_out), net)

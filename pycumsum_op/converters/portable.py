@@ -30,6 +30,15 @@ from .facts import LoweringError, normalized_axis, result_dtype
 
 #: scan name -> the elementwise Caffe2 operator that combines two partial results.
 PORTABLE_SCAN_OPERATORS = {"cumsum": "Add"}
+#: scan -> why target "portable" does not lower it (no exact form from Caffe2's portable operators).
+REFUSALS = {
+    "cumprod": "a log-depth product of Mul ops rounds floats differently from torch's sequential cumprod (not "
+               "exact), and Caffe2 has no portable cumulative product",
+    "logcumsumexp": "a log-depth scan of Caffe2's elementwise ops rounds differently from torch's sequential "
+                    "logcumsumexp (not exact), and Caffe2 has no portable operator for it",
+    "cummax": "Caffe2's portable Max does not give torch's indices (ties to the later element, NaN rules)",
+    "cummin": "Caffe2's portable Min does not give torch's indices (ties to the later element, NaN rules)",
+}
 #: Scans with the blocked forms: a sum is a product with a triangular matrix of ones (float32), and a
 #: block's offset (the total of the blocks before it) is added.
 MATMUL_SCANS = frozenset(["cumsum"])
@@ -234,8 +243,8 @@ def _matmul_form(emitter, blob, owned, shape, axis, spec):
     return emitter.step("Transpose", [scanned], axes=[first.index(a) for a in range(rank)])
 
 
-def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> str:
-    """Append the portable form of ``scan`` (``spec``) of ``blob_in``; returns the blob holding the result."""
+def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
+    """Append the portable form of ``scan`` (``spec``) of ``blob_in``; returns [the blob holding the result]."""
     if facts.shape is None or facts.dtype is None:
         missing = " and ".join(name for name, value in (("shape", facts.shape), ("dtype", facts.dtype))
                                if value is None)
@@ -267,4 +276,4 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> str:
                              PORTABLE_SCAN_OPERATORS[scan])
     if rank_zero:
         current = emitter.step("Squeeze", [current], dims=[0])
-    return current
+    return [current]
