@@ -15,6 +15,7 @@ from hypothesis import given, settings
 
 import pycumsum_op
 from pycumsum_op.converters import LoweringError
+from pycumsum_op.ops import scan_backward, scan_forward
 from test_forward import elements, expected, scan_cases
 from test_gradient import FLOAT_OVERRIDES, assert_gradient_close, gradient_cases, torch_gradient
 
@@ -381,6 +382,27 @@ def test_gradient_grid_every_flag_and_axis(dtype, target, lowered_gradient_ops, 
                 _, grad_x = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
                                                  reverse=reverse)
                 assert_gradient_close(grad_x, torch_gradient(torch_scan, x, w, axis, exclusive, reverse), dtype)
+
+
+def test_the_run_time_axis_form_is_refused_naming_its_axis_blob(clean_workspace):
+    """ONNX CumSum's form (the axis a blob read at run time) has no build-time axis to lower with."""
+    net = core.Net("lower_axis_input")
+    net.PyCumSum(["la_x", "la_axis"], "la_y")
+    with pytest.raises(LoweringError, match=r"op 0 .*reads its axis from input blob 'la_axis' at run time"):
+        pycumsum_op.lower(net, "aten")
+
+
+def test_builder_arguments_given_by_position_lower_like_keywords(clean_workspace, torch_scan):
+    """A builder tuple may pass its arguments by position, as Caffe2 calls it: lower reads them the same way."""
+    net = core.Net("lower_positional")
+    net.Python((scan_forward, ("cumsum", 1, False, True), {}), grad_f=(scan_backward, ("cumsum", 1, False, True), {}))(
+        ["lp_x"], ["lp_y"], name="PyCumSum")
+    x = np.random.RandomState(0).uniform(-1, 1, (3, 5)).astype(np.float32)
+    lowered = pycumsum_op.lower(net, "aten")
+    assert not [op for op in lowered.op if op.type.startswith("Python")]
+    workspace.FeedBlob("lp_x", x)
+    workspace.RunNetOnce(lowered)
+    np.testing.assert_array_equal(workspace.FetchBlob("lp_y"), torch_scan(torch.from_numpy(x), 1, reverse=True).numpy())
 
 
 def test_a_pycumsum_op_with_extra_blobs_is_refused(clean_workspace):

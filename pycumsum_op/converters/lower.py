@@ -22,10 +22,10 @@ from caffe2.proto import caffe2_pb2
 from caffe2.python import core, workspace
 
 from .._safe_unpickle import RefusedPickle, inspect_builder
-from ..kernels import SCAN_KERNELS, ScanArgumentError, ScanSpec
+from ..kernels import SCAN_KERNELS, ScanArgumentError, ScanSpec, scan_kernel
 from ..kernels.spec import CAFFE2_DTYPE_NAMES
 from ..netdefs import blob_names
-from ..ops.builders import BUILDERS
+from ..ops.builders import BUILDERS, builder_params
 from ..serialization import BUILDER_ARGS, PYTHON_OP_TYPES
 from . import aten, portable
 from .emitter import NUMPY_TYPES, TENSOR_TYPES, OpEmitter
@@ -71,12 +71,14 @@ def _scan_params(index: int, op):
         if grad_builder != _BACKWARD_BUILDER:
             raise LoweringError("{}: its gradient builder is {}, not PyCumSum's; it cannot be lowered".format(
                 label, grad_builder))
-    params = dict(info.kwargs)
-    scan = params.pop("scan", None)
-    if scan not in SCAN_KERNELS:
-        raise LoweringError("{}: unknown scan {!r} in its builder".format(label, scan))
     try:
-        spec = ScanSpec.checked(SCAN_KERNELS[scan].op_name, **params)
+        params = builder_params(info.args, info.kwargs)
+        scan = params.pop("scan")
+        if params.pop("axis_input"):
+            raise LoweringError("{}: ONNX CumSum's form reads its axis from input blob {!r} at run time; lowering "
+                                "needs the axis when the net is built (build the op with axis=...)".format(
+                                    label, op.input[1] if len(op.input) > 1 else ""))
+        spec = ScanSpec.checked(scan_kernel(scan, label).op_name, **params)
     except (TypeError, ScanArgumentError) as error:
         raise LoweringError("{}: its builder holds arguments PyCumSum does not take: {}".format(label, error)) from None
     return scan, spec

@@ -25,7 +25,6 @@ no float16 on CPU). onnxruntime, like PyCumSum, rounds each float16 output once 
 ['Cast', 'CumSum']
 """
 import functools
-import inspect
 
 import numpy as np
 import onnx
@@ -36,7 +35,7 @@ from caffe2.python.onnx.helper import c2_native_run_net
 from onnx import TensorProto, helper, mapping, numpy_helper
 
 from .._safe_unpickle import RefusedPickle, inspect_builder
-from ..ops.builders import BUILDERS, scan_forward
+from ..ops.builders import BUILDERS, builder_params, scan_forward
 from ..serialization import PYTHON_OP_TYPES, verify_net
 
 #: The opset Caffe2's frontend writes its nodes for.
@@ -129,13 +128,10 @@ def cumsum_params(op, opset: int) -> dict:
         raise ValueError("{}: not a PyCumSum op: its builder {}".format(_op_label(op), refused.reason))
     if info.builder != _SCAN_FORWARD:
         raise ValueError("{}: built by {}, which has no ONNX form".format(_op_label(op), info.builder))
-    signature = inspect.signature(scan_forward)
-    bound = signature.bind(*info.args, **info.kwargs)  # verify_net checked them against this signature
-    bound.apply_defaults()
-    params = dict(bound.arguments)
+    params = builder_params(info.args, info.kwargs)  # verify_net checked them against the builders
+    defaults = builder_params(("cumsum",), {})
     known = {"scan", "axis", "exclusive", "reverse", "dtype", "axis_input"}
-    other = {name: value for name, value in params.items()
-             if name not in known and value != signature.parameters[name].default}
+    other = {name: value for name, value in params.items() if name not in known and value != defaults[name]}
     if params["scan"] != "cumsum" or other:
         raise ValueError("{}: {} has no ONNX form".format(_op_label(op), "scan {!r}".format(params["scan"])
                          if params["scan"] != "cumsum" else "builder argument(s) {}".format(other)))

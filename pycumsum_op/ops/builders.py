@@ -169,6 +169,18 @@ BUILDERS = {"{}.{}".format(builder.__module__, builder.__qualname__): builder
 PLAIN_ARGUMENT_TYPES = (type(None), bool, int, float, str)
 
 
+def builder_params(args: tuple, kwargs: dict) -> dict:
+    """The arguments of a `scan_forward` / `scan_backward` call read from a saved net, by name, with the
+    defaults filled in (both builders take the same parameters). Raises TypeError if they do not bind.
+
+    >>> builder_params(("cumsum", 1), {"reverse": True})["axis_input"]
+    False
+    """
+    bound = inspect.signature(scan_forward).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
 def check_builder_call(name: str, args: tuple, kwargs: dict) -> None:
     """Make the call Caffe2 makes at CreateNet, ``BUILDERS[name](*args, **kwargs)``, and drop the op
     function it builds. The arguments (read from a pickle) must bind to the builder's signature and be
