@@ -44,7 +44,8 @@ def tiny_blocks(monkeypatch):
 
 @pytest.fixture
 def paths_taken(monkeypatch):
-    """The names of the engine paths run during the test, in order."""
+    """The names of the engine paths run during the test, in order (the Caffe2 op's direct call counts as
+    "torch")."""
     taken = []
 
     def recording(name, path):
@@ -54,6 +55,7 @@ def paths_taken(monkeypatch):
         return run
 
     monkeypatch.setattr(engine, "_PATHS", {name: recording(name, path) for name, path in engine._PATHS.items()})
+    monkeypatch.setattr(engine, "torch_scan", recording("torch", engine.torch_scan))  # the Caffe2 op's direct call
     return taken
 
 
@@ -483,3 +485,40 @@ def test_caffe2_op_rechecks_when_the_input_dtype_or_rank_changes():
         assert_equal(workspace.FetchBlob("kp_y"), oracle(x, 1, False, False))
         # integer x: the gradient keeps grad_y's dtype (float32 here); float x: its own
         assert_equal(workspace.FetchBlob("kp_x_grad"), oracle(workspace.FetchBlob("kp_y_grad"), 1, False, True))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])  # int32 sums into int64: not direct
+@pytest.mark.parametrize("shape, axis", [((70000,), 0), ((40, 3000), 1), ((400, 13), 0), ((2, 4543, 1), 1),
+                                         ((80, 44, 28), 2)])
+def test_caffe2_op_direct_call_is_torchs(paths_taken, shape, axis, dtype):
+    """Where `engine.direct_torch` holds, the op's forward is one torch.cumsum between the blobs: torch's bits."""
+    assert engine.direct_torch(shape, np.dtype(dtype), axis)
+    workspace.ResetWorkspace()
+    net = core.Net("kernel_paths_direct")
+    net.PyCumSum("kp_x", "kp_y", axis=axis)
+    x = values(shape, dtype)
+    workspace.FeedBlob("kp_x", x)
+    workspace.RunNetOnce(net)
+    assert paths_taken == ["torch"]
+    assert_equal(workspace.FetchBlob("kp_y"), oracle(x, axis, False, False))
+
+
+def test_direct_torch_only_where_the_engine_makes_one_torch_call(monkeypatch):
+    """`engine.direct_torch` (the op's shortcut) never claims a shape the engine would scan another way, or
+    split over its threads; random shapes around the thresholds, threads allowed at any load."""
+    monkeypatch.setattr(engine, "MAX_LOAD_PER_CORE", float("inf"))
+    rng = np.random.RandomState(13)
+    claimed = 0
+    for _ in range(400):
+        rank = rng.randint(1, 5)
+        shape = tuple(int(np.exp(rng.uniform(0, np.log(1 << 21) / rank))) for _ in range(rank))
+        axis, dtype = int(rng.randint(rank)), np.dtype([np.float32, np.float64, np.int32, np.float16][rng.randint(4)])
+        if not engine.direct_torch(shape, dtype, axis):
+            continue
+        claimed += 1
+        src, dst = np.empty(shape, dtype), np.empty(shape, dtype)  # never touched: no memory is committed
+        path, src3, _, _ = engine.choose_path(src, dst, axis, False, False)
+        assert path == "torch", (shape, axis, dtype)
+        lanes = src3.shape[0] * src3.shape[2]
+        assert engine._thread_count(src.size, lanes) <= engine._torch_threads(lanes), (shape, axis, dtype)
+    assert claimed >= 40

@@ -14,11 +14,11 @@ Traceback (most recent call last):
 ...
 pycumsum_op.kernels.spec.ScanArgumentError: scan: unknown scan='cumsun'; known scans: 'cummax', 'cummin', 'cumprod', 'cumsum', 'logcumsumexp'
 """
-from typing import Callable, Dict, FrozenSet, NamedTuple, Tuple
+from typing import Callable, Dict, FrozenSet, NamedTuple, Optional, Tuple
 
 from .cummax import cummax_backward, cummax_forward, cummin_backward, cummin_forward, plan_extremum
 from .cumprod import cumprod_backward, cumprod_forward
-from .cumsum import cumsum_backward, cumsum_forward
+from .cumsum import cumsum_backward, cumsum_direct, cumsum_forward
 from .logcumsumexp import logcumsumexp_backward, logcumsumexp_forward, plan_logcumsumexp
 from .spec import ScanArgumentError, ScanPlan, ScanSpec, gradient_dtype, resolve_dtype
 
@@ -42,12 +42,15 @@ class ScanKernel(NamedTuple):
     gradient_reads_input: bool = False
     #: plan(spec, x) -> ScanPlan: which inputs the op takes and the result dtype
     plan: Callable = ScanSpec.plan
+    #: direct(spec, plan, x) -> f(x, out, plan.axis) doing forward's work in one call into a separate
+    #: C-contiguous ``out`` of the result dtype, or None (then forward): the Caffe2 op's fast path
+    direct: Optional[Callable] = None
 
 
 _EXTREMUM = dict(outputs=("values", "indices"), backward_outputs=(1,), arguments=frozenset(["reverse"]),
                  plan=plan_extremum)
 SCAN_KERNELS: Dict[str, ScanKernel] = {
-    "cumsum": ScanKernel("cumsum", "PyCumSum", cumsum_forward, cumsum_backward),
+    "cumsum": ScanKernel("cumsum", "PyCumSum", cumsum_forward, cumsum_backward, direct=cumsum_direct),
     "cumprod": ScanKernel("cumprod", "PyCumProd", cumprod_forward, cumprod_backward, backward_outputs=(0,),
                           gradient_reads_input=True),
     "cummax": ScanKernel("cummax", "PyCumMax", cummax_forward, cummax_backward, **_EXTREMUM),

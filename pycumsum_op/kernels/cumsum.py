@@ -19,6 +19,7 @@ from typing import Optional
 
 import numpy as np
 
+from . import engine
 from .engine import scan
 from .spec import ScanPlan, ScanSpec, gradient_dtype
 
@@ -38,6 +39,19 @@ def cumsum_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = No
         x = out
     scan(x, out, plan.axis, spec.exclusive, spec.reverse, plan.accumulate_dtype)
     return out
+
+
+def cumsum_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
+    """`engine.torch_scan` when ``cumsum_forward(x, spec, out, plan)`` into a separate C-contiguous ``out`` is that
+    one torch.cumsum call for a C-contiguous ``x`` (`engine.direct_torch`), else None.
+
+    >>> spec, x = ScanSpec("PyCumSum", axis=0), np.ones(1 << 16, np.float32)
+    >>> cumsum_direct(spec, spec.plan(x), x) is engine.torch_scan, cumsum_direct(spec, spec.plan(x[:8]), x[:8])
+    (True, None)
+    """
+    if spec.exclusive or spec.reverse or x.dtype != plan.result_dtype:
+        return None
+    return engine.torch_scan if engine.direct_torch(x.shape, x.dtype, plan.axis) else None
 
 
 def cumsum_backward(grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,

@@ -44,6 +44,7 @@ import functools
 import math
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -176,6 +177,28 @@ def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, re
           and _torch_may_write(src3, dst3, exclusive, in_place)):
         return "torch", src3, dst3, 1
     return ("rows" if rows else "lanes"), src3, dst3, 1
+
+
+def direct_torch(shape: tuple, dtype: np.dtype, axis: int) -> bool:
+    """Whether an inclusive forward scan of a C-contiguous ``shape`` / ``dtype`` array into another one, of
+    the same dtype and apart, is always the ``torch`` path's single call, `torch_scan` (whatever the load: no
+    thread split): a caller that knows its arrays skips `choose_path` and the views it makes.
+
+    >>> direct_torch((69248,), np.dtype(np.float32), 0), direct_torch((1024, 1024), np.dtype(np.float32), 0)
+    (True, False)
+    """
+    if not shape:  # 0-d: the trivial path
+        return False
+    outer, length, inner = _shape_3d(shape, axis)
+    size = outer * length * inner
+    return (size >= SMALL_SIZE and length > 1 and dtype in TORCH_EXACT_DTYPES
+            and not _torch_strided_slow(length, inner, dtype.itemsize)
+            and (size < PARALLEL_MIN_SIZE or outer * inner < 2))
+
+
+def torch_scan(src: np.ndarray, dst: np.ndarray, axis: int) -> None:
+    """dst = torch.cumsum(src, axis): the ``torch`` path's call, for arrays `direct_torch` accepts."""
+    _cumsum(_from_numpy(src), axis, out=_from_numpy(dst))
 
 
 def _torch_may_write(src3, dst3, exclusive, in_place):

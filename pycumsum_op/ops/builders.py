@@ -88,11 +88,12 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
     """Builder: the forward Python-op function of scan ``scan`` (e.g. "cumsum").
 
     The function checks an input dtype and rank once (plans are cached per
-    (dtype, rank, axis)), so a run costs little more than sizing the output(s). A scan
+    (dtype, rank, axis)), so a run costs little more than sizing the output(s); where the
+    kernel's ``direct`` applies, it calls that alone (PyCumSum: one torch.cumsum). A scan
     with several outputs (cummax: values, indices) writes int64 indices after the first.
     """
     kernel = scan_kernel(scan, "scan_forward")
-    kernel_forward, output_count = kernel.forward, len(kernel.outputs)
+    kernel_forward, kernel_direct, output_count = kernel.forward, kernel.direct, len(kernel.outputs)
     spec = checked_spec(kernel.op_name, axis, exclusive, reverse, dtype, axis_input)
     input_count = 2 if axis_input else 1
     plans = {}  # (input dtype, rank, axis) -> (ScanPlan, Caffe2 types of the outputs)
@@ -110,6 +111,13 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
             plan = kernel.plan(spec._replace(axis=axis), x)
             tensor_types = [_CAFFE2_TENSOR_TYPES[plan.result_dtype]] + [_INDEX_TYPE] * (output_count - 1)
             plans[x.dtype, x.ndim, axis] = plan, tensor_types
+        if kernel_direct is not None and outputs[0] is not source:
+            run = kernel_direct(spec, plan, x)
+            if run is not None:  # one torch call from the input's memory into the output's
+                target = outputs[0]
+                target.init(x.shape, tensor_types[0])
+                run(x, target.data, plan.axis)
+                return
         if any(source is target for target in outputs):
             if kernel.gradient_reads_input:
                 raise in_place_error(spec.op_name, "an output blob is the input blob")
