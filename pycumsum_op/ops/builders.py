@@ -49,6 +49,9 @@ _CAFFE2_TENSOR_TYPES = {
 
 
 _INDEX_TYPE = caffe2_pb2.TensorProto.INT64
+#: Shapes whose direct-call decision a forward op keeps per (dtype, rank, axis); a "not yet decided" marker.
+_DIRECT_SHAPES = 64
+_UNKNOWN = object()
 
 
 def in_place_error(op_name: str, blobs: str) -> ScanArgumentError:
@@ -96,7 +99,7 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
     kernel_forward, kernel_direct, output_count = kernel.forward, kernel.direct, len(kernel.outputs)
     spec = checked_spec(kernel.op_name, axis, exclusive, reverse, dtype, axis_input)
     input_count = 2 if axis_input else 1
-    plans = {}  # (input dtype, rank, axis) -> (ScanPlan, Caffe2 types of the outputs)
+    plans = {}  # (input dtype, rank, axis) -> (ScanPlan, Caffe2 types of the outputs, {shape: direct or None})
 
     def forward(inputs, outputs):
         if len(inputs) != input_count or len(outputs) != output_count:
@@ -106,19 +109,25 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
         x = source.data
         axis = _read_axis(spec, inputs[1], x) if axis_input else spec.axis
         try:
-            plan, tensor_types = plans[x.dtype, x.ndim, axis]
+            plan, tensor_types, directs = plans[x.dtype, x.ndim, axis]
         except KeyError:  # first run with this dtype, rank and axis: check them
             plan = kernel.plan(spec._replace(axis=axis), x)
             tensor_types = [_CAFFE2_TENSOR_TYPES[plan.result_dtype]] + [_INDEX_TYPE] * (output_count - 1)
-            plans[x.dtype, x.ndim, axis] = plan, tensor_types
-        if kernel_direct is not None and outputs[0] is not source:
-            run = kernel_direct(spec, plan, x)
+            directs = {}
+            plans[x.dtype, x.ndim, axis] = plan, tensor_types, directs
+        in_place = outputs[0] is source if output_count == 1 else any(source is target for target in outputs)
+        if kernel_direct is not None and not in_place:
+            run = directs.get(x.shape, _UNKNOWN)
+            if run is _UNKNOWN:  # first run with this shape (a few shapes per op are kept)
+                if len(directs) >= _DIRECT_SHAPES:
+                    directs.clear()
+                run = directs[x.shape] = kernel_direct(spec, plan, x)
             if run is not None:  # one torch call from the input's memory into the output's
                 target = outputs[0]
                 target.init(x.shape, tensor_types[0])
                 run(x, target.data, plan.axis)
                 return
-        if any(source is target for target in outputs):
+        if in_place:
             if kernel.gradient_reads_input:
                 raise in_place_error(spec.op_name, "an output blob is the input blob")
             if x.dtype != plan.result_dtype or output_count > 1:
