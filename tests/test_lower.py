@@ -5,6 +5,8 @@ and 1-element axes, plus long lanes that take every Hillis–Steele step; "aten"
 bit. Gradients: AddGradientOperators on a lowered net, and lowering a net that already has PyCumSum's
 gradient ops, both against torch.autograd. Also: what stays unchanged, what is refused and how.
 """
+import re
+
 import hypothesis.extra.numpy as hnp
 import hypothesis.strategies as st
 import numpy as np
@@ -382,6 +384,17 @@ def test_gradient_grid_every_flag_and_axis(dtype, target, lowered_gradient_ops, 
                 _, grad_x = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
                                                  reverse=reverse)
                 assert_gradient_close(grad_x, torch_gradient(torch_scan, x, w, axis, exclusive, reverse), dtype)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: pycumsum_op.lower("a_net.pb"), "lower: net must be a Caffe2 core.Net or NetDef, got str"),
+    (lambda: pycumsum_op.lower(core.Net("lower_types"), init_net=[]), "lower: init_net must be a Caffe2 core.Net or "
+                                                                      "NetDef, got list"),
+    (lambda: pycumsum_op.doctor.fix(None, ["loss"]), "fix: net must be a Caffe2 core.Net or NetDef, got NoneType"),
+])
+def test_what_is_not_a_net_is_a_type_error_naming_the_call_and_argument(call, message):
+    with pytest.raises(TypeError, match=re.escape(message)):
+        call()
 
 
 def test_the_run_time_axis_form_is_refused_naming_its_axis_blob(clean_workspace):

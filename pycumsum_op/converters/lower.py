@@ -15,7 +15,7 @@ True
 >>> workspace.FetchBlob("doc_ly")
 array([[6, 5, 3]], dtype=int64)
 """
-from typing import List, Optional
+from typing import List
 
 import numpy as np
 from caffe2.proto import caffe2_pb2
@@ -24,7 +24,7 @@ from caffe2.python import core, workspace
 from .._safe_unpickle import RefusedPickle, inspect_builder
 from ..kernels import SCAN_KERNELS, ScanArgumentError, ScanSpec, scan_kernel
 from ..kernels.spec import CAFFE2_DTYPE_NAMES
-from ..netdefs import blob_names
+from ..netdefs import as_netdef, blob_names
 from ..ops.builders import BUILDERS, builder_params
 from ..serialization import BUILDER_ARGS, PYTHON_OP_TYPES
 from . import aten, portable
@@ -233,14 +233,6 @@ def _backward_pass_ops(scan, spec, op, target, facts, emitter, where) -> List[ca
     return emitter.finish(renamed[str(grads[x])], grad_in, grad_out)
 
 
-def _as_netdef(net, what: str) -> Optional[caffe2_pb2.NetDef]:
-    if net is None or isinstance(net, caffe2_pb2.NetDef):
-        return net
-    if isinstance(net, core.Net):
-        return net.Proto()
-    raise TypeError("lower: {} must be a caffe2 core.Net or NetDef, got {}".format(what, type(net).__name__))
-
-
 def _lower_python_op(index, op, target, facts, taken) -> List[caffe2_pb2.OperatorDef]:
     scan, spec = _scan_params(index, op)
     where = Site(_label(index, op), op.input[0])
@@ -277,8 +269,9 @@ def lower(net, target: str = "aten", shapes=None, init_net=None, dtypes=None) ->
     length for "portable").
     """
     _check_target(target)
-    netdef = _as_netdef(net, "net")
-    facts = _BlobFacts(netdef, _as_netdef(init_net, "init_net"), shapes, dtypes)
+    netdef = as_netdef(net, "lower")
+    init_netdef = None if init_net is None else as_netdef(init_net, "lower", "init_net")
+    facts = _BlobFacts(netdef, init_netdef, shapes, dtypes)
     taken = blob_names(netdef)
     new_ops = []
     for index, op in enumerate(netdef.op):

@@ -19,8 +19,8 @@ from collections import namedtuple
 from typing import List
 
 from caffe2.python import core
-from caffe2.proto import caffe2_pb2
 
+from ..netdefs import as_netdef
 from .findings import (GRADIENT_ERROR, MIXED_GRADIENTS, SPARSE_GRADIENT, TWO_CHARACTER_GRADIENT_NAME,
                        Finding)
 from .patterns import match_cumsum_idiom, unknown_idiom_constants
@@ -30,15 +30,6 @@ _MIXED = "mix of sparse and dense gradients"
 
 #: Who made a sparse gradient: a forward op (index, type, input) or the loss gradient the user gave.
 _Origin = namedtuple("_Origin", "op_index op_type input_index input_blob loss loss_gradient")
-
-
-def as_netdef(net) -> caffe2_pb2.NetDef:
-    """The NetDef of a core.Net or NetDef (not copied)."""
-    if isinstance(net, core.Net):
-        return net.Proto()
-    if isinstance(net, caffe2_pb2.NetDef):
-        return net
-    raise TypeError("expected a caffe2 core.Net or NetDef, got {}".format(type(net).__name__))
 
 
 def normalize_losses(losses) -> dict:
@@ -201,10 +192,10 @@ def diagnose(net, losses, init_net=None) -> List[Finding]:
     NetDef) only helps recognise the cumsum idiom's constants. Nothing is run or changed.
     Raises ValueError only when a loss blob is not in the net, TypeError for wrong argument types.
     """
-    netdef = as_netdef(net)
+    netdef = as_netdef(net, "diagnose")
     losses = normalize_losses(losses)
     check_losses_exist(netdef, losses)
-    init_netdef = None if init_net is None else as_netdef(init_net)
+    init_netdef = None if init_net is None else as_netdef(init_net, "diagnose", "init_net")
     try:
         ir = _DiagnosingIR(netdef.op)
     except Exception as error:  # e.g. an orphan StopGradient: Caffe2 refuses the net before any gradient

@@ -34,8 +34,8 @@ from typing import List, NamedTuple
 from caffe2.python import core
 from caffe2.proto import caffe2_pb2
 
-from ..netdefs import blob_names
-from .diagnose import as_netdef, diagnose, normalize_losses
+from ..netdefs import as_netdef, blob_names
+from .diagnose import diagnose, normalize_losses
 
 STRATEGIES = ("ensure_dense", "pycumsum", "lowered")
 #: Strategies that replace the cumsum idiom: by the PyCumSum op, or by its lowered (C++) form.
@@ -172,7 +172,7 @@ def repair(net, losses, init_net=None, strategy: str = "ensure_dense") -> Repair
         raise ValueError("strategy={!r}: use one of {}".format(strategy, ", ".join(STRATEGIES)))
     losses = normalize_losses(losses)
     fixed = caffe2_pb2.NetDef()
-    fixed.CopyFrom(as_netdef(net))
+    fixed.CopyFrom(as_netdef(net, "fix"))
     repairs = []
     for _ in range(_MAX_ROUNDS):
         findings = diagnose(fixed, losses, init_net)

@@ -35,6 +35,7 @@ from caffe2.python.onnx.helper import c2_native_run_net
 from onnx import TensorProto, helper, mapping, numpy_helper
 
 from .._safe_unpickle import RefusedPickle, inspect_builder
+from ..netdefs import as_netdef
 from ..ops.builders import BUILDERS, builder_params, scan_forward
 from ..serialization import PYTHON_OP_TYPES, verify_net
 
@@ -185,11 +186,8 @@ class PyCumSumFrontend(Caffe2Frontend):
 
 def _netdef(net, what: str) -> caffe2_pb2.NetDef:
     """A copy of ``net`` (NetDef or core.Net): the frontend rewrites the nets it gets."""
-    proto = net.Proto() if hasattr(net, "Proto") and not isinstance(net, caffe2_pb2.NetDef) else net
-    if not isinstance(proto, caffe2_pb2.NetDef):
-        raise TypeError("export: {} must be a Caffe2 NetDef or core.Net, got {}".format(what, type(net).__name__))
     copy = caffe2_pb2.NetDef()
-    copy.CopyFrom(proto)
+    copy.CopyFrom(as_netdef(net, "export", what))
     return copy
 
 
