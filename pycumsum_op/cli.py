@@ -40,6 +40,25 @@ def _first_line(error: Exception) -> str:
     return str(error).splitlines()[0]
 
 
+def parse_dims(text: str) -> tuple:
+    """A command-line shape: ``"4,10"`` -> (4, 10), ``""`` -> () (a 0-d blob); a ValueError for anything else.
+
+    >>> parse_dims("4, 10"), parse_dims("")
+    ((4, 10), ())
+    >>> parse_dims("4,-1")
+    Traceback (most recent call last):
+    ...
+    ValueError: expected comma-separated sizes of at least 0 (e.g. 4,10), got '4,-1'
+    """
+    try:
+        dims = tuple(int(size) for size in text.split(",")) if text.strip() else ()
+    except ValueError:
+        dims = None
+    if dims is None or any(size < 0 for size in dims):
+        raise ValueError("expected comma-separated sizes of at least 0 (e.g. 4,10), got {!r}".format(text))
+    return dims
+
+
 def read_net(path: str, what: str):
     """A NetDef from a binary .pb or a text .pbtxt, not verified: the commands that use this never
     create the net, so nothing in it runs. Unreadable or unparsable input is `_BadInput`."""

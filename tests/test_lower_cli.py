@@ -62,6 +62,7 @@ def test_more_bad_input_in_process(scan_net, tmp_path, capsys):
     cases = [
         ([tmp_path / "missing.pb"], ["missing.pb"]),
         ([scan_net, "--shape", "x=2,seven"], ["x=2,seven"]),
+        ([scan_net, "--shape", "x=2,-3"], ["--shape 'x=2,-3'", "sizes of at least 0"]),
         ([scan_net, "--dtype", "x=floaty"], ["'floaty'"]),
         ([save(token.Proto(), tmp_path / "token.pbtxt")], ["op 0 (Python", "token form"]),
     ]

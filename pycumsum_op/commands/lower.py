@@ -18,14 +18,12 @@ def _blob_value(text: str, what: str):
 
 
 def _shape(text: str):
+    from ..cli import parse_dims
     blob, value = _blob_value(text, "4,10")
     try:
-        dims = tuple(int(d) for d in value.split(","))
-    except ValueError:
-        raise ValueError("--shape {!r}: the shape must be comma-separated integers, e.g. {}=4,10".format(text, blob))
-    if any(d < 0 for d in dims):
-        raise ValueError("--shape {!r}: sizes must not be negative".format(text))
-    return blob, dims
+        return blob, parse_dims(value)
+    except ValueError as error:
+        raise ValueError("--shape {!r}: {}".format(text, error))
 
 
 def _dtype(text: str):

@@ -19,7 +19,7 @@ import contextlib
 import io
 import warnings
 
-from ..cli import _BadInput, write_file
+from ..cli import _BadInput, parse_dims, write_file
 
 
 def _parse_input(text: str):
@@ -31,10 +31,7 @@ def _parse_input(text: str):
     try:
         if not name or not colon:
             raise ValueError("expected BLOB=DTYPE:D1,D2,... (e.g. data=float32:4,6)")
-        shape = tuple(int(extent) for extent in dims.split(",")) if dims.strip() else ()
-        if any(extent < 0 for extent in shape):
-            raise ValueError("negative extent")
-        return name, (dtype, shape)
+        return name, (dtype, parse_dims(dims))
     except (TypeError, ValueError) as error:
         raise argparse.ArgumentTypeError("bad --input {!r}: {}".format(text, error))
 
