@@ -9,6 +9,9 @@ paths are then driven through real Caffe2 nets (forward and gradient), with the 
 recorded. Timing is never tested here: speed is `make bench`'s job.
 """
 import multiprocessing
+import os
+import subprocess
+import sys
 import threading
 import time
 import tracemalloc
@@ -31,9 +34,9 @@ def tiny_blocks(monkeypatch):
     more, fewer with aliased strides, 64 bytes of narrower rows), threads from 0 elements at any load,
     2 torch threads."""
     for name, value in [("SMALL_SIZE", 0), ("BUFFER_ELEMENTS", 24), ("ROWS_MIN_WIDTH", 12),
-                        ("ROWS_MIN_ALIASED_WIDTH", 4), ("ALIASED_STRIDE", 32), ("ROWS_PARALLEL_WIDTH", 2),
-                        ("ROWS_MIN_BLOCK", 2), ("LANES_MIN_WIDTH", 2), ("PARALLEL_MIN_SIZE", 0),
-                        ("MAX_LOAD_PER_CORE", float("inf")), ("CACHE_LINE", 16), ("L1_SETS", 4), ("L1_WAYS", 2),
+                        ("ROWS_MIN_ALIASED_WIDTH", 4), ("ALIASED_STRIDE", 32),
+                        ("ROWS_MIN_BLOCK", 2), ("SPLIT_MIN_BYTES", 4), ("PARALLEL_MIN_SIZE", 0),
+                        ("MIN_FREE_CORES", float("-inf")), ("CACHE_LINE", 16), ("L1_SETS", 4), ("L1_WAYS", 2),
                         ("STREAM_CACHE_BYTES", 64)]:
         monkeypatch.setattr(engine, name, value)
     threads = torch.get_num_threads()
@@ -302,19 +305,99 @@ def test_threads_share_chunks_and_match_torch(tiny_blocks, monkeypatch):
     assert started and len(finished) == len(started)
 
 
-def test_no_threads_when_the_cores_are_busy(tiny_blocks, monkeypatch):
-    """With the load average at the limit, every chunk runs on the calling thread."""
-    monkeypatch.setattr(engine, "MAX_LOAD_PER_CORE", 0.0)
+def _recording_callers(monkeypatch, *names):
+    """The threads that call engine.<name> for each of ``names`` (torch.cumsum, numpy's add) from now on."""
     callers = set()
 
-    def recording(*args, **kwargs):
-        callers.add(threading.current_thread())
-        return torch.cumsum(*args, **kwargs)
-    monkeypatch.setattr(engine, "_cumsum", recording)
+    def recording(function):
+        def run(*args, **kwargs):
+            callers.add(threading.current_thread())
+            return function(*args, **kwargs)
+        return run
+    for name in names:
+        monkeypatch.setattr(engine, name, recording(getattr(engine, name)))
+    return callers
+
+
+def test_no_threads_when_the_cores_are_busy(tiny_blocks, monkeypatch):
+    """With fewer free cores than `MIN_FREE_CORES`, every chunk runs on the calling thread."""
+    monkeypatch.setattr(engine, "MIN_FREE_CORES", float("inf"))
+    callers = _recording_callers(monkeypatch, "_cumsum")
     x = values((8, 30), np.float32)
     for reverse in (False, True):
         assert_equal(run_kernel(x, 1, False, reverse), oracle(x, 1, False, reverse))
     assert callers == {threading.current_thread()}
+
+
+@pytest.mark.parametrize("outer, inner, itemsize, expected", [
+    (3, 6, 4, [(slice(0, 1), slice(None)), (slice(1, 2), slice(None)), (slice(2, 3), slice(None))]),
+    (2, 6, 4, [(slice(0, 1), slice(None)), (slice(1, 2), slice(None))]),     # whole outer slices, however narrow
+    (1, 6, 4, [(slice(None), slice(0, 6))]),                                   # 24-byte rows: not split
+    (1, 383, 4, [(slice(None), slice(0, 383))]),                               # halves under 1 KiB: not split
+    (1, 512, 4, [(slice(None), slice(0, 256)), (slice(None), slice(256, 512))]),
+    (1, 4096, 8, [(slice(None), slice(start, start + 1024)) for start in range(0, 4096, 1024)]),
+])
+def test_lane_slices_keep_each_thread_on_whole_outer_slices_or_wide_runs(outer, inner, itemsize, expected):
+    """Two threads' pieces: whole outer slices, or runs of lanes of at least SPLIT_MIN_BYTES (1 KiB)."""
+    assert engine.SPLIT_MIN_BYTES == 1024
+    assert engine._lane_slices(outer, inner, itemsize, 2) == expected
+
+
+@pytest.mark.parametrize("shape, axis, reverse, path", [
+    ((1, 200000, 6), 1, False, "torch"),     # 6 lanes of one outer slice: 24-byte runs would share lines
+    ((1, 100000, 12), 1, True, "lanes"),     # the backward of the same kind
+    ((2, 48, 16384), 1, False, "rows"),      # the rows path holds the GIL between numpy's adds
+])
+def test_narrow_or_numpy_scans_stay_on_the_calling_thread(monkeypatch, paths_taken, shape, axis, reverse, path):
+    """Default thresholds, threads allowed: inputs over PARALLEL_MIN_SIZE that no split helps run on one thread."""
+    monkeypatch.setattr(engine, "MIN_FREE_CORES", float("-inf"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        callers = _recording_callers(monkeypatch, "_cumsum", "_add")
+        x = values(shape, np.float32)
+        assert x.size >= engine.PARALLEL_MIN_SIZE
+        assert_equal(run_kernel(x, axis, False, reverse), oracle(x, axis, False, reverse))
+    finally:
+        torch.set_num_threads(threads)
+    assert paths_taken == [path]
+    assert callers == {threading.current_thread()}
+
+
+def _free_cores_after(seconds, work=None):
+    """`engine.free_cores` over a window of about ``seconds`` (a fresh reading at its start and its end)."""
+    time.sleep(engine.GATE_INTERVAL)
+    engine.free_cores()  # the window's first reading
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        work() if work is not None else time.sleep(0.01)
+    return engine.free_cores()
+
+
+def test_other_processes_busy_cores_close_the_thread_gate():
+    """One spinning process per core: over the next window the gate sees no free core, and no threads run."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count())]
+    try:
+        free = _free_cores_after(1.0)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert free < engine.MIN_FREE_CORES and free < 1.0, free
+
+
+def test_this_processs_own_threads_do_not_close_the_thread_gate():
+    """Two of this process's own threads kept busy (torch's) leave the free cores as an idle window found them
+    (a gate that counted them would lose about two cores)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    a = torch.rand(384, 384, dtype=torch.float64)
+    try:
+        idle = _free_cores_after(1.0)
+        busy = _free_cores_after(1.0, lambda: torch.mm(a, a))
+    finally:
+        torch.set_num_threads(threads)
+    assert busy >= idle - 0.75, (idle, busy)
 
 
 def test_a_replaced_pool_is_shut_down(tiny_blocks):
@@ -413,8 +496,8 @@ OP_CASES = [  # shape, axis, reverse, forward path, backward path
     ((9, 7), 0, True, "numpy", "numpy"),
     ((1, 1), 1, False, "trivial", "trivial"),
     ((3, 200000), 1, False, "torch", "lanes"),       # > PARALLEL_MIN_SIZE: threads split the outer lanes
-    ((1, 100000, 6), 1, False, "torch", "lanes"),    # threads split the inner lanes (the backward: one thread)
-    ((2, 48, 16384), 1, False, "rows", "rows"),      # rows wide enough to split over threads
+    ((1, 100000, 6), 1, False, "torch", "lanes"),    # one outer slice of 6 lanes (24 bytes): no thread split
+    ((2, 48, 16384), 1, False, "rows", "rows"),      # wide rows: numpy adds, on the calling thread
     ((3000, 40), 0, False, "lanes", "lanes"),        # long lanes, rows of 160 bytes: torch would miss
 ]
 
@@ -435,7 +518,7 @@ def run_op(x, grad_y, in_place=False, **kwargs):
 @pytest.mark.parametrize("shape, axis, reverse, forward_path, backward_path", OP_CASES)
 @pytest.mark.parametrize("exclusive", [False, True])
 def test_caffe2_op_forward_and_gradient(monkeypatch, paths_taken, shape, axis, reverse, forward_path, backward_path, exclusive):
-    monkeypatch.setattr(engine, "MAX_LOAD_PER_CORE", float("inf"))  # threads even on a busy machine
+    monkeypatch.setattr(engine, "MIN_FREE_CORES", float("-inf"))  # threads even on a busy machine
     x, grad_y = values(shape, np.float32), values(shape, np.float32, seed=5)
     y, grad_x = run_op(x, grad_y, axis=axis, exclusive=exclusive, reverse=reverse)
     assert paths_taken == [forward_path, backward_path]
@@ -506,19 +589,28 @@ def test_caffe2_op_direct_call_is_torchs(paths_taken, shape, axis, dtype):
 def test_direct_torch_only_where_the_engine_makes_one_torch_call(monkeypatch):
     """`engine.direct_torch` (the op's shortcut) never claims a shape the engine would scan another way, or
     split over its threads; random shapes around the thresholds, threads allowed at any load."""
-    monkeypatch.setattr(engine, "MAX_LOAD_PER_CORE", float("inf"))
+    monkeypatch.setattr(engine, "MIN_FREE_CORES", float("-inf"))
     rng = np.random.RandomState(13)
-    claimed = 0
+    claimed = wide_single_slices = 0
+    drawn = []
     for _ in range(400):
         rank = rng.randint(1, 5)
         shape = tuple(int(np.exp(rng.uniform(0, np.log(1 << 21) / rank))) for _ in range(rank))
-        axis, dtype = int(rng.randint(rank)), np.dtype([np.float32, np.float64, np.int32, np.float16][rng.randint(4)])
+        drawn.append((shape, int(rng.randint(rank)),
+                      np.dtype([np.float32, np.float64, np.int32, np.float16][rng.randint(4)])))
+    # one outer slice of a few lanes over PARALLEL_MIN_SIZE: direct, as no thread split takes it
+    drawn += [((1, 300000, 2), 1, np.dtype(np.float32)), ((200000, 3), 0, np.dtype(np.float64)),
+              ((150000, 1, 1, 4), 0, np.dtype(np.int64))]
+    for shape, axis, dtype in drawn:
         if not engine.direct_torch(shape, dtype, axis):
             continue
         claimed += 1
         src, dst = np.empty(shape, dtype), np.empty(shape, dtype)  # never touched: no memory is committed
         path, src3, _, _ = engine.choose_path(src, dst, axis, False, False)
         assert path == "torch", (shape, axis, dtype)
-        lanes = src3.shape[0] * src3.shape[2]
-        assert engine._thread_count(src.size, lanes) <= engine._torch_threads(lanes), (shape, axis, dtype)
-    assert claimed >= 40
+        outer, _, inner = src3.shape
+        threads = engine._thread_count(src.size, outer * inner)
+        assert (threads <= engine._torch_threads(outer * inner)
+                or len(engine._lane_slices(outer, inner, src.itemsize, threads)) < 2), (shape, axis, dtype)
+        wide_single_slices += src.size >= engine.PARALLEL_MIN_SIZE and outer * inner > 1
+    assert claimed >= 40 and wide_single_slices >= 3

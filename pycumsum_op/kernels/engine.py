@@ -26,10 +26,14 @@ other, and with torch for float32, float64, int32 and int64. The array is seen a
   aliased, which the buffer would keep).
 
 Memory: besides the output, one buffer of at most `BUFFER_ELEMENTS` accumulation-dtype
-elements (512 KiB in float64) per thread, plus a carry row. Large inputs are split over
-``torch.get_num_threads()`` threads (the same intra-op setting torch uses) while the cores are
-idle (load average per core below `MAX_LOAD_PER_CORE`), on a shared pool that a
-fork or a larger thread count replaces (the replaced pool is shut down).
+elements (512 KiB in float64) per thread, plus a carry row. The ``torch`` and ``lanes`` paths
+split inputs of `PARALLEL_MIN_SIZE` elements or more over ``torch.get_num_threads()`` threads
+(the same intra-op setting torch uses), by whole outer slices or by runs of lanes at least
+`SPLIT_MIN_BYTES` wide, while the other processes leave `MIN_FREE_CORES` cores free
+(`free_cores`: /proc/stat's counters less this process's own CPU time, so its own scans never
+count against it); on a shared pool that a fork or a larger thread count replaces (the replaced
+pool is shut down). The ``rows`` path runs on the calling thread: it holds the GIL between
+numpy's row adds, and measured no faster on two.
 
 >>> x = np.arange(6, dtype=np.float32).reshape(2, 3)
 >>> out = np.empty_like(x)
@@ -70,22 +74,26 @@ L1_WAYS = 8
 #: Rows narrower than a line share lines between lanes; the sweeps stream from memory once the
 #: lines of a lane sweep no longer fit in this much cache (an L3 share).
 STREAM_CACHE_BYTES = 1 << 23
-#: The rows path splits over threads only when each numpy call gets rows at least this wide (the
-#: GIL is held between calls).
-ROWS_PARALLEL_WIDTH = 8192
 #: Fewest rows per block on the blocked paths (wider rows are better, but the carry costs a row).
 ROWS_MIN_BLOCK = 4
-#: Fewest lanes in a tile split off for a thread (narrower tiles make strided copies of short runs).
-LANES_MIN_WIDTH = 16
+#: Narrowest run of lanes (bytes of a row) split off for a thread: narrower runs make strided copies of short
+#: pieces of rows, and threads writing neighbouring lanes share cache lines (measured 1.2-1.4x slower than one
+#: thread with 16- and 64-byte runs).
+SPLIT_MIN_BYTES = 1024
 #: A thread split cuts the work into this many chunks a thread; threads take the next chunk free,
 #: so a worker the OS schedules late costs little (the caller takes its chunks).
 CHUNKS_PER_THREAD = 2
-#: Inputs of at least this size are split over torch.get_num_threads() threads.
-PARALLEL_MIN_SIZE = 1 << 18
-#: ... while the 1-minute load average per core is below this (an idle machine): on busy cores the OS
-#: preempts a helper thread mid-chunk for a whole time slice (milliseconds) and the caller waits for it;
-#: on the 2-core VM this was measured on, two threads were no faster than one even at load 1.2-1.5.
-MAX_LOAD_PER_CORE = 0.5
+#: Inputs of at least this size are split over torch.get_num_threads() threads: handing a chunk to a pool
+#: worker and back costs ~100 us on the 2-core VM this was measured on (a sleeping vCPU is woken), so a
+#: split pays from ~0.5 ms of work (measured: 0.95x one thread at 256K elements, 0.84-0.96x at 512K,
+#: 0.64-0.91x at 1-2M) ...
+PARALLEL_MIN_SIZE = 1 << 19
+#: ... while the other processes leave at least this many cores free (the caller's and most of another): on
+#: busy cores the OS preempts a helper thread mid-chunk for a whole time slice (milliseconds) and the caller
+#: waits for it (measured 9.8x slower at load 5-8).
+MIN_FREE_CORES = 1.5
+#: `free_cores` reads the CPU counters again after this many seconds (their unit, a clock tick, is 10 ms).
+GATE_INTERVAL = 0.25
 #: torch.cumsum parallelises by itself over more than this many lanes (ATen's GRAIN_SIZE).
 TORCH_GRAIN = 1 << 15
 #: dtypes whose torch.cumsum accumulates as we do (float64 for floats, int64 for integers).
@@ -193,7 +201,7 @@ def direct_torch(shape: tuple, dtype: np.dtype, axis: int) -> bool:
     size = outer * length * inner
     return (size >= SMALL_SIZE and length > 1 and dtype in TORCH_EXACT_DTYPES
             and not _torch_strided_slow(length, inner, dtype.itemsize)
-            and (size < PARALLEL_MIN_SIZE or outer * inner < 2))
+            and (size < PARALLEL_MIN_SIZE or (outer < 2 and inner * dtype.itemsize < 2 * SPLIT_MIN_BYTES)))
 
 
 def torch_scan(src: np.ndarray, dst: np.ndarray, axis: int) -> None:
@@ -247,11 +255,11 @@ def _torch_path(src, dst, axis, exclusive, accumulate_dtype):
         src, dst = src[:, :-1], dst[:, 1:]
     outer, _, inner = src.shape
     threads = _thread_count(src.size, outer * inner)
-    if threads <= _torch_threads(outer * inner):
+    pieces = _lane_slices(outer, inner, src.itemsize, threads) if threads > _torch_threads(outer * inner) else ()
+    if len(pieces) < 2:
         _cumsum(_from_numpy(src), 1, out=_from_numpy(dst))
     else:
-        _run_parallel(lambda: _torch_cumsum, [(src[o, :, i], dst[o, :, i]) for o, i in
-                                               _lane_slices(outer, inner, CHUNKS_PER_THREAD * threads)], threads)
+        _run_parallel(lambda: _torch_cumsum, [(src[o, :, i], dst[o, :, i]) for o, i in pieces], threads)
 
 
 def _torch_cumsum(pair):
@@ -259,26 +267,31 @@ def _torch_cumsum(pair):
     _cumsum(_from_numpy(src), 1, out=_from_numpy(dst))
 
 
-def _lane_slices(outer: int, inner: int, pieces: int):
-    """(outer slice, inner slice) pairs cutting outer x inner lanes into about ``pieces``: by outer if it can."""
-    if outer >= pieces or outer >= inner:
+def _lane_slices(outer: int, inner: int, itemsize: int, threads: int):
+    """(outer slice, inner slice) pairs cutting outer x inner lanes into ``CHUNKS_PER_THREAD * threads`` pieces:
+    whole outer slices if there are ``threads`` of them, else runs of inner lanes `SPLIT_MIN_BYTES` wide or
+    more; one piece when neither fits."""
+    pieces = CHUNKS_PER_THREAD * threads
+    if outer >= threads:
         return [(np.s_[start:stop], np.s_[:]) for start, stop in _split(outer, pieces)]
-    return [(np.s_[:], np.s_[start:stop]) for start, stop in _split(inner, pieces)]
+    pieces = min(pieces, inner * itemsize // SPLIT_MIN_BYTES)
+    return [(np.s_[:], np.s_[start:stop]) for start, stop in _split(inner, max(1, pieces))]
 
 
-def _tiles(outer: int, length: int, inner: int, parts: int):
+def _tiles(outer: int, length: int, inner: int, itemsize: int, parts: int):
     """Index pairs (outer slice, inner slice) cutting (outer, length, inner) into tiles for ``parts`` threads.
 
     A tile is a few whole outer slices when ``ROWS_MIN_BLOCK`` of their rows fit the buffer
-    (whole lanes, and so no carry, when ``length`` rows fit), else a range of inner lanes of one.
+    (whole lanes, and so no carry, when ``length`` rows fit), else a range of inner lanes of one
+    (narrowed to share few outer slices between threads while it stays `SPLIT_MIN_BYTES` wide).
     """
     per_outer = BUFFER_ELEMENTS // (inner * min(length, ROWS_MIN_BLOCK))
     if per_outer >= 1 and outer >= parts:
         step = max(1, min(BUFFER_ELEMENTS // (inner * length), -(-outer // parts)))
         return [(np.s_[start:start + step], np.s_[:]) for start in range(0, outer, step)]
     width = min(inner, BUFFER_ELEMENTS // min(length, ROWS_MIN_BLOCK))
-    if outer < parts and -(-inner * outer // parts) >= LANES_MIN_WIDTH:  # few outer slices: split their
-        width = min(width, -(-inner * outer // parts))  # lanes between the threads, if copies keep whole lines
+    if outer < parts and -(-inner * outer // parts) * itemsize >= SPLIT_MIN_BYTES:  # few outer slices: split
+        width = min(width, -(-inner * outer // parts))  # their lanes between the threads
     return [(np.s_[o:o + 1], np.s_[start:start + width]) for o in range(outer) for start in range(0, inner, width)]
 
 
@@ -286,10 +299,8 @@ def _blocked_path(numpy_rows):
     """The ``lanes`` (torch scans the buffer) or ``rows`` (numpy adds rows in it) path."""
     def run(src, dst, axis, exclusive, accumulate_dtype):
         outer, length, inner = src.shape
-        threads = _thread_count(src.size, outer * inner)
-        if numpy_rows and inner < threads * ROWS_PARALLEL_WIDTH:
-            threads = 1
-        tiles = _tiles(outer, length, inner, threads if threads == 1 else CHUNKS_PER_THREAD * threads)
+        threads = 1 if numpy_rows else _thread_count(src.size, outer * inner)
+        tiles = _tiles(outer, length, inner, src.itemsize, threads if threads == 1 else CHUNKS_PER_THREAD * threads)
         first_outer, first_inner = tiles[0]
         tile_elements = src[first_outer, :, first_inner].size
         buffer_dtype = accumulate_dtype
@@ -363,9 +374,53 @@ def _thread_count(size: int, pieces: int) -> int:
     if size < PARALLEL_MIN_SIZE or pieces < 2:
         return 1
     threads = torch.get_num_threads()
-    if threads < 2 or os.getloadavg()[0] >= MAX_LOAD_PER_CORE * _CORES:
+    if threads < 2 or free_cores() < MIN_FREE_CORES:
         return 1
     return min(pieces, threads)
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_gate = None  # (the last `_cpu_counters` reading, cores free over the window before it)
+
+
+def _cpu_counters():
+    """(seconds all CPUs were busy, this process's CPU seconds, monotonic time) now; None without /proc/stat."""
+    try:
+        with open("/proc/stat", "rb") as stat:
+            ticks = [int(value) for value in stat.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    if len(ticks) < 5:
+        return None
+    # user nice system idle iowait irq softirq steal: busy is all but idle and iowait (steal: the host took it)
+    busy = sum(ticks) - ticks[3] - ticks[4]
+    return busy / _CLOCK_TICKS, time.process_time(), time.monotonic()
+
+
+def free_cores() -> float:
+    """The cores other processes left free over the last `GATE_INTERVAL` seconds or more: the CPUs, less the CPU
+    time all of them were busy per second, plus this process's own (all its threads, torch's included), so
+    that a busy loop of scans does not turn its own threads off. 0.0 until two readings are
+    `GATE_INTERVAL` apart; where /proc/stat is missing (not Linux), the CPUs less the 1-minute load
+    average, which counts this process too.
+    """
+    global _gate
+    now = time.monotonic()
+    if _gate is not None and now - _gate[0][2] < GATE_INTERVAL:
+        return _gate[1]
+    reading = _cpu_counters()
+    if reading is None:
+        try:
+            return max(0.0, _CORES - os.getloadavg()[0])
+        except (AttributeError, OSError):  # no load average either (Windows)
+            return 0.0
+    free = 0.0
+    if _gate is not None:
+        last = _gate[0]
+        elsewhere = (reading[0] - last[0]) - (reading[1] - last[1])
+        free = max(0.0, _CORES - max(0.0, elsewhere) / (reading[2] - last[2]))
+    _gate = reading, free
+    return free
 
 
 _pool = None
