@@ -6,6 +6,7 @@ Every net is created once (``workspace.CreateNet``) and run by its proto name, s
 """
 import numpy as np
 import torch
+from caffe2.proto import caffe2_pb2
 from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
@@ -79,6 +80,26 @@ def copy():
     """A net with one Copy op of the input: the memory-bandwidth bound (and the overhead baseline)."""
     net = core.Net("bench_copy")
     net.Copy(X, "bench_x_copy")
+    return _created(net)
+
+
+_CAFFE2_TYPES = {np.dtype(np.float32): caffe2_pb2.TensorProto.FLOAT, np.dtype(np.float64): caffe2_pb2.TensorProto.DOUBLE}
+
+
+def _torch_into_output(axis):
+    def forward(inputs, outputs):
+        x = inputs[0].data
+        outputs[0].init(x.shape, _CAFFE2_TYPES[x.dtype])
+        torch.cumsum(torch.from_numpy(x), axis, out=torch.from_numpy(outputs[0].data))
+    return forward
+
+
+def python_floor(axis):
+    """A net with the least a Caffe2 Python op computing torch's forward can do: size the output, then one
+    ``torch.cumsum(out=)`` from the input blob's memory into it (float32 / float64). No check, no plan: the
+    floor of any Python-op scan wherever torch's own kernel is the fastest exact one (1-D, last axis)."""
+    net = core.Net("bench_floor")
+    net.Python(_torch_into_output(axis))([X], ["bench_y_floor"])
     return _created(net)
 
 

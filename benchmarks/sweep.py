@@ -9,7 +9,9 @@ log-uniformly between the axes before and after the scanned one, so narrow and w
 inner strides, short and long lanes, middle axes and 1-D tensors all come up. Each case
 times PyCumSum forward and forward+backward (Caffe2 nets) against torch.cumsum and torch
 autograd, alternately in one process (`run.measure`), and reports every ratio, the worst
-and the median, and each shape over 1.0x.
+and the median, and each shape over 1.0x. It also times the Python-op floor
+(`nets.python_floor`: the least a Caffe2 Python op computing torch's forward does), which shows
+how much of a ratio is the Python op's own cost and not the engine's.
 """
 import argparse
 import math
@@ -80,12 +82,14 @@ def time_cases(cases, budget_s, measure, median):
             "torch_forward": nets.torch_forward(x, axis),
             "pycumsum_forward_backward": nets.pycumsum(axis, backward=True),
             "torch_forward_backward": nets.torch_forward_backward(x, grad_y, axis),
+            "floor_forward": nets.python_floor(axis),
         }
         samples = measure(candidates, budget_s, 5, 40)
         entry = {"shape": list(shape), "axis": axis, "dtype": dtype, "paths": list(nets.paths(x, axis))}
         entry.update({name: median(times) for name, times in samples.items()})
         for kind in KINDS:
             entry["ratio_" + kind] = entry["pycumsum_" + kind] / entry["torch_" + kind]
+        entry["ratio_floor"] = entry["floor_forward"] / entry["torch_forward"]
         results.append(entry)
         print("sweep {} axis {} {}: {:.2f}x / {:.2f}x".format(shape, axis, dtype, entry["ratio_forward"],
                                                               entry["ratio_forward_backward"]), file=sys.stderr)
@@ -95,7 +99,7 @@ def time_cases(cases, budget_s, measure, median):
 def summary(results):
     """{kind: {"worst", "median", "over": [cases over 1.0x]}} for forward and forward+backward."""
     out = {}
-    for kind in KINDS:
+    for kind in KINDS + ("floor",):
         ratios = [entry["ratio_" + kind] for entry in results]
         out[kind] = {"worst": max(ratios), "median": float(np.median(ratios)),
                      "over": [entry for entry in results if entry["ratio_" + kind] > 1.0]}
@@ -105,7 +109,9 @@ def summary(results):
 def targets(results, seed):
     """(name, passed, detail) for the sweep's targets: worst <= 1.1x and median <= 0.8x torch."""
     checks = []
-    for kind, numbers in summary(results).items():
+    numbers_by_kind = summary(results)
+    for kind in KINDS:
+        numbers = numbers_by_kind[kind]
         label = kind.replace("_", "+")
         checks.append(("sweep (seed {}): worst {} <= {}x torch".format(seed, label, WORST_TARGET),
                        numbers["worst"] <= WORST_TARGET, "{:.2f}x".format(numbers["worst"])))
@@ -125,9 +131,16 @@ def markdown(results, seed, table):
             kind.replace("_", "+"), numbers[kind]["worst"], numbers[kind]["median"],
             ", ".join("{} axis {} {} {:.2f}x".format(tuple(e["shape"]), e["axis"], e["dtype"], e["ratio_" + kind])
                       for e in over) or "none"))
-    lines += ["", table(["shape", "axis", "dtype", "paths (fwd/bwd)", "forward", "vs torch", "fwd+bwd", "vs torch"],
+    floor = numbers["floor"]
+    lines.append("- the Python-op floor (`nets.python_floor`: size the output, one torch.cumsum(out=)): worst {:.2f}x, "
+                 "median {:.2f}x; over {}x on {} of {} shapes".format(
+                     floor["worst"], floor["median"], WORST_TARGET,
+                     sum(e["ratio_floor"] > WORST_TARGET for e in results), len(results)))
+    lines += ["", table(["shape", "axis", "dtype", "paths (fwd/bwd)", "forward", "vs torch", "floor vs torch",
+                         "fwd+bwd", "vs torch"],
                         [[tuple(e["shape"]), e["axis"], e["dtype"], "/".join(e["paths"]),
                           "{:.1f} µs".format(e["pycumsum_forward"] * 1e6), "{:.2f}x".format(e["ratio_forward"]),
+                          "{:.2f}x".format(e["ratio_floor"]),
                           "{:.1f} µs".format(e["pycumsum_forward_backward"] * 1e6),
                           "{:.2f}x".format(e["ratio_forward_backward"])] for e in results]), ""]
     return "\n".join(lines)

@@ -51,3 +51,16 @@ def test_the_sweeps_span_lane_counts_and_lengths(sweeps):
 def test_a_seed_draws_one_sweep_and_another_seed_another(sweeps):
     assert sweep.draw_shapes(3, 48) == sweeps[3]
     assert sweeps[0] != sweeps[1]
+
+
+@pytest.mark.parametrize("shape, axis, dtype", [((70000,), 0, np.float32), ((3, 50, 7), 1, np.float64),
+                                                ((40, 30), 1, np.float32)])
+def test_the_python_op_floor_computes_torchs_forward(shape, axis, dtype):
+    """The floor the sweep reports is a real scan: its net's output is torch.cumsum's, bit for bit."""
+    import torch
+    from caffe2.python import workspace
+
+    import nets
+    x, _ = nets.feed(shape, dtype=dtype)
+    nets.python_floor(axis)()
+    np.testing.assert_array_equal(workspace.FetchBlob("bench_y_floor"), torch.cumsum(torch.from_numpy(x), axis).numpy())

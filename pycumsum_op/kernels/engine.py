@@ -84,10 +84,11 @@ SPLIT_MIN_BYTES = 1024
 #: so a worker the OS schedules late costs little (the caller takes its chunks).
 CHUNKS_PER_THREAD = 2
 #: Inputs of at least this size are split over torch.get_num_threads() threads: handing a chunk to a pool
-#: worker and back costs ~100 us on the 2-core VM this was measured on (a sleeping vCPU is woken), so a
-#: split pays from ~0.5 ms of work (measured: 0.95x one thread at 256K elements, 0.84-0.96x at 512K,
-#: 0.64-0.91x at 1-2M) ...
-PARALLEL_MIN_SIZE = 1 << 19
+#: worker and back costs ~100 us on the 2-core VM this was measured on (a sleeping vCPU is woken). In a tight
+#: loop a split measured 0.95x one thread at 256K elements, 0.84-0.96x at 512K, 0.64-0.91x at 1-2M; between
+#: other work (the benchmark's rotation, torch's OpenMP threads still spinning) 0.84-1.46x at 0.6-1.7M and
+#: 0.70-1.13x at 2-4M: a split is left to inputs of about 2 ms of work or more ...
+PARALLEL_MIN_SIZE = 1 << 21
 #: ... while the other processes leave at least this many cores free (the caller's and most of another): on
 #: busy cores the OS preempts a helper thread mid-chunk for a whole time slice (milliseconds) and the caller
 #: waits for it (measured 9.8x slower at load 5-8).
@@ -201,7 +202,7 @@ def direct_torch(shape: tuple, dtype: np.dtype, axis: int) -> bool:
     size = outer * length * inner
     return (size >= SMALL_SIZE and length > 1 and dtype in TORCH_EXACT_DTYPES
             and not _torch_strided_slow(length, inner, dtype.itemsize)
-            and (size < PARALLEL_MIN_SIZE or (outer < 2 and inner * dtype.itemsize < 2 * SPLIT_MIN_BYTES)))
+            and (size < PARALLEL_MIN_SIZE or outer * inner < 2))
 
 
 def torch_scan(src: np.ndarray, dst: np.ndarray, axis: int) -> None:
