@@ -6,8 +6,7 @@ Every net is created once (``workspace.CreateNet``) and run by its proto name, s
 """
 import numpy as np
 import torch
-from caffe2.proto import caffe2_pb2
-from caffe2.python import core, workspace
+from caffe2.python import core, schema, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op.idioms import add_sparse_lengths_cumsum
@@ -83,13 +82,10 @@ def copy():
     return _created(net)
 
 
-_CAFFE2_TYPES = {np.dtype(np.float32): caffe2_pb2.TensorProto.FLOAT, np.dtype(np.float64): caffe2_pb2.TensorProto.DOUBLE}
-
-
 def _torch_into_output(axis):
     def forward(inputs, outputs):
         x = inputs[0].data
-        outputs[0].init(x.shape, _CAFFE2_TYPES[x.dtype])
+        outputs[0].init(x.shape, schema.data_type_for_dtype(x.dtype))
         torch.cumsum(torch.from_numpy(x), axis, out=torch.from_numpy(outputs[0].data))
     return forward
 

@@ -28,7 +28,16 @@ FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusi
 
 
 @pytest.fixture
-def tiny_blocks(monkeypatch):
+def two_torch_threads():
+    """torch.get_num_threads() == 2 for the test (the engine's threads follow torch's setting)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def tiny_blocks(monkeypatch, two_torch_threads):
     """Engine thresholds scaled down: 24-element buffers, rows from 12 lanes (4 with a 32-byte aliased stride),
     a cache of 4 sets of 2 16-byte lines (so torch's strided loop keeps lanes of up to 8 rows of 16 bytes or
     more, fewer with aliased strides, 64 bytes of narrower rows), threads from 0 elements at any load,
@@ -39,10 +48,6 @@ def tiny_blocks(monkeypatch):
                         ("MIN_FREE_CORES", float("-inf")), ("CACHE_LINE", 16), ("L1_SETS", 4), ("L1_WAYS", 2),
                         ("STREAM_CACHE_BYTES", 64)]:
         monkeypatch.setattr(engine, name, value)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture
@@ -348,18 +353,14 @@ def test_lane_slices_keep_each_thread_on_whole_outer_slices_or_wide_runs(outer, 
     ((1, 200000, 12), 1, True, "lanes"),     # a backward of the same kind
     ((2, 64, 16384), 1, False, "rows"),      # the rows path holds the GIL between numpy's adds
 ])
-def test_narrow_or_numpy_scans_stay_on_the_calling_thread(monkeypatch, paths_taken, shape, axis, reverse, path):
+def test_narrow_or_numpy_scans_stay_on_the_calling_thread(monkeypatch, two_torch_threads, paths_taken, shape, axis,
+                                                          reverse, path):
     """Default thresholds, threads allowed: inputs over PARALLEL_MIN_SIZE that no split helps run on one thread."""
     monkeypatch.setattr(engine, "MIN_FREE_CORES", float("-inf"))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        callers = _recording_callers(monkeypatch, "_cumsum", "_add")
-        x = values(shape, np.float32)
-        assert x.size >= engine.PARALLEL_MIN_SIZE
-        assert_equal(run_kernel(x, axis, False, reverse), oracle(x, axis, False, reverse))
-    finally:
-        torch.set_num_threads(threads)
+    callers = _recording_callers(monkeypatch, "_cumsum", "_add")
+    x = values(shape, np.float32)
+    assert x.size >= engine.PARALLEL_MIN_SIZE
+    assert_equal(run_kernel(x, axis, False, reverse), oracle(x, axis, False, reverse))
     assert paths_taken == [path]
     assert callers == {threading.current_thread()}
 
@@ -374,29 +375,27 @@ def _free_cores_after(seconds, work=None):
     return engine.free_cores()
 
 
-def test_other_processes_busy_cores_close_the_thread_gate():
-    """One spinning process per core: over the next window the gate sees no free core, and no threads run."""
+def test_other_processes_busy_cores_close_the_thread_gate(two_torch_threads):
+    """One spinning process per core: over the next window the gate sees no free core, so a scan of any size
+    gets one thread."""
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count())]
     try:
         free = _free_cores_after(1.0)
+        threads = engine._thread_count(1 << 30, 64)  # the same window's reading
     finally:
         for burner in burners:
             burner.kill()
             burner.wait()
     assert free < engine.MIN_FREE_CORES and free < 1.0, free
+    assert threads == 1
 
 
-def test_this_processs_own_threads_do_not_close_the_thread_gate():
+def test_this_processs_own_threads_do_not_close_the_thread_gate(two_torch_threads):
     """Two of this process's own threads kept busy (torch's) leave the free cores as an idle window found them
     (a gate that counted them would lose about two cores)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
     a = torch.rand(384, 384, dtype=torch.float64)
-    try:
-        idle = _free_cores_after(1.0)
-        busy = _free_cores_after(1.0, lambda: torch.mm(a, a))
-    finally:
-        torch.set_num_threads(threads)
+    idle = _free_cores_after(1.0)
+    busy = _free_cores_after(1.0, lambda: torch.mm(a, a))
     assert busy >= idle - 0.75, (idle, busy)
 
 
