@@ -34,6 +34,7 @@ import torch
 
 import nets
 import sweep
+from pycumsum_op.cli import whole_number
 from pycumsum_op.kernels import engine
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -458,8 +459,8 @@ def main(argv=None):
     parser.add_argument("--seed-budget-gib", type=float, default=3.0, help="run the seed net only below this")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory child processes")
     parser.add_argument("--family-only", action="store_true", help="time only the scan family's rows")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random sweep of shapes")
-    parser.add_argument("--sweep-count", type=int, default=48, help="shapes in the random sweep")
+    parser.add_argument("--seed", type=whole_number(0), default=0, help="seed of the random sweep of shapes")
+    parser.add_argument("--sweep-count", type=whole_number(1), default=48, help="shapes in the random sweep")
     parser.add_argument("--output", default=os.path.join(HERE, "results", "latest"),
                         help="writes OUTPUT.json and OUTPUT.md")
     parser.add_argument("--only-lowering", action="store_true", help="time only the lowered nets (pycumsum_op.lower)")

@@ -21,6 +21,7 @@ import sys
 import numpy as np
 
 import nets
+from pycumsum_op.cli import whole_number
 
 MIN_SIZE, MAX_SIZE = 1 << 16, 1 << 22
 MAX_LANES, MAX_LENGTH = 10 ** 5, 10 ** 6
@@ -149,8 +150,8 @@ def markdown(results, seed, table):
 def main(argv=None):
     import run  # the grid's timing and table helpers (run.py imports this module too)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=0, help="draws another sweep")
-    parser.add_argument("--count", type=int, default=48, help="shapes in the sweep")
+    parser.add_argument("--seed", type=whole_number(0), default=0, help="draws another sweep")
+    parser.add_argument("--count", type=whole_number(1), default=48, help="shapes in the sweep")
     parser.add_argument("--budget", type=float, default=1.0, help="seconds of timing per shape")
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]

@@ -64,3 +64,12 @@ def test_the_python_op_floor_computes_torchs_forward(shape, axis, dtype):
     x, _ = nets.feed(shape, dtype=dtype)
     nets.python_floor(axis)()
     np.testing.assert_array_equal(workspace.FetchBlob("bench_y_floor"), torch.cumsum(torch.from_numpy(x), axis).numpy())
+
+
+@pytest.mark.parametrize("argv, message", [(["--count", "0"], "--count: expected a whole number of at least 1"),
+                                           (["--seed", "-1"], "--seed: expected a whole number of at least 0")])
+def test_bad_sweep_arguments_are_refused_in_words(capsys, argv, message):
+    """An empty sweep or a seed numpy cannot take ends with a usage error (exit 2), not a traceback."""
+    with pytest.raises(SystemExit) as exit_info:
+        sweep.main(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
