@@ -34,10 +34,16 @@ class _BadInput(Exception):
 
 
 def _first_line(error: Exception) -> str:
-    """The reason without the path the message already names ("[Errno 13] Permission denied: 'x'")."""
+    """The reason in one line, without the path the message already names ("[Errno 13] Permission denied:
+    'x'"); a refused net (`UnsafeNetError`, which has ``problems``) as its first line and first problem."""
     if isinstance(error, OSError) and error.strerror:
         return error.strerror.replace("load_net: ", "").lower()
-    return str(error).splitlines()[0]
+    lines = str(error).strip().splitlines() or [type(error).__name__]
+    problems = getattr(error, "problems", None)
+    if problems:
+        more = len(problems) - 1
+        return "{} {}{}".format(lines[0], problems[0], "; and {} more".format(more) if more else "")
+    return lines[0]
 
 
 def parse_dims(text: str) -> tuple:

@@ -8,7 +8,8 @@ can run any code. `verify_net` reads those pickles with a restricted unpickler t
 and calls nothing (`MAX_PICKLE_BYTES`, 64 KiB, per pickle), and raises `UnsafeNetError` unless
 every callable is one of pycumsum_op's builders, called with arguments those builders accept, or
 listed in ``allow``. It follows every net Caffe2 would create from an op argument (`NET_ARGUMENTS`,
-NetDef fields ``n`` / ``nets`` anywhere), reading text nets byte for byte as Caffe2's C++ does;
+NetDef fields ``n`` / ``nets`` anywhere, text in any ``*_net`` argument, forward and gradient ops alike),
+reading text nets byte for byte as Caffe2's C++ does;
 a net it cannot read is a problem, never "safe". `load_net` parses a .pb / .pbtxt and verifies it;
 `save_net` writes one.
 
@@ -41,17 +42,23 @@ BUILDER_ARGS = ("pickled_builder", "pickled_grad_builder")
 #: "netdef": the argument's NetDef field ``n`` (``nets`` for Switch). "netdef_or_text": ``n``, else the
 #: bytes of ``s`` parsed as a text NetDef (RecurrentNetwork's ``detail::extractNetDef``). "backend":
 #: a serialized net handed to an ONNXIFI backend, which cannot be followed: always a problem.
-#: Independently of this table, ``n`` / ``nets`` are verified in every argument of every op.
+#: RecurrentNetwork's gradient maker copies every forward argument to RecurrentNetworkGradient, which
+#: parses ``backward_step_net``: both ops carry both step nets, and both are read in both.
+#: Independently of this table, ``n`` / ``nets`` are verified in every argument of every op, and a
+#: string in any argument named ``net`` or ``*_net`` (`TEXT_NET_SUFFIX`) is read as a text NetDef.
 #: (AsyncIf and Switch are not registered in this Caffe2 build.)
+_STEP_NETS = {"step_net": "netdef_or_text", "backward_step_net": "netdef_or_text"}
 NET_ARGUMENTS = {
     "If": {"then_net": "netdef", "else_net": "netdef"},
     "While": {"loop_net": "netdef", "cond_net": "netdef"},
     "Do": {"net": "netdef"},
     "ONNXWhile": {"body": "netdef"},
-    "RecurrentNetwork": {"step_net": "netdef_or_text"},
-    "RecurrentNetworkGradient": {"backward_step_net": "netdef_or_text"},
+    "RecurrentNetwork": _STEP_NETS,
+    "RecurrentNetworkGradient": _STEP_NETS,
     "Onnxifi": {"onnx_model": "backend", "netdef_str": "backend"},
 }
+#: An argument named ``net`` or ending in this, holding a string, is read as a text NetDef in any op.
+TEXT_NET_SUFFIX = "_net"
 #: How deep nets may nest in one another before the net is refused.
 MAX_NET_DEPTH = 32
 _TEXT_SUFFIXES = (".pbtxt", ".prototxt", ".pbtext", ".txt")
@@ -141,28 +148,57 @@ def _op_label(index: int, op) -> str:
     return "op {} ({}{})".format(index, _text(op.type), " '{}'".format(_text(op.name)) if op.name else "")
 
 
-def _nested_nets(op_type: str, arg, where: str, index: int, problems) -> List[caffe2_pb2.NetDef]:
-    """The NetDefs Caffe2 may create from ``arg``; what it cannot read goes to ``problems``."""
-    name = _text(arg.name)
-    nested = ([arg.n] if arg.HasField("n") else []) + list(arg.nets)
+class NestedNet(NamedTuple):
+    """A net Caffe2 may create from an op argument: ``arg.n``, ``arg.nets[position]`` or ``arg.s`` as text."""
+    arg: caffe2_pb2.Argument
+    field: str              # "n", "nets" or "s"
+    position: int           # the index in ``nets`` (0 otherwise)
+    netdef: caffe2_pb2.NetDef
+
+
+def argument_form(op_type: str, name: str) -> Optional[str]:
+    """How Caffe2 may read argument ``name`` of an ``op_type`` op as a net: a `NET_ARGUMENTS` form, or
+    "netdef_or_text" for any argument named ``net`` / ``*_net``; None for other arguments (whose
+    ``n`` / ``nets`` fields are still nets).
+
+    >>> argument_form("RecurrentNetwork", "backward_step_net"), argument_form("Relu", "my_net")
+    ('netdef_or_text', 'netdef_or_text')
+    """
     form = NET_ARGUMENTS.get(op_type, {}).get(name)
-    if form == "netdef_or_text" and not arg.HasField("n") and arg.s:
-        try:
-            nested.append(parse_text_netdef(arg.s))
-        except TextNetError as error:
+    if form is None and (name == "net" or name.endswith(TEXT_NET_SUFFIX)):
+        return "netdef_or_text"
+    return form
+
+
+def nested_nets(op, where: str, index: int, problems: List[NetProblem]) -> List[NestedNet]:
+    """Every net Caffe2 may create from an argument of ``op`` (its ``n`` and ``nets`` in any argument,
+    text in the arguments `argument_form` names); what cannot be read exactly as Caffe2's C++ reads it
+    is appended to ``problems`` (labelled ``where``, op ``index``), never skipped."""
+    op_type, found = _text(op.type), []
+    for arg in op.arg:
+        name = _text(arg.name)
+        if arg.HasField("n"):
+            found.append(NestedNet(arg, "n", 0, arg.n))
+        found += [NestedNet(arg, "nets", position, inner) for position, inner in enumerate(arg.nets)]
+        form = argument_form(op_type, name)
+        if form == "netdef_or_text" and not arg.HasField("n") and arg.s:
+            try:
+                found.append(NestedNet(arg, "s", 0, parse_text_netdef(arg.s)))
+            except TextNetError as error:
+                problems.append(NetProblem(where, index, op_type, name, None,
+                                           "Caffe2 may read this argument as a text NetDef, and it cannot be "
+                                           "checked: {}".format(error)))
+        elif form == "backend":
             problems.append(NetProblem(where, index, op_type, name, None,
-                                       "Caffe2 reads this argument as a text NetDef, and it cannot be checked: "
-                                       "{}".format(error)))
-    elif form == "backend":
-        problems.append(NetProblem(where, index, op_type, name, None,
-                                   "{} hands this net to an ONNXIFI backend, which verify_net cannot "
-                                   "follow".format(op_type)))
-    return nested
+                                       "{} hands this net to an ONNXIFI backend, which verify_net cannot "
+                                       "follow".format(op_type)))
+    return found
 
 
-def _check_builders(where, index, op_type, pickled, allowed, callable_at_load, problems, verified):
-    from .ops.builders import BUILDERS, check_builder_call  # imported on use: parsing a net needs no kernels
+def _check_builders(where, index, op_type, pickled, callable_at_load, problems, verified):
+    from .ops.builders import BUILDERS, check_builder_call  # imported on use: a net without pickles needs no kernels
 
+    allowed = frozenset(BUILDERS) | callable_at_load
     builders = []
     for name, data in pickled:
         try:
@@ -186,7 +222,12 @@ def _check_builders(where, index, op_type, pickled, allowed, callable_at_load, p
         verified.append(VerifiedOp(where, index, op_type, tuple(builders)))
 
 
-def _check_net(label, net, allowed, callable_at_load, problems, verified, depth=0):
+def nested_label(where: str, nested: NestedNet) -> str:
+    """The label of a nested net: its holder's label, the argument and the net's name."""
+    return "{} arg {} > net '{}'".format(where, _text(nested.arg.name), _text(nested.netdef.name))
+
+
+def _check_net(label, net, callable_at_load, problems, verified, python_ops, depth=0):
     if depth > MAX_NET_DEPTH:
         problems.append(NetProblem(label, -1, "", None, None,
                                    "nets nested more than {} levels deep".format(MAX_NET_DEPTH)))
@@ -194,10 +235,14 @@ def _check_net(label, net, allowed, callable_at_load, problems, verified, depth=
     for index, op in enumerate(net.op):
         where = "{} {}".format(label, _op_label(index, op))
         op_type = _text(op.type)
-        for arg in op.arg:
-            for inner in _nested_nets(op_type, arg, where, index, problems):
-                _check_net("{} arg {} > net '{}'".format(where, _text(arg.name), _text(inner.name)), inner,
-                           allowed, callable_at_load, problems, verified, depth + 1)
+        for nested in nested_nets(op, where, index, problems):
+            _check_net(nested_label(where, nested), nested.netdef, callable_at_load, problems, verified, python_ops,
+                       depth + 1)
+        if not python_ops and op_type in PYTHON_OP_TYPES:
+            problems.append(NetProblem(where, index, op_type, None, None,
+                                       "a Python op, and this net must hold none (a lowered net runs without "
+                                       "Python)"))
+            continue
         names = [_text(arg.name) for arg in op.arg]
         for name in BUILDER_ARGS + ("token",):
             if names.count(name) > 1:
@@ -205,7 +250,7 @@ def _check_net(label, net, allowed, callable_at_load, problems, verified, depth=
                                            "the argument appears {} times".format(names.count(name))))
         pickled = [(name, arg.s) for name, arg in zip(names, op.arg) if name in BUILDER_ARGS and arg.s]
         if pickled:
-            _check_builders(where, index, op_type, pickled, allowed, callable_at_load, problems, verified)
+            _check_builders(where, index, op_type, pickled, callable_at_load, problems, verified)
         elif "token" in names and op_type in PYTHON_OP_TYPES:
             token = op.arg[names.index("token")].s.decode("utf-8", "replace")
             problems.append(NetProblem(
@@ -218,27 +263,25 @@ def _check_net(label, net, allowed, callable_at_load, problems, verified, depth=
                                        "Python op with neither pickled_builder nor token"))
 
 
-def verify_net(net, allow=()) -> List[VerifiedOp]:
+def verify_net(net, allow=(), python_ops=True) -> List[VerifiedOp]:
     """Check every Python op's pickled builders without unpickling them for real.
 
     ``net`` is a NetDef, core.Net, PlanDef or MetaNetDef; every net Caffe2 would create from an op
     argument is checked too (`NET_ARGUMENTS`: If/While/Do/ONNXWhile nets, RecurrentNetwork step
-    nets in NetDef or text form; ``n`` / ``nets`` in any argument), and one it cannot read is a
-    problem. pycumsum_op's builders are always allowed, with the arguments they accept (a known
+    nets in NetDef or text form in forward and gradient ops; ``n`` / ``nets`` in any argument, text in
+    any ``*_net`` argument), and one it cannot read is a problem. pycumsum_op's builders are always allowed, with the arguments they accept (a known
     scan, no unknown keywords, plain values, ints within int64). ``allow`` lists extra trusted
     callables as "module.qualname" strings or functions: allowing one grants code execution, as
     Caffe2 will call it with whatever arguments the pickle holds, at CreateNet or, if the pickle
-    calls it, while unpickling. Returns the verified Python ops; raises `UnsafeNetError` naming every
-    op index, op type and argument that is refused, and every token-form (non-portable) op.
+    calls it, while unpickling. ``python_ops=False`` refuses every Python op, wherever it is nested
+    (what a lowered net must pass). Returns the verified Python ops; raises `UnsafeNetError` naming
+    every op index, op type and argument that is refused, and every token-form (non-portable) op.
     """
     extra = _allow_names(allow)
-    from .ops.builders import BUILDERS
-
-    allowed = frozenset(BUILDERS) | extra
     problems, verified = [], []
     nets = _nets_of(net)
     for label, netdef in nets:
-        _check_net(label, netdef, allowed, extra, problems, verified)
+        _check_net(label, netdef, extra, problems, verified, python_ops)
     if problems:
         raise UnsafeNetError(_text(nets[0][1].name) if len(nets) == 1 else "<{} nets>".format(len(nets)), problems)
     return verified

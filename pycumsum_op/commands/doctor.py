@@ -1,11 +1,11 @@
 """``pycumsum-op doctor``: diagnose (and ``--fix``) "Gradient of output ... is sparse" in a saved net.
 
 Exit 0 when the net is healthy, 1 when it has findings (also when ``--fix`` wrote a
-repaired net), 2 on bad input (unreadable or unparsable file, unknown blob, a failure
-no net edit can cure), with a one-line reason on stderr. Needs Caffe2 only: torch and
+repaired net), 2 on bad input (unreadable or unparsable file, a net `verify_net` refuses,
+unknown blob, a failure no net edit can cure), with a one-line reason on stderr. Needs Caffe2 only: torch and
 pycumsum_op's kernels load only for ``--strategy pycumsum``.
 """
-from ..cli import _BadInput, read_net, write_file
+from ..cli import _BadInput, _first_line, read_net, write_file
 
 EXIT_HEALTHY, EXIT_FINDINGS = 0, 1
 
@@ -30,8 +30,8 @@ def _run(args) -> int:
     losses = dict(_parse_loss(text) for text in args.loss)
     try:
         findings = diagnose(netdef, losses, init_net)
-    except ValueError as error:  # a loss blob that is not in the net
-        raise _BadInput(str(error))
+    except ValueError as error:  # a loss blob that is not in the net; a net verify_net refuses
+        raise _BadInput(_first_line(error))
     if not findings:
         print("{}: healthy: AddGradientOperators({}) works.".format(args.predict_net, sorted(losses)))
         return EXIT_HEALTHY

@@ -19,7 +19,7 @@ import contextlib
 import io
 import warnings
 
-from ..cli import _BadInput, parse_dims, write_file
+from ..cli import _BadInput, _first_line, parse_dims, write_file
 
 
 def _parse_input(text: str):
@@ -54,6 +54,7 @@ def _import(args) -> int:
     from google.protobuf.message import DecodeError
 
     from ..onnx import to_caffe2
+    from ..serialization import UnsafeNetError
 
     with warnings.catch_warnings():  # protobuf's and Caffe2's backend's (opset > 9) warnings
         warnings.simplefilter("ignore")
@@ -64,6 +65,8 @@ def _import(args) -> int:
         try:
             with contextlib.redirect_stderr(io.StringIO()):  # the stock backend prints "ONNX FATAL: <node>" too
                 init_net, predict_net = to_caffe2(model, lower=args.lower)
+        except UnsafeNetError as error:  # a node that becomes a Python op, or a net verify_net refuses
+            raise _BadInput("cannot import {!r}: {}".format(args.model, _first_line(error)))
         except (ValueError, RuntimeError, onnx.checker.ValidationError) as error:
             reason = str(error).strip().splitlines()[-1]  # the stock backend's last line: ". Exception: <reason>"
             raise _BadInput("cannot import {!r}: {}".format(args.model, reason.split(". Exception: ", 1)[-1]))
@@ -88,7 +91,7 @@ def _export(args) -> int:
         init_net = load_net(args.init_net) if args.init_net else None
         model = export(predict_net, init_net, _value_info(args.input), opset=args.opset)
     except (OSError, ValueError) as error:  # UnsafeNetError is a ValueError
-        raise _BadInput(str(error).strip().splitlines()[0])
+        raise _BadInput(_first_line(error))
     write_file(lambda: onnx_save(model, args.output), args.output, "ONNX model")
     print("{}: {} nodes at opset {} -> {}".format(args.predict_net, len(model.graph.node), args.opset, args.output))
     return 0

@@ -20,13 +20,15 @@ from typing import List
 import numpy as np
 from caffe2.proto import caffe2_pb2
 from caffe2.python import core, workspace
+from google.protobuf import text_format
 
 from .._safe_unpickle import RefusedPickle, inspect_builder
 from ..kernels import SCAN_KERNELS, ScanArgumentError, ScanSpec, scan_kernel
 from ..kernels.spec import CAFFE2_DTYPE_NAMES
 from ..netdefs import as_netdef, blob_names
 from ..ops.builders import BUILDERS, builder_params
-from ..serialization import BUILDER_ARGS, PYTHON_OP_TYPES
+from ..serialization import (BUILDER_ARGS, MAX_NET_DEPTH, PYTHON_OP_TYPES, UnsafeNetError, nested_label,
+                             nested_nets, verify_net)
 from . import aten, portable
 from .emitter import NUMPY_TYPES, TENSOR_TYPES, OpEmitter
 from .facts import InputFacts, LoweringError, Site, result_dtype
@@ -45,14 +47,15 @@ def _check_target(target) -> None:
         raise LoweringError("lower: unknown target={!r}; use one of {}".format(target, ", ".join(sorted(TARGETS))))
 
 
-def _label(index: int, op) -> str:
-    return "op {} ({} {!r}: {} -> {})".format(index, op.type, op.name, ", ".join(op.input), ", ".join(op.output))
+def _label(index: int, op, prefix: str = "") -> str:
+    """An op's label; ``prefix`` names the nested net holding it ("op 2 (If) arg then_net > net 'b' ")."""
+    return "{}op {} ({} {!r}: {} -> {})".format(prefix, index, op.type, op.name, ", ".join(op.input),
+                                              ", ".join(op.output))
 
 
-def _scan_params(index: int, op):
+def _scan_params(label: str, op):
     """(scan name, ScanSpec) of a PyCumSum forward or gradient op; LoweringError for any other Python op."""
     args = {arg.name: arg.s for arg in op.arg if arg.name in BUILDER_ARGS}
-    label = _label(index, op)
     if "pickled_builder" not in args:
         raise LoweringError("{}: a Python op without a pickled builder (token form) cannot be lowered: only "
                             "PyCumSum ops can, and no Python op may remain in a lowered net".format(label))
@@ -123,11 +126,15 @@ def _checked_dtype(blob, dtype):
 class _BlobFacts(object):
     """Shapes and dtypes of blobs: the user's ``shapes``/``dtypes``, then Caffe2's inference, then the workspace."""
 
-    def __init__(self, netdef, init_netdef, shapes, dtypes):
-        self._netdef, self._init = netdef, init_netdef
+    def __init__(self, netdef, init_netdef, shapes, dtypes, outer=None):
+        self._netdef, self._init, self._outer = netdef, init_netdef, outer
         self._shapes = {str(blob): _checked_shape(blob, shape) for blob, shape in (shapes or {}).items()}
         self._dtypes = {str(blob): _checked_dtype(blob, dtype) for blob, dtype in (dtypes or {}).items()}
         self._inferred = None
+
+    def nested(self, netdef) -> "_BlobFacts":
+        """The facts of a net nested in this one: its own inference first, then what this net knows."""
+        return _BlobFacts(netdef, None, self._shapes, self._dtypes, outer=self)
 
     def _workspace(self, blob):
         if not workspace.HasBlob(blob):
@@ -172,6 +179,9 @@ class _BlobFacts(object):
             dtype = NUMPY_TYPES[types[blob]]
         if dtype is None and value is not None:
             dtype = value.dtype
+        if self._outer is not None and (shape is None or dtype is None):
+            outer_shape, outer_dtype = self._outer._find(blob)
+            shape, dtype = outer_shape if shape is None else shape, outer_dtype if dtype is None else dtype
         return shape, dtype
 
 
@@ -233,9 +243,10 @@ def _backward_pass_ops(scan, spec, op, target, facts, emitter, where) -> List[ca
     return emitter.finish(renamed[str(grads[x])], grad_in, grad_out)
 
 
-def _lower_python_op(index, op, target, facts, taken) -> List[caffe2_pb2.OperatorDef]:
-    scan, spec = _scan_params(index, op)
-    where = Site(_label(index, op), op.input[0])
+def _lower_python_op(index, op, target, facts, taken, prefix="") -> List[caffe2_pb2.OperatorDef]:
+    label = _label(index, op, prefix)
+    scan, spec = _scan_params(label, op)
+    where = Site(label, op.input[0])
     emitter = OpEmitter(taken, op.output[0], like=op)
     outputs = len(SCAN_KERNELS[scan].outputs)
     if op.type == "Python" and len(op.input) == 1 and len(op.output) == outputs:
@@ -264,23 +275,69 @@ def lower(net, target: str = "aten", shapes=None, init_net=None, dtypes=None) ->
     operators every Caffe2 build has; O(n log n); the scan length is fixed now and checked at run time).
     shapes / dtypes: {blob: shape} / {blob: dtype} of scan inputs; unknown ones come from Caffe2's shape
     inference over ``init_net`` and ``net``, then from the current workspace. Every other op, argument and
-    external blob stays as it was. Raises `LoweringError` naming the op for any Python op that is not a
-    scan op, for what a target cannot do (with the reason) and for what it cannot know (e.g. the scan
-    length for "portable").
+    external blob stays as it was. Nets nested in op arguments (If/While/Do branches and bodies,
+    RecurrentNetwork step nets as NetDef or text) are lowered the same way, text staying text; the
+    result holds no Python op anywhere (checked with ``verify_net(python_ops=False)``). Raises
+    `LoweringError` naming the op (and the nested net holding it) for any Python op that is not a
+    scan op, for a nested net it cannot read, for what a target cannot do (with the reason) and for
+    what it cannot know (e.g. the scan length for "portable").
     """
     _check_target(target)
     netdef = as_netdef(net, "lower")
     init_netdef = None if init_net is None else as_netdef(init_net, "lower", "init_net")
     facts = _BlobFacts(netdef, init_netdef, shapes, dtypes)
-    taken = blob_names(netdef)
+    lowered = _lower_net(netdef, target, facts, _tree_blob_names(netdef), "", 0)
+    try:
+        verify_net(lowered, python_ops=False)
+    except UnsafeNetError as error:  # what the walk above missed: a defect, refused rather than returned
+        raise LoweringError("lower: the lowered net is refused: {}".format(error.problems[0])) from None
+    return lowered
+
+
+def _nested_or_refused(op, where, index) -> list:
+    """`nested_nets` of ``op``; a LoweringError for a nested net lowering cannot read."""
+    problems = []
+    found = nested_nets(op, where, index, problems)
+    if problems:
+        raise LoweringError("{}: it cannot be lowered, as no Python op may remain in a lowered net and this "
+                            "nested net cannot be read".format(problems[0]))
+    return found
+
+
+def _tree_blob_names(netdef, depth=0) -> set:
+    """Every blob name in ``netdef`` and the nets nested in it (fresh names must avoid them all)."""
+    names = blob_names(netdef)
+    if depth <= MAX_NET_DEPTH:
+        for op in netdef.op:
+            for nested in nested_nets(op, "", 0, []):
+                names |= _tree_blob_names(nested.netdef, depth + 1)
+    return names
+
+
+def _lower_net(netdef, target, facts, taken, prefix, depth) -> caffe2_pb2.NetDef:
+    """``netdef`` with its Python ops lowered, in it and in every net nested in its ops' arguments."""
+    if depth > MAX_NET_DEPTH:
+        raise LoweringError("{}: nets nested more than {} levels deep".format(prefix or "lower", MAX_NET_DEPTH))
     new_ops = []
     for index, op in enumerate(netdef.op):
         if op.type in PYTHON_OP_TYPES:
-            new_ops.extend(_lower_python_op(index, op, target, facts, taken))
-        else:
-            copied = caffe2_pb2.OperatorDef()
-            copied.CopyFrom(op)
-            new_ops.append(copied)
+            new_ops.extend(_lower_python_op(index, op, target, facts, taken, prefix))
+            continue
+        copied = caffe2_pb2.OperatorDef()
+        copied.CopyFrom(op)
+        where = "{}op {} ({}{})".format(prefix, index, op.type, " {!r}".format(op.name) if op.name else "")
+        for nested in _nested_or_refused(copied, where, index):
+            inner = _lower_net(nested.netdef, target, facts.nested(nested.netdef), taken,
+                               nested_label(where, nested) + " ", depth + 1)
+            if inner == nested.netdef:
+                continue  # nothing lowered: the argument stays byte for byte as it was
+            if nested.field == "s":
+                nested.arg.s = text_format.MessageToString(inner).encode("ascii")
+            elif nested.field == "n":
+                nested.arg.n.CopyFrom(inner)
+            else:
+                nested.arg.nets[nested.position].CopyFrom(inner)
+        new_ops.append(copied)
     lowered = caffe2_pb2.NetDef()
     lowered.CopyFrom(netdef)
     del lowered.op[:]

@@ -21,6 +21,7 @@ from typing import List
 from caffe2.python import core
 
 from ..netdefs import as_netdef
+from ..serialization import verify_net
 from .findings import (GRADIENT_ERROR, MIXED_GRADIENTS, SPARSE_GRADIENT, TWO_CHARACTER_GRADIENT_NAME,
                        Finding)
 from .patterns import match_cumsum_idiom, unknown_idiom_constants
@@ -189,13 +190,17 @@ def diagnose(net, losses, init_net=None) -> List[Finding]:
 
     net: a core.Net or NetDef without gradient ops; losses: as AddGradientOperators takes
     them (list of blobs, or dict blob -> gradient blob / None); init_net (core.Net or
-    NetDef) only helps recognise the cumsum idiom's constants. Nothing is run or changed.
-    Raises ValueError only when a loss blob is not in the net, TypeError for wrong argument types.
+    NetDef) only helps recognise the cumsum idiom's constants. Nothing is run or changed, and both
+    nets are verified first: a net whose Python ops `verify_net` refuses is not called healthy.
+    Raises `UnsafeNetError` (a ValueError) for such a net, ValueError when a loss blob is not in the
+    net, TypeError for wrong argument types.
     """
     netdef = as_netdef(net, "diagnose")
+    init_netdef = None if init_net is None else as_netdef(init_net, "diagnose", "init_net")
+    for checked in (netdef, init_netdef) if init_netdef is not None else (netdef,):
+        verify_net(checked)
     losses = normalize_losses(losses)
     check_losses_exist(netdef, losses)
-    init_netdef = None if init_net is None else as_netdef(init_net, "diagnose", "init_net")
     try:
         ir = _DiagnosingIR(netdef.op)
     except Exception as error:  # e.g. an orphan StopGradient: Caffe2 refuses the net before any gradient

@@ -14,6 +14,12 @@ PyCumSum op. Every other node translates exactly as the stock backend does.
   and are refused by name.
 - Caffe2's backend also runs the translated ops once in its init net (onnx >= 1.9 has no
   ``onnx.optimizer`` to split the graph); PyCumSum gives the same result there.
+- Every net a translation produces is verified (`pycumsum_op.verify_net`, nested nets included)
+  before anything creates it, in `prepare`, `to_caffe2`, `run_node` and, after `install`, the stock
+  backend: a refused net raises `pycumsum_op.UnsafeNetError` naming the op, the argument and why.
+  Nodes that would become Caffe2 ``Python`` ops (whatever their domain: Caffe2's translator ignores
+  it, keeps the type and copies the attributes, ``pickled_builder`` included) are refused before
+  translation.
 - ``prepare(model, lower="aten" | "portable")`` (and ``to_caffe2``) then lowers both nets with
   `pycumsum_op.lower`: no Python op remains. Lowering fixes the axis (and, for "portable", the
   rank and the scan length, taken from the model's shapes), so a run-time axis, a scan length the
@@ -40,11 +46,15 @@ import onnx.defs
 import onnx.numpy_helper
 from caffe2.proto import caffe2_pb2
 from caffe2.python import core
-from caffe2.python.onnx.backend import Caffe2Backend
+from caffe2.python import workspace
+from caffe2.python.onnx.backend import Caffe2Backend, get_device_option
+from caffe2.python.onnx.workspace import Workspace
 from onnx import TensorProto, helper
+from onnx.backend.base import Backend, Device, namedtupledict
 
 from ..converters import TARGETS, LoweringError, lower as _lower
 from ..ops.net_ops import cumsum as _net_cumsum
+from ..serialization import BUILDER_ARGS, PYTHON_OP_TYPES, NetProblem, UnsafeNetError, verify_net
 
 #: ONNX element types CumSum may get -> PyCumSum's dtype= that keeps the result in that type.
 CUMSUM_DTYPES = {
@@ -128,6 +138,56 @@ def cumsum_operator(node, model) -> caffe2_pb2.OperatorDef:
     return net.Proto().op[0]
 
 
+def _subgraphs(node):
+    """The graphs held in ``node``'s attributes (If branches, Loop and Scan bodies)."""
+    for attr in node.attribute:
+        yield from ([attr.g] if attr.HasField("g") else []) + list(attr.graphs)
+
+
+def _python_node_problems(nodes, where: str) -> list:
+    """A `NetProblem` for each node (in ``nodes`` and their subgraphs) that Caffe2 would translate to a Python op."""
+    problems = []
+    for index, node in enumerate(nodes):
+        label = "{}ONNX node {!r} (domain {!r}, op_type {!r})".format(where, node.name or ",".join(node.output),
+                                                                      node.domain, node.op_type)
+        op_type = Caffe2Backend._renamed_operators.get(node.op_type, node.op_type)
+        if op_type in PYTHON_OP_TYPES:
+            pickled = [attr.name for attr in node.attribute if attr.name in BUILDER_ARGS]
+            problems.append(NetProblem(
+                label, index, op_type, pickled[0] if pickled else None, None,
+                "Caffe2's ONNX backend would translate it into a Caffe2 {} op (it keeps the type and copies every "
+                "attribute, whatever the domain), which unpickles and calls its builder as soon as the net is "
+                "created; ONNX import makes no Python op but PyCumSum, from CumSum".format(op_type)))
+        for graph in _subgraphs(node):
+            problems += _python_node_problems(graph.node, "{} > graph {!r} ".format(label, graph.name))
+    return problems
+
+
+def refuse_python_nodes(graph) -> None:
+    """Raise `UnsafeNetError` for any node of ``graph`` (subgraphs included) that would become a Python op."""
+    problems = _python_node_problems(graph.node, "")
+    if problems:
+        raise UnsafeNetError(graph.name, problems)
+
+
+def verify_translation(*netdefs) -> None:
+    """`verify_net` each NetDef a translation produced (init and predict nets): `UnsafeNetError` if refused."""
+    for netdef in netdefs:
+        verify_net(netdef)
+
+
+def _checked_conversion(convert):
+    """``_onnx_model_to_caffe2_net`` (a classmethod's function) that refuses Python-op nodes before the
+    translation and verifies both nets after it."""
+    def checked(cls, onnx_model, device, opset_version, include_initializers):
+        refuse_python_nodes(onnx_model.graph)
+        init_net, predict_net = convert(cls, onnx_model, device, opset_version, include_initializers)
+        verify_translation(init_net, predict_net)
+        return init_net, predict_net
+    checked.verifies = True
+    return checked
+
+
 def _nested_cumsum(graph):
     """Names of CumSum nodes inside the subgraphs (If/Loop/Scan bodies) of ``graph``."""
     found = []
@@ -203,10 +263,11 @@ class CumSumBackend(Caffe2Backend):
 
     @classmethod
     def _onnx_model_to_caffe2_net(cls, onnx_model, device, opset_version, include_initializers):
-        """Stock conversion; initializers that are not graph inputs (torch.onnx.export's parameters)
-        become external inputs of both nets too, so that Caffe2 can create the nets."""
-        init_net, predict_net = super(CumSumBackend, cls)._onnx_model_to_caffe2_net(
-            onnx_model, device, opset_version, include_initializers)
+        """Stock conversion, checked (Python-op nodes refused, both nets verified); initializers that are
+        not graph inputs (torch.onnx.export's parameters) become external inputs of both nets too, so
+        that Caffe2 can create the nets."""
+        init_net, predict_net = _checked_conversion(_stock_conversion)(
+            cls, onnx_model, device, opset_version, include_initializers)
         for net in (init_net, predict_net):
             declared = set(net.external_input)
             net.external_input.extend(tensor.name for tensor in onnx_model.graph.initializer
@@ -224,6 +285,7 @@ class CumSumBackend(Caffe2Backend):
         if lower is not None and lower not in TARGETS:
             raise ValueError("pycumsum_op.onnx.prepare: unknown lower={!r}; use None (PyCumSum) or a lowering "
                              "target: {}".format(lower, ", ".join(repr(name) for name in sorted(TARGETS))))
+        refuse_python_nodes(model.graph)  # before onnx's checker and shape inference see the model
         nested = _nested_cumsum(model.graph)
         if nested:
             raise ValueError("pycumsum_op.onnx.prepare: CumSum inside subgraphs ({}) is not supported: "
@@ -242,9 +304,10 @@ class CumSumBackend(Caffe2Backend):
     @classmethod
     def run_node(cls, node, inputs, device="CPU", opset_version=Caffe2Backend._known_opset_version,
                  outputs_info=None):
-        """Run one node on ``inputs`` (a list in node input order, or a dict); CumSum at its latest opset."""
+        """Run one node on ``inputs`` (a list in node input order, or a dict); CumSum at its latest opset.
+        Other nodes translate as the stock ``run_node`` translates them, and the ops are verified first."""
         if node.op_type != "CumSum":
-            return super(CumSumBackend, cls).run_node(node, inputs, device, opset_version, outputs_info)
+            return cls._run_translated_node(node, inputs, device, opset_version)
         if isinstance(inputs, dict):
             inputs = [inputs[name] for name in node.input]
         inputs = [np.asarray(value) for value in inputs]
@@ -256,6 +319,33 @@ class CumSumBackend(Caffe2Backend):
         graph = helper.make_graph([node], "run_node_" + node.op_type, infos, [output])
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", onnx.defs.onnx_opset_version())])
         return cls.prepare(model, device).run(inputs)
+
+    @classmethod
+    def _run_translated_node(cls, node, inputs, device, opset_version):
+        """The stock ``run_node``'s translation (Caffe2's C++ converter, which keeps unknown types and
+        copies attributes), with the ops refused or verified before they are created."""
+        refuse_python_nodes(helper.make_graph([node], "run_node_" + node.op_type, [], []))
+        Backend.run_node(node, inputs, device=device, opset_version=opset_version)  # onnx's checks of the node
+        if not isinstance(inputs, dict):
+            if len(node.input) != len(inputs):
+                raise ValueError("{}: expected {} inputs, got {}".format(node.op_type, len(node.input), len(inputs)))
+            inputs = dict(zip(node.input, inputs))
+        inputs = {name: np.asarray(value) for name, value in inputs.items()}
+        value_infos = [helper.make_tensor_value_info(name, onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[value.dtype],
+                                                     value.shape).SerializeToString() for name, value in inputs.items()]
+        init_ops, ops = workspace.C.Caffe2Backend(cls._dummy_name).convert_node(
+            node.SerializeToString(), value_infos, opset_version)
+        net = caffe2_pb2.NetDef(name="run_node_" + node.op_type)
+        for serialized in list(init_ops) + list(ops):
+            net.op.add().ParseFromString(serialized)
+            net.op[-1].device_option.CopyFrom(get_device_option(Device(device)))
+        verify_translation(net)
+        ws = Workspace()
+        with core.DeviceScope(get_device_option(Device(device))):
+            for name, value in inputs.items():
+                ws.FeedBlob(name, value)
+            ws.RunOperatorsOnce(net.op)
+            return namedtupledict("Outputs", node.output)(*[ws.FetchBlob(name) for name in node.output])
 
 
 def to_caffe2(model, device="CPU", lower=None):
@@ -278,7 +368,10 @@ def install() -> None:
     """Make ``caffe2.python.onnx.backend.prepare`` (and ``run_model``) translate CumSum; idempotent.
 
     Nothing is changed until this is called: it adds CumSum to Caffe2Backend's table of
-    special operators. (``run_node`` of the stock module uses only the C++ converters.)
+    special operators, and makes its model translation (``prepare``, ``run_model``,
+    ``onnx_graph_to_caffe2_net``) refuse nodes that would become Python ops and verify both nets,
+    as `prepare` does. (``run_node`` of the stock module uses only the C++ converters and is not
+    changed: use `backend`'s ``run_node``, which verifies.)
     """
     current = Caffe2Backend._special_operators.get("CumSum")
     if current not in (None, _TRANSLATOR):
@@ -286,7 +379,11 @@ def install() -> None:
             current))
     Caffe2Backend._create_cumsum = classmethod(CumSumBackend._create_cumsum.__func__)
     Caffe2Backend._special_operators["CumSum"] = _TRANSLATOR
+    if not getattr(Caffe2Backend._onnx_model_to_caffe2_net.__func__, "verifies", False):
+        Caffe2Backend._onnx_model_to_caffe2_net = classmethod(_checked_conversion(_stock_conversion))
 
 
+#: The stock backend's model translation, unchecked (`install` replaces Caffe2Backend's with a checked one).
+_stock_conversion = Caffe2Backend._onnx_model_to_caffe2_net.__func__
 backend = CumSumBackend
 prepare = CumSumBackend.prepare

@@ -1,0 +1,495 @@
+"""Every door that turns outside data into a Caffe2 net verifies what it makes, or refuses it.
+
+Each attack carries an ``os.system`` pickle that would create a marker file; the marker must never
+appear. Where the attack is live against Caffe2 itself, a fresh process shows that it is (the marker
+appears there), so that the refusal tested here is the refusal of a real threat. Benign nets (PyCumSum
+in nested nets, an LSTM from ``caffe2.python.rnn_cell`` with its gradient) keep working and are compared
+with torch.
+"""
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from caffe2.proto import caffe2_pb2
+from caffe2.python import core, model_helper, recurrent, rnn_cell, workspace
+from google.protobuf import text_format
+from hypothesis import HealthCheck, given, settings, strategies as st
+from onnx import TensorProto, helper
+
+import pycumsum_op
+from pycumsum_op import UnsafeNetError, lower, verify_net
+from pycumsum_op.converters import LoweringError
+from pycumsum_op.doctor import diagnose
+from pycumsum_op.onnx.backend import CumSumBackend
+
+CLI = os.path.join(os.path.dirname(sys.executable), "pycumsum-op")
+SYSTEM = "{}.system".format(os.system.__module__)
+
+
+def evil_pickle(marker):
+    return pickle.dumps((os.system, ("touch '{}'".format(marker),), {}))
+
+
+def evil_op(marker, name="PyCumSum"):
+    op = caffe2_pb2.OperatorDef(type="Python", name=name, input=["x"], output=["y"])
+    op.arg.add(name="pickled_builder", s=evil_pickle(marker))
+    return op
+
+
+def benign_pycumsum(blob_in, blob_out, name):
+    net = core.Net(name)
+    net.PyCumSum(blob_in, blob_out, axis=0)
+    return net.Proto()
+
+
+def run_cli(*args):
+    return subprocess.run([CLI] + [str(arg) for arg in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=300)
+
+
+def one_line_refusal(result, command):
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and "Traceback" not in result.stderr and len(lines) == 1, result.stderr
+    assert lines[0].startswith("pycumsum-op {}: error:".format(command))
+    return lines[0]
+
+
+def python_ops_anywhere(netdef):
+    """Python op types in ``netdef`` and every net nested in it, read with protobuf's own parsers
+    (independent of verify_net's walk): NetDef fields anywhere, text in string arguments that parse."""
+    found = []
+    for op in netdef.op:
+        if op.type.startswith("Python"):
+            found.append(op.type)
+        for arg in op.arg:
+            nested = ([arg.n] if arg.HasField("n") else []) + list(arg.nets)
+            if arg.s:
+                parsed = caffe2_pb2.NetDef()
+                try:
+                    text_format.Parse(arg.s.decode("latin-1"), parsed)
+                    nested.append(parsed)
+                except (text_format.ParseError, UnicodeDecodeError):
+                    pass
+            for inner in nested:
+                found += python_ops_anywhere(inner)
+    return found
+
+
+def run_in_fresh_process(code, tmp_path):
+    proc = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
+    return proc
+
+
+# -- ONNX import ---------------------------------------------------------------------------------------
+
+def python_node_model(marker, domain="evil.custom"):
+    """A model whose one node is a Caffe2 Python op in a custom domain; onnx.checker accepts it."""
+    node = helper.make_node("Python", ["x"], ["y"], domain=domain, name="payload",
+                            pickled_builder=evil_pickle(marker))
+    graph = helper.make_graph([node], "attack", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11), helper.make_opsetid(domain, 1)])
+
+
+def step_net_node_model(marker):
+    """A custom-domain RecurrentNetwork node whose step_net text holds the Python op: not a Python node
+    itself, so only the verification of the translated net can refuse it."""
+    inner = caffe2_pb2.NetDef(name="hidden_step")
+    inner.op.extend([evil_op(marker)])
+    node = helper.make_node("RecurrentNetwork", ["x"], ["y"], domain="evil.custom", name="carrier",
+                            step_net=text_format.MessageToString(inner).encode("ascii"))
+    graph = helper.make_graph([node], "attack", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11), helper.make_opsetid("evil.custom", 1)])
+
+
+STOCK_RUNS_IT = r'''
+import sys, numpy as np, onnx
+from caffe2.python.onnx.backend import prepare
+model = onnx.load(sys.argv[1])
+try:
+    prepare(model).run([np.zeros(3, np.float32)])
+except Exception as error:
+    print("raised", type(error).__name__)
+'''
+
+
+def test_onnx_python_node_runs_on_the_stock_backend_and_is_refused_by_every_door(tmp_path):
+    marker = tmp_path / "marker"
+    model = python_node_model(marker)
+    onnx.checker.check_model(model)  # the attack passes onnx's own checks
+    onnx.save(model, str(tmp_path / "attack.onnx"))
+    proc = subprocess.run([sys.executable, "-c", STOCK_RUNS_IT, str(tmp_path / "attack.onnx")], cwd=str(tmp_path),
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    assert marker.exists(), proc.stderr[-2000:]  # Caffe2's own backend runs the pickle: the threat is real
+    marker.unlink()
+    x = np.zeros(3, np.float32)
+    doors = {
+        "prepare": lambda: pycumsum_op.onnx.prepare(model).run([x]),
+        "prepare_lower": lambda: pycumsum_op.onnx.prepare(model, lower="aten").run([x]),
+        "to_caffe2": lambda: pycumsum_op.onnx.to_caffe2(model),
+        "backend_run_model": lambda: CumSumBackend.run_model(model, [x]),
+        "backend_run_node": lambda: CumSumBackend.run_node(model.graph.node[0], [x]),
+    }
+    for door, call in doors.items():
+        with pytest.raises(UnsafeNetError) as caught:
+            call()
+        problem, = caught.value.problems
+        assert (problem.op_type, problem.arg) == ("Python", "pickled_builder"), door
+        assert "ONNX node 'payload' (domain 'evil.custom', op_type 'Python')" in problem.where, door
+        assert "unpickles and calls its builder" in problem.reason, door
+    line = one_line_refusal(run_cli("onnx", "import", tmp_path / "attack.onnx", "--predict-net", tmp_path / "p.pb",
+                                    "--init-net", tmp_path / "i.pb", "--lower", "aten"), "onnx")
+    assert "ONNX node 'payload'" in line and "pickled_builder" in line
+    assert not marker.exists() and not (tmp_path / "p.pb").exists()
+
+
+def test_install_makes_the_stock_backend_verify(tmp_path):
+    from caffe2.python.onnx import backend as stock
+
+    marker = tmp_path / "marker"
+    pycumsum_op.onnx.install()
+    pycumsum_op.onnx.install()  # idempotent: one checked translation, not two
+    for model in (python_node_model(marker), step_net_node_model(marker)):
+        with pytest.raises(UnsafeNetError, match="pickled_builder"):
+            stock.prepare(model).run([np.zeros(3, np.float32)])
+        with pytest.raises(UnsafeNetError):
+            stock.Caffe2Backend.onnx_graph_to_caffe2_net(model)
+    assert not marker.exists()
+
+
+def test_translated_nets_are_verified_with_their_nested_nets(tmp_path):
+    marker = tmp_path / "marker"
+    model = step_net_node_model(marker)
+    with pytest.raises(UnsafeNetError) as caught:
+        pycumsum_op.onnx.prepare(model)
+    wheres = [problem.where for problem in caught.value.problems]
+    assert wheres and all("arg step_net > net 'hidden_step' op 0 (Python 'PyCumSum')" in where for where in wheres)
+    assert {problem.callable for problem in caught.value.problems} == {SYSTEM}
+    assert not marker.exists()
+
+
+def test_torch_exported_onnx_models_still_import_and_match_torch():
+    class Head(torch.nn.Module):
+        def forward(self, x):
+            return torch.cumsum(torch.relu(x), dim=1)
+
+    x = torch.randn(3, 5)
+    path_model = _torch_onnx(Head(), x)
+    for lowered in (None, "aten"):
+        y = pycumsum_op.onnx.prepare(path_model, lower=lowered).run([x.numpy()])[0]
+        np.testing.assert_allclose(y, Head()(x).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def _torch_onnx(module, x):
+    import io
+    buffer = io.BytesIO()
+    torch.onnx.export(module, (x,), buffer, opset_version=11, input_names=["x"], output_names=["y"])
+    return onnx.load_from_string(buffer.getvalue())
+
+
+# -- lower ---------------------------------------------------------------------------------------------
+
+def if_net(then_net, name="if_outer"):
+    outer = caffe2_pb2.NetDef(name=name, external_input=["cond", "x"])
+    outer.op.add(type="If", input=["cond"]).arg.add(name="then_net").n.CopyFrom(then_net)
+    return outer
+
+
+@pytest.mark.parametrize("target", ["aten", "portable"])
+def test_lower_lowers_pycumsum_inside_if_and_matches_torch(target, clean_workspace):
+    lowered = lower(if_net(benign_pycumsum("x", "y", "then_branch")), target, shapes={"x": (4, 3)},
+                    dtypes={"x": np.float32})
+    assert python_ops_anywhere(lowered) == []
+    x = np.random.RandomState(0).randn(4, 3).astype(np.float32)
+    workspace.FeedBlob("cond", np.array(True))
+    workspace.FeedBlob("x", x)
+    workspace.RunNetOnce(lowered)
+    np.testing.assert_allclose(workspace.FetchBlob("y"), torch.cumsum(torch.from_numpy(x), 0).numpy(),
+                               rtol=1e-5, atol=1e-5)
+
+
+def rnn_with_pycumsum(name, text):
+    """h_t = x_t + cumsum(h_{t-1}, axis 0 of the batch...) as a RecurrentNetwork (step net as NetDef or text)."""
+    model = model_helper.ModelHelper(name=name)
+    x, h0 = model.net.AddExternalInputs(name + "_x", name + "_h0")
+    step = model_helper.ModelHelper(name=name + "_step", param_model=model)
+    x_t, h_prev = step.net.AddExternalInput("x_t", "h_prev")
+    h_t = step.net.Add([x_t, step.net.PyCumSum(h_prev, axis=-1)])
+    step.net.AddExternalOutput(h_t)
+    recurrent.recurrent_net(net=model.net, cell_net=step.net, inputs=[(x_t, x)], initial_cell_inputs=[(h_prev, h0)],
+                            links={h_prev: h_t}, scope=name, forward_only=True)
+    netdef = model.net.Proto()
+    step_arg, = [arg for arg in netdef.op[-1].arg if arg.name == "step_net"]
+    if text:
+        step_arg.s = text_format.MessageToString(step_arg.n).encode("ascii")
+        step_arg.ClearField("n")
+    return netdef
+
+
+@pytest.mark.parametrize("text", [False, True], ids=["netdef", "text"])
+def test_lower_lowers_pycumsum_in_rnn_step_nets_and_matches_torch(text, clean_workspace):
+    netdef = rnn_with_pycumsum("lrnn_" + ("t" if text else "n"), text)
+    lowered = lower(netdef, "aten")
+    assert python_ops_anywhere(lowered) == [] and python_ops_anywhere(netdef) == ["Python"]
+    step_arg, = [arg for arg in lowered.op[-1].arg if arg.name == "step_net"]
+    assert bool(step_arg.s) == text  # text stays text
+    rng = np.random.RandomState(1)
+    x, h0 = rng.randn(3, 2, 4).astype(np.float32), rng.randn(1, 2, 4).astype(np.float32)
+    workspace.FeedBlob(netdef.external_input[0], x)
+    workspace.FeedBlob(netdef.external_input[1], h0)
+    workspace.RunNetOnce(lowered)
+    h, expected = torch.from_numpy(h0[0]).double(), []
+    for t in range(3):
+        h = torch.from_numpy(x[t]).double() + torch.cumsum(h, -1)
+        expected.append(h.numpy())
+    np.testing.assert_allclose(workspace.FetchBlob(lowered.op[-1].output[0]), np.array(expected), rtol=1e-5, atol=1e-5)
+
+
+def nested_carriers(inner):
+    """{form: net} holding ``inner`` where Caffe2 creates nets: If, While, Do, step nets as NetDef and text."""
+    text = text_format.MessageToString(inner).encode("ascii")
+    nets = {}
+    for name, (op_type, arg_name, as_text) in {
+            "if": ("If", "then_net", False), "while": ("While", "loop_net", False), "do": ("Do", "net", False),
+            "step_net": ("RecurrentNetwork", "step_net", True),
+            "forward_backward_step_net": ("RecurrentNetwork", "backward_step_net", True),
+            "gradient_backward_step_net": ("RecurrentNetworkGradient", "backward_step_net", True),
+            "custom_text_net": ("SomeFutureOp", "body_net", True)}.items():
+        outer = caffe2_pb2.NetDef(name="outer_" + name)
+        arg = outer.op.add(type=op_type, name="holder").arg.add(name=arg_name)
+        if as_text:
+            arg.s = text
+        else:
+            arg.n.CopyFrom(inner)
+        nets[name] = outer
+    return nets
+
+
+def test_lower_refuses_a_python_op_it_cannot_lower_in_any_nested_net(tmp_path):
+    marker = tmp_path / "marker"
+    inner = caffe2_pb2.NetDef(name="hidden")
+    inner.op.extend([evil_op(marker)])
+    for form, outer in nested_carriers(inner).items():
+        for target in ("aten", "portable"):
+            with pytest.raises(LoweringError) as caught:
+                lower(outer, target)
+            message = str(caught.value)
+            assert "op 0 ({} 'holder') arg".format(outer.op[0].type) in message, (form, message)
+            assert "> net 'hidden' op 0 (Python 'PyCumSum'" in message, (form, message)
+    path = tmp_path / "nested.pb"
+    path.write_bytes(nested_carriers(inner)["step_net"].SerializeToString())
+    line = one_line_refusal(run_cli("lower", path, "-o", tmp_path / "out.pb"), "lower")
+    assert "arg step_net > net 'hidden' op 0 (Python 'PyCumSum'" in line
+    assert not marker.exists() and not (tmp_path / "out.pb").exists()
+
+
+def test_lower_refuses_a_nested_net_it_cannot_read():
+    outer = caffe2_pb2.NetDef(name="outer")
+    outer.op.add(type="RecurrentNetwork").arg.add(name="step_net", s=b'op { type: "Python" } \xff')
+    with pytest.raises(LoweringError, match="step_net: Caffe2 may read this argument as a text NetDef"):
+        lower(outer)
+
+
+# -- verify_net: the step nets of RecurrentNetwork, forward and gradient ---------------------------------
+
+GRADIENT_RUNS_IT = r'''
+import sys
+from caffe2.proto import caffe2_pb2
+from caffe2.python import core, workspace
+import numpy as np
+net = caffe2_pb2.NetDef()
+net.ParseFromString(open(sys.argv[1], "rb").read())
+wrapped = core.Net(net)
+wrapped.AddGradientOperators({net.op[-1].output[0]: "rnn_out_grad"})
+wrapped.Proto().external_input.append("rnn_out_grad")
+workspace.FeedBlob("rnn_x", np.ones((2, 1, 3), np.float32))
+workspace.FeedBlob("rnn_h0", np.ones((1, 1, 3), np.float32))
+workspace.FeedBlob("rnn_out_grad", np.ones((2, 1, 3), np.float32))
+try:
+    workspace.RunNetOnce(wrapped.Proto())
+except Exception as error:
+    print("raised", str(error).splitlines()[0][:200])
+'''
+
+
+def rnn_with_backward_text(marker):
+    """A trainable RecurrentNetwork (h_t = x_t * h_{t-1}) whose backward_step_net text holds the Python op."""
+    model = model_helper.ModelHelper(name="rnn")
+    x, h0 = model.net.AddExternalInputs("rnn_x", "rnn_h0")
+    step = model_helper.ModelHelper(name="rnn_step", param_model=model)
+    x_t, h_prev = step.net.AddExternalInput("x_t", "h_prev")
+    h_t = step.net.Mul([x_t, h_prev], "h_t")
+    step.net.AddExternalOutput(h_t)
+    recurrent.recurrent_net(net=model.net, cell_net=step.net, inputs=[(x_t, x)], initial_cell_inputs=[(h_prev, h0)],
+                            links={h_prev: h_t}, scope="rnn", forward_only=False)
+    netdef = model.net.Proto()
+    backward_arg, = [arg for arg in netdef.op[-1].arg if arg.name == "backward_step_net"]
+    backward = caffe2_pb2.NetDef()
+    backward.CopyFrom(backward_arg.n)  # recurrent_net writes a NetDef; the text form is Caffe2's other one
+    evil = backward.op.add()
+    evil.CopyFrom(evil_op(marker))
+    del evil.input[:], evil.output[:]
+    backward_arg.ClearField("n")
+    backward_arg.s = text_format.MessageToString(backward).encode("ascii")
+    return netdef
+
+
+def test_a_forward_rnn_backward_step_net_text_is_read(tmp_path):
+    marker = tmp_path / "marker"
+    netdef = rnn_with_backward_text(marker)
+    (tmp_path / "rnn.pb").write_bytes(netdef.SerializeToString())
+    proc = run_in_fresh_process(GRADIENT_RUNS_IT.replace("sys.argv[1]", repr(str(tmp_path / "rnn.pb"))), tmp_path)
+    assert marker.exists(), proc.stderr[-2000:]  # the gradient op parses the copied text and runs the pickle
+    marker.unlink()
+    with pytest.raises(UnsafeNetError) as caught:
+        pycumsum_op.load_net(str(tmp_path / "rnn.pb"))
+    problem, = caught.value.problems
+    assert problem.callable == SYSTEM and problem.arg == "pickled_builder"
+    assert "op 0 (RecurrentNetwork" in problem.where and "arg backward_step_net > net" in problem.where
+    with pytest.raises(LoweringError, match="arg backward_step_net > net"):
+        lower(netdef)
+    assert not marker.exists()
+
+
+def test_every_nested_form_is_verified(tmp_path):
+    marker = tmp_path / "marker"
+    inner = caffe2_pb2.NetDef(name="hidden")
+    inner.op.extend([evil_op(marker)])
+    for form, outer in nested_carriers(inner).items():
+        with pytest.raises(UnsafeNetError) as caught:
+            verify_net(outer)
+        assert [p.callable for p in caught.value.problems] == [SYSTEM], form
+    benign = benign_pycumsum("x", "y", "hidden")
+    for form, outer in nested_carriers(benign).items():
+        assert [op.builders[0] for op in verify_net(outer)] == ["pycumsum_op.ops.builders.scan_forward"], form
+        with pytest.raises(UnsafeNetError, match="must hold none"):
+            verify_net(outer, python_ops=False)
+
+
+def lstm_net(forward_only):
+    model = model_helper.ModelHelper(name="lstm")
+    x, lengths, h0, c0 = model.net.AddExternalInputs("lx", "llen", "lh0", "lc0")
+    (out, _, _, _) = rnn_cell.LSTM(model, x, lengths, (h0, c0), 3, 4, scope="lstm", forward_only=forward_only)
+    loss = model.net.SumElements(out, "lloss")
+    if not forward_only:
+        model.AddGradientOperators([loss])
+    return model, out
+
+
+def test_real_lstm_forward_and_gradient_verify_lower_and_match_torch(clean_workspace):
+    model, out = lstm_net(forward_only=False)
+    full = model.net.Proto()
+    assert [op.type for op in full.op].count("RecurrentNetworkGradient") == 1
+    assert verify_net(full) == [] and verify_net(model.param_init_net) == []
+    lowered = lower(full)
+    assert lowered == full  # nothing to lower: every op, nested nets included, as it was
+    T, N = 5, 2
+    rng = np.random.RandomState(0)
+    x = rng.randn(T, N, 3).astype(np.float32)
+    h0, c0 = (rng.randn(1, N, 4).astype(np.float32) for _ in range(2))
+    workspace.RunNetOnce(model.param_init_net)
+    for blob, value in (("lx", x), ("llen", np.full(N, T, np.int32)), ("lh0", h0), ("lc0", c0)):
+        workspace.FeedBlob(blob, value)
+    workspace.RunNetOnce(pycumsum_op.load_net(lowered.SerializeToString()))
+    weights = {name: torch.from_numpy(workspace.FetchBlob("lstm/" + name).copy()).double()
+               for name in ("i2h_w", "i2h_b", "gates_t_w", "gates_t_b")}
+    # Caffe2 orders the gates i, f, o, g; torch i, f, g, o
+    order = torch.cat([torch.arange(0, 8), torch.arange(12, 16), torch.arange(8, 12)])
+    reference = torch.nn.LSTM(3, 4).double()
+    with torch.no_grad():
+        reference.weight_ih_l0.copy_(weights["i2h_w"][order])
+        reference.bias_ih_l0.copy_(weights["i2h_b"][order])
+        reference.weight_hh_l0.copy_(weights["gates_t_w"][order])
+        reference.bias_hh_l0.copy_(weights["gates_t_b"][order])
+    x_ref = torch.from_numpy(x).double().requires_grad_()
+    y_ref, _ = reference(x_ref, (torch.from_numpy(h0).double(), torch.from_numpy(c0).double()))
+    y_ref.sum().backward()
+    np.testing.assert_allclose(workspace.FetchBlob(str(out)), y_ref.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(workspace.FetchBlob("lx_grad"), x_ref.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+# -- the doctor ----------------------------------------------------------------------------------------
+
+def test_the_doctor_reports_an_unsafe_net_as_unsafe(tmp_path):
+    marker = tmp_path / "marker"
+    net = caffe2_pb2.NetDef(name="suspect", external_input=["x"])
+    net.op.extend([evil_op(marker)])
+    net.op.add(type="SumElements", input=["y"], output=["loss"])
+    with pytest.raises(UnsafeNetError, match="pickled_builder"):
+        diagnose(net, ["loss"])
+    for nested in (False, True):
+        path = tmp_path / "suspect{}.pb".format(int(nested))
+        path.write_bytes((if_net(net, "outer") if nested else net).SerializeToString())
+        result = run_cli("doctor", path, "--loss", "loss" if not nested else "cond")
+        line = one_line_refusal(result, "doctor")
+        assert "healthy" not in result.stdout + result.stderr
+        assert "refusing net" in line and "op 0 (Python 'PyCumSum') pickled_builder" in line and SYSTEM in line
+    assert not marker.exists()
+
+
+# -- fuzz ----------------------------------------------------------------------------------------------
+
+_CARRIERS = [("If", "then_net", "n"), ("While", "loop_net", "n"), ("Do", "net", "n"), ("Relu", "anything", "nets"),
+             ("RecurrentNetwork", "step_net", "s"), ("RecurrentNetwork", "backward_step_net", "s"),
+             ("RecurrentNetworkGradient", "backward_step_net", "s"), ("RecurrentNetworkGradient", "step_net", "s"),
+             ("Unknown", "other_net", "s")]
+
+
+@st.composite
+def net_trees(draw, depth=0):
+    """(NetDef, number of evil ops in it): ops are benign PyCumSum, evil Python ops, plain ops, or carriers
+    of a nested tree in any form Caffe2 reads."""
+    net = caffe2_pb2.NetDef(name="n{}_{}".format(depth, draw(st.integers(0, 99))))
+    evil = 0
+    for index in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(["pycumsum", "evil", "plain", "carrier"] if depth < 3 else
+                                    ["pycumsum", "evil", "plain"]))
+        blob_in, blob_out = "b{}_{}_in".format(depth, index), "b{}_{}_out".format(depth, index)
+        if kind == "pycumsum":
+            net.op.extend(benign_pycumsum(blob_in, blob_out, "fuzz").op)
+        elif kind == "evil":
+            net.op.extend([evil_op(FUZZ_MARKER)])
+            evil += 1
+        elif kind == "plain":
+            net.op.add(type="Relu", input=[blob_in], output=[blob_out])
+        else:
+            op_type, arg_name, field = draw(st.sampled_from(_CARRIERS))
+            inner, inner_evil = draw(net_trees(depth + 1))
+            arg = net.op.add(type=op_type).arg.add(name=arg_name)
+            if field == "n":
+                arg.n.CopyFrom(inner)
+            elif field == "nets":
+                arg.nets.add().CopyFrom(inner)
+            else:
+                arg.s = text_format.MessageToString(inner).encode("ascii")
+            evil += inner_evil
+    return net, evil
+
+
+FUZZ_MARKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz-marker-must-not-exist")
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(net_trees())
+def test_fuzz_nested_nets_verify_and_lower(tree):
+    netdef, evil = tree
+    expected_python = len(python_ops_anywhere(netdef))
+    if evil:
+        with pytest.raises(UnsafeNetError) as caught:
+            verify_net(netdef)
+        assert [p.callable for p in caught.value.problems] == [SYSTEM] * evil
+        with pytest.raises(LoweringError, match=r"Python 'PyCumSum'"):
+            lower(netdef)
+    else:
+        assert len(verify_net(netdef)) == expected_python
+        lowered = lower(netdef)
+        assert python_ops_anywhere(lowered) == []
+        assert verify_net(lowered, python_ops=False) == []
+    assert not os.path.exists(FUZZ_MARKER)
