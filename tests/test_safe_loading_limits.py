@@ -192,9 +192,9 @@ def count_pickled_ops(net, depth=0):
                 if inner_count is None:
                     return None
                 total += inner_count
-            # recurrent_network_op.h: RecurrentNetwork reads step_net, its gradient backward_step_net
-            if (op.type, arg.name) in (("RecurrentNetwork", "step_net"),
-                                       ("RecurrentNetworkGradient", "backward_step_net")) and arg.s:
+            # recurrent_network_op.h: RecurrentNetwork reads step_net, its gradient backward_step_net, and the
+            # gradient maker copies every forward argument: any text in a *_net argument may be a net
+            if (arg.name == "net" or arg.name.endswith("_net")) and arg.s and not arg.HasField("n"):
                 try:
                     inner = text_format.Parse(arg.s.decode("latin-1"), caffe2_pb2.NetDef())
                 except Exception:
