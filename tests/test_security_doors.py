@@ -493,3 +493,16 @@ def test_fuzz_nested_nets_verify_and_lower(tree):
         assert python_ops_anywhere(lowered) == []
         assert verify_net(lowered, python_ops=False) == []
     assert not os.path.exists(FUZZ_MARKER)
+
+
+# -- docs/security.md ----------------------------------------------------------------------------------
+
+def test_the_security_document_examples_print_what_it_shows(tmp_path):
+    from test_readme import check_example, readme_examples
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "security.md")
+    with open(path) as handle:
+        examples = readme_examples(handle.read())
+    assert len(examples) == 4
+    problems = [check_example(example, tmp_path) for example in examples]
+    assert [problem for problem in problems if problem] == []
