@@ -506,3 +506,23 @@ def test_the_security_document_examples_print_what_it_shows(tmp_path):
     assert len(examples) == 4
     problems = [check_example(example, tmp_path) for example in examples]
     assert [problem for problem in problems if problem] == []
+
+
+def test_backend_run_node_still_runs_standard_nodes_like_torch():
+    x = np.random.RandomState(0).randn(2, 5).astype(np.float32)
+    y, = CumSumBackend.run_node(helper.make_node("Relu", ["x"], ["y"]), [x])
+    np.testing.assert_array_equal(y, torch.relu(torch.from_numpy(x)).numpy())
+    y, = CumSumBackend.run_node(helper.make_node("Softmax", ["x"], ["y"], axis=1), {"x": x}, opset_version=11)
+    np.testing.assert_allclose(y, torch.softmax(torch.from_numpy(x), 1).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_lower_command_lowers_nested_nets(tmp_path):
+    path = tmp_path / "nested.pbtxt"
+    path.write_text(text_format.MessageToString(nested_carriers(benign_pycumsum("x", "y", "inner"))["step_net"]))
+    result = run_cli("lower", path, "-o", tmp_path / "out.pb")
+    assert result.returncode == 0, result.stderr
+    assert "lowered 1 Python op(s) to target aten" in result.stdout
+    lowered = pycumsum_op.load_net(str(tmp_path / "out.pb"))
+    assert python_ops_anywhere(lowered) == [] and verify_net(lowered, python_ops=False) == []
+    step_text = lowered.op[0].arg[0].s
+    assert b'type: "ATen"' in step_text and b"Python" not in step_text

@@ -58,10 +58,13 @@ def run(args) -> int:
         if "shapes={" in reason:
             reason += " (here: --shape BLOB=D0,D1,... --dtype BLOB=float32, or --init-net)"
         raise _BadInput(reason)
-    from ..serialization import save_net
+    from ..serialization import PYTHON_OP_TYPES, UnsafeNetError, save_net, verify_net
 
     write_file(lambda: save_net(lowered, args.output), args.output, "lowered net")
-    replaced = sum(1 for op in netdef.op if op.type.startswith("Python"))
+    try:  # the input's Python ops, nested ones included: what python_ops=False names
+        replaced = len(verify_net(netdef, python_ops=False))
+    except UnsafeNetError as error:
+        replaced = sum(problem.op_type in PYTHON_OP_TYPES for problem in error.problems)
     print("{}: lowered {} Python op(s) to target {} ({} ops); wrote {}".format(
         args.net, replaced, args.target, len(lowered.op), args.output))
     return 0

@@ -192,11 +192,9 @@ def _nested_cumsum(graph):
     """Names of CumSum nodes inside the subgraphs (If/Loop/Scan bodies) of ``graph``."""
     found = []
     for node in graph.node:
-        for attr in node.attribute:
-            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-                found += ["{} > {}".format(node.op_type, n.name or n.output[0])
-                          for n in sub.node if n.op_type == "CumSum"]
-                found += _nested_cumsum(sub)
+        for sub in _subgraphs(node):
+            found += ["{} > {}".format(node.op_type, n.name or n.output[0]) for n in sub.node if n.op_type == "CumSum"]
+            found += _nested_cumsum(sub)
     return found
 
 
