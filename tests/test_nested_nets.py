@@ -17,8 +17,7 @@ import sys
 import numpy as np
 import pytest
 from caffe2.proto import caffe2_pb2
-from caffe2.python import core, recurrent, workspace
-from caffe2.python.model_helper import ModelHelper
+from caffe2.python import core, workspace
 from google.protobuf import text_format
 from hypothesis import assume, given, settings, strategies as st
 
@@ -26,6 +25,7 @@ import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op import UnsafeNetError, verify_net
 from pycumsum_op._text_format import TextNetError, parse_text_netdef
 from pycumsum_op.serialization import NET_ARGUMENTS
+from rnn_support import cumsum_cell, recurrent_netdef
 
 SYSTEM = "{}.system".format(os.system.__module__)
 T, N, D = 3, 2, 4
@@ -64,15 +64,7 @@ def mixed(data):
 
 def rnn_net(name, builder_pickle, encode, mutate):
     """A RecurrentNetwork computing h_t = x_t + cumsum(h_{t-1}, -1) with PyCumSum in a text step net."""
-    model = ModelHelper(name=name)
-    x, h0 = model.net.AddExternalInputs(name + "_x", name + "_h0")
-    step = ModelHelper(name=name + "_step", param_model=model)
-    x_t, h_prev = step.net.AddExternalInput("x_t", "h_prev")
-    h_t = step.net.Add([x_t, step.net.PyCumSum(h_prev, axis=-1)])
-    step.net.AddExternalOutput(h_t)
-    recurrent.recurrent_net(net=model.net, cell_net=step.net, inputs=[(x_t, x)], initial_cell_inputs=[(h_prev, h0)],
-                            links={h_prev: h_t}, scope=name, forward_only=True)
-    netdef = model.net.Proto()
+    netdef = recurrent_netdef(name, cumsum_cell)
     step_arg, = [arg for arg in netdef.op[-1].arg if arg.name == "step_net"]
     builder_arg, = [arg for arg in step_arg.n.op[0].arg if arg.name == "pickled_builder"]
     builder_arg.s = PLACEHOLDER

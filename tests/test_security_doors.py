@@ -16,7 +16,7 @@ import onnx
 import pytest
 import torch
 from caffe2.proto import caffe2_pb2
-from caffe2.python import core, model_helper, recurrent, rnn_cell, workspace
+from caffe2.python import core, model_helper, rnn_cell, workspace
 from google.protobuf import text_format
 from hypothesis import HealthCheck, given, settings, strategies as st
 from onnx import TensorProto, helper
@@ -26,6 +26,7 @@ from pycumsum_op import UnsafeNetError, lower, verify_net
 from pycumsum_op.converters import LoweringError
 from pycumsum_op.doctor import diagnose
 from pycumsum_op.onnx.backend import CumSumBackend
+from rnn_support import cumsum_cell, recurrent_netdef
 
 CLI = os.path.join(os.path.dirname(sys.executable), "pycumsum-op")
 SYSTEM = "{}.system".format(os.system.__module__)
@@ -216,16 +217,8 @@ def test_lower_lowers_pycumsum_inside_if_and_matches_torch(target, clean_workspa
 
 
 def rnn_with_pycumsum(name, text):
-    """h_t = x_t + cumsum(h_{t-1}, axis 0 of the batch...) as a RecurrentNetwork (step net as NetDef or text)."""
-    model = model_helper.ModelHelper(name=name)
-    x, h0 = model.net.AddExternalInputs(name + "_x", name + "_h0")
-    step = model_helper.ModelHelper(name=name + "_step", param_model=model)
-    x_t, h_prev = step.net.AddExternalInput("x_t", "h_prev")
-    h_t = step.net.Add([x_t, step.net.PyCumSum(h_prev, axis=-1)])
-    step.net.AddExternalOutput(h_t)
-    recurrent.recurrent_net(net=model.net, cell_net=step.net, inputs=[(x_t, x)], initial_cell_inputs=[(h_prev, h0)],
-                            links={h_prev: h_t}, scope=name, forward_only=True)
-    netdef = model.net.Proto()
+    """h_t = x_t + cumsum(h_{t-1}, -1) as a RecurrentNetwork (its step net as NetDef or text)."""
+    netdef = recurrent_netdef(name, cumsum_cell)
     step_arg, = [arg for arg in netdef.op[-1].arg if arg.name == "step_net"]
     if text:
         step_arg.s = text_format.MessageToString(step_arg.n).encode("ascii")
@@ -321,15 +314,7 @@ except Exception as error:
 
 def rnn_with_backward_text(marker):
     """A trainable RecurrentNetwork (h_t = x_t * h_{t-1}) whose backward_step_net text holds the Python op."""
-    model = model_helper.ModelHelper(name="rnn")
-    x, h0 = model.net.AddExternalInputs("rnn_x", "rnn_h0")
-    step = model_helper.ModelHelper(name="rnn_step", param_model=model)
-    x_t, h_prev = step.net.AddExternalInput("x_t", "h_prev")
-    h_t = step.net.Mul([x_t, h_prev], "h_t")
-    step.net.AddExternalOutput(h_t)
-    recurrent.recurrent_net(net=model.net, cell_net=step.net, inputs=[(x_t, x)], initial_cell_inputs=[(h_prev, h0)],
-                            links={h_prev: h_t}, scope="rnn", forward_only=False)
-    netdef = model.net.Proto()
+    netdef = recurrent_netdef("rnn", lambda net, x_t, h_prev: net.Mul([x_t, h_prev], "h_t"), forward_only=False)
     backward_arg, = [arg for arg in netdef.op[-1].arg if arg.name == "backward_step_net"]
     backward = caffe2_pb2.NetDef()
     backward.CopyFrom(backward_arg.n)  # recurrent_net writes a NetDef; the text form is Caffe2's other one
