@@ -217,32 +217,43 @@ def test_lower_lowers_pycumsum_inside_if_and_matches_torch(target, clean_workspa
 
 
 def rnn_with_pycumsum(name, text):
-    """h_t = x_t + cumsum(h_{t-1}, -1) as a RecurrentNetwork (its step net as NetDef or text)."""
-    netdef = recurrent_netdef(name, cumsum_cell)
-    step_arg, = [arg for arg in netdef.op[-1].arg if arg.name == "step_net"]
-    if text:
-        step_arg.s = text_format.MessageToString(step_arg.n).encode("ascii")
-        step_arg.ClearField("n")
+    """h_t = x_t + cumsum(h_{t-1}, -1) as a trainable RecurrentNetwork with its gradient op; both ops carry
+    both step nets, as NetDef or as text."""
+    net = core.Net(recurrent_netdef(name, cumsum_cell, forward_only=False))
+    net.AddGradientOperators({net.Proto().op[-1].output[0]: name + "_out_grad"})
+    net.Proto().external_input.append(name + "_out_grad")
+    netdef = net.Proto()
+    for op in netdef.op:
+        for arg in op.arg:
+            if text and arg.name.endswith("step_net"):
+                arg.s = text_format.MessageToString(arg.n).encode("ascii")
+                arg.ClearField("n")
     return netdef
 
 
 @pytest.mark.parametrize("text", [False, True], ids=["netdef", "text"])
-def test_lower_lowers_pycumsum_in_rnn_step_nets_and_matches_torch(text, clean_workspace):
-    netdef = rnn_with_pycumsum("lrnn_" + ("t" if text else "n"), text)
+def test_lower_lowers_pycumsum_in_rnn_step_nets_forward_and_gradient_and_matches_torch(text, clean_workspace):
+    name = "lrnn_" + ("t" if text else "n")
+    netdef = rnn_with_pycumsum(name, text)
+    assert [op.type for op in netdef.op] == ["RecurrentNetwork", "RecurrentNetworkGradient"]
+    assert sorted(python_ops_anywhere(netdef)) == ["Python"] * 2 + ["PythonGradient"] * 2
     lowered = lower(netdef, "aten")
-    assert python_ops_anywhere(lowered) == [] and python_ops_anywhere(netdef) == ["Python"]
-    step_arg, = [arg for arg in lowered.op[-1].arg if arg.name == "step_net"]
-    assert bool(step_arg.s) == text  # text stays text
+    assert python_ops_anywhere(lowered) == []
+    assert all(bool(arg.s) == text for op in lowered.op for arg in op.arg if arg.name.endswith("step_net"))
     rng = np.random.RandomState(1)
-    x, h0 = rng.randn(3, 2, 4).astype(np.float32), rng.randn(1, 2, 4).astype(np.float32)
-    workspace.FeedBlob(netdef.external_input[0], x)
-    workspace.FeedBlob(netdef.external_input[1], h0)
+    x, h0, grad = rng.randn(3, 2, 4), rng.randn(1, 2, 4), rng.randn(3, 2, 4)
+    for blob, value in (("_x", x), ("_h0", h0), ("_out_grad", grad)):
+        workspace.FeedBlob(name + blob, value.astype(np.float32))
     workspace.RunNetOnce(lowered)
-    h, expected = torch.from_numpy(h0[0]).double(), []
+    x_ref, h0_ref = torch.from_numpy(x).requires_grad_(), torch.from_numpy(h0[0]).requires_grad_()
+    h, states = h0_ref, []
     for t in range(3):
-        h = torch.from_numpy(x[t]).double() + torch.cumsum(h, -1)
-        expected.append(h.numpy())
-    np.testing.assert_allclose(workspace.FetchBlob(lowered.op[-1].output[0]), np.array(expected), rtol=1e-5, atol=1e-5)
+        h = x_ref[t] + torch.cumsum(h, -1)
+        states.append(h)
+    (torch.stack(states) * torch.from_numpy(grad)).sum().backward()
+    for blob, expected in ((lowered.op[0].output[0], torch.stack(states).detach()), (name + "_x_grad", x_ref.grad),
+                           (name + "_h0_grad", h0_ref.grad[None])):
+        np.testing.assert_allclose(workspace.FetchBlob(blob), expected.numpy(), rtol=1e-4, atol=1e-4)
 
 
 def nested_carriers(inner):

@@ -29,14 +29,20 @@ NUMPY_TYPES = {proto: dtype for dtype, proto in TENSOR_TYPES.items()}
 
 
 class OpEmitter(object):
-    """Collects ops; `fresh` names avoid ``taken`` (which it extends); ops get ``like``'s device."""
+    """Collects ops; `fresh` names avoid ``taken`` (which it extends); ops get ``like``'s device.
 
-    def __init__(self, taken, base: str, like=None):
+    ``copy_outputs``: the outputs are always written by a final Copy, which writes into the memory the
+    output blob already has. ATen ops give their output new memory, which would cut a blob that shares
+    another's memory loose from it: a RecurrentNetwork step net's links are such blobs.
+    """
+
+    def __init__(self, taken, base: str, like=None, copy_outputs=False):
         self.ops = []
         self._taken = taken
         self._base = base
         self._like = like
         self._counter = 0
+        self._copy_outputs = copy_outputs
 
     def fresh(self) -> str:
         """A blob name not used by the net nor by an earlier `fresh`."""
@@ -78,7 +84,7 @@ class OpEmitter(object):
         for current, blob_out in zip(currents, blob_outs):
             if current == blob_out:  # in place, and nothing to compute
                 continue
-            if current == blob_in or current not in written or blob_out in read:
+            if self._copy_outputs or current == blob_in or current not in written or blob_out in read:
                 self.op("Copy", [current], [blob_out])
                 continue
             for op in self.ops:

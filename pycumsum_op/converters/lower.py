@@ -244,10 +244,12 @@ def _backward_pass_ops(scan, spec, op, target, facts, emitter, where) -> List[ca
 
 
 def _lower_python_op(index, op, target, facts, taken, prefix="") -> List[caffe2_pb2.OperatorDef]:
+    """The ops replacing Python op ``op`` (index ``index``); ``prefix`` names the nested net holding it, and
+    there its outputs are copied into place (`OpEmitter`'s ``copy_outputs``: step nets alias blobs)."""
     label = _label(index, op, prefix)
     scan, spec = _scan_params(label, op)
     where = Site(label, op.input[0])
-    emitter = OpEmitter(taken, op.output[0], like=op)
+    emitter = OpEmitter(taken, op.output[0], like=op, copy_outputs=bool(prefix))
     outputs = len(SCAN_KERNELS[scan].outputs)
     if op.type == "Python" and len(op.input) == 1 and len(op.output) == outputs:
         return forward_ops(scan, spec, op.input[0], list(op.output), target, facts.of(op.input[0]), emitter, where)
