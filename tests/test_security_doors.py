@@ -173,7 +173,11 @@ def test_translated_nets_are_verified_with_their_nested_nets(tmp_path):
     wheres = [problem.where for problem in caught.value.problems]
     assert wheres and all("arg step_net > net 'hidden_step' op 0 (Python 'PyCumSum')" in where for where in wheres)
     assert {problem.callable for problem in caught.value.problems} == {SYSTEM}
-    assert not marker.exists()
+    onnx.save(model, str(tmp_path / "carrier.onnx"))
+    line = one_line_refusal(run_cli("onnx", "import", tmp_path / "carrier.onnx", "--predict-net", tmp_path / "p.pb",
+                                    "--init-net", tmp_path / "i.pb"), "onnx")
+    assert "op 0 (RecurrentNetwork 'carrier') arg step_net > net 'hidden_step' op 0 (Python 'PyCumSum')" in line
+    assert not marker.exists() and not (tmp_path / "p.pb").exists()
 
 
 def test_torch_exported_onnx_models_still_import_and_match_torch():

@@ -17,6 +17,7 @@ Exit 0 on success, 2 on bad input with a one-line reason on stderr.
 import argparse
 import contextlib
 import io
+import os
 import warnings
 
 from ..cli import _BadInput, _first_line, parse_dims, write_file
@@ -49,6 +50,21 @@ def _value_info(inputs) -> dict:
     return value_info
 
 
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Drop what Python and C++ write to stderr (onnx's checker prints "Warning: Unsupported operator" for
+    custom domains, the stock backend "ONNX FATAL: <node>"): a refusal stays one line."""
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            with contextlib.redirect_stderr(io.StringIO()):
+                yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _import(args) -> int:
     import onnx
     from google.protobuf.message import DecodeError
@@ -63,7 +79,7 @@ def _import(args) -> int:
         except (OSError, DecodeError, RuntimeError) as error:
             raise _BadInput("cannot read ONNX model {!r}: {}".format(args.model, error))
         try:
-            with contextlib.redirect_stderr(io.StringIO()):  # the stock backend prints "ONNX FATAL: <node>" too
+            with _quiet_stderr():
                 init_net, predict_net = to_caffe2(model, lower=args.lower)
         except UnsafeNetError as error:  # a node that becomes a Python op, or a net verify_net refuses
             raise _BadInput("cannot import {!r}: {}".format(args.model, _first_line(error)))
