@@ -35,6 +35,9 @@ from .facts import InputFacts, LoweringError, Site, result_dtype
 
 #: target name -> the module whose ``emit_scan`` writes a scan in that target's operators.
 TARGETS = {"aten": aten, "portable": portable}
+#: Ops whose nested nets run on the holder's workspace, reading its blobs by the same names (a step net
+#: or Do's net names its blobs itself).
+SHARED_BLOB_NETS = frozenset(["If", "While", "AsyncIf"])
 #: Scans whose gradient op can be lowered: its gradient is the same scan of the output gradient, reversed.
 SELF_ADJOINT_SCANS = frozenset(["cumsum"])
 _FORWARD_BUILDER = "pycumsum_op.ops.builders.scan_forward"
@@ -132,9 +135,11 @@ class _BlobFacts(object):
         self._dtypes = {str(blob): _checked_dtype(blob, dtype) for blob, dtype in (dtypes or {}).items()}
         self._inferred = None
 
-    def nested(self, netdef) -> "_BlobFacts":
-        """The facts of a net nested in this one: its own inference first, then what this net knows."""
-        return _BlobFacts(netdef, None, self._shapes, self._dtypes, outer=self)
+    def nested(self, netdef, op_type: str) -> "_BlobFacts":
+        """The facts of a net nested in an ``op_type`` op of this one: its own inference first, then, where
+        the nested net reads this net's blobs by their names (`SHARED_BLOB_NETS`), what this net knows."""
+        return _BlobFacts(netdef, None, self._shapes, self._dtypes,
+                          outer=self if op_type in SHARED_BLOB_NETS else None)
 
     def _workspace(self, blob):
         if not workspace.HasBlob(blob):
@@ -329,7 +334,7 @@ def _lower_net(netdef, target, facts, taken, prefix, depth) -> caffe2_pb2.NetDef
         copied.CopyFrom(op)
         where = "{}op {} ({}{})".format(prefix, index, op.type, " {!r}".format(op.name) if op.name else "")
         for nested in _nested_or_refused(copied, where, index):
-            inner = _lower_net(nested.netdef, target, facts.nested(nested.netdef), taken,
+            inner = _lower_net(nested.netdef, target, facts.nested(nested.netdef, op.type), taken,
                                nested_label(where, nested) + " ", depth + 1)
             if inner == nested.netdef:
                 continue  # nothing lowered: the argument stays byte for byte as it was

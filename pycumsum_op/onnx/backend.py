@@ -45,8 +45,7 @@ import onnx
 import onnx.defs
 import onnx.numpy_helper
 from caffe2.proto import caffe2_pb2
-from caffe2.python import core
-from caffe2.python import workspace
+from caffe2.python import core, workspace
 from caffe2.python.onnx.backend import Caffe2Backend, get_device_option
 from caffe2.python.onnx.workspace import Workspace
 from onnx import TensorProto, helper
