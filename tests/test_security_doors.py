@@ -526,3 +526,59 @@ def test_lower_command_lowers_nested_nets(tmp_path):
     assert python_ops_anywhere(lowered) == [] and verify_net(lowered, python_ops=False) == []
     step_text = lowered.op[0].arg[0].s
     assert b'type: "ATen"' in step_text and b"Python" not in step_text
+
+
+@st.composite
+def onnx_graphs(draw, depth=0):
+    """(nodes, number of foreign pickles): a chain x -> ... -> y of Relu nodes, Python nodes in a custom
+    domain, custom-domain RecurrentNetwork nodes carrying a step net (benign or not) as text, and If nodes
+    whose branches are such chains."""
+    nodes, evil, current = [], 0, "x"
+    for index in range(draw(st.integers(1, 4))):
+        out = "t_d{}_{}".format(depth, index)
+        kind = draw(st.sampled_from(["relu"] * 4 + ["python", "carrier"] + (["if"] if depth < 2 else [])))
+        if kind == "relu":
+            nodes.append(helper.make_node("Relu", [current], [out]))
+        elif kind == "python":
+            nodes.append(helper.make_node("Python", [current], [out], domain="fuzz.custom",
+                                          pickled_builder=evil_pickle(FUZZ_MARKER)))
+            evil += 1
+        elif kind == "carrier":
+            foreign = draw(st.booleans())
+            inner = caffe2_pb2.NetDef(name="carried")
+            inner.op.extend([evil_op(FUZZ_MARKER)] if foreign else benign_pycumsum("a", "b", "carried").op)
+            nodes.append(helper.make_node("RecurrentNetwork", [current], [out], domain="fuzz.custom",
+                                          step_net=text_format.MessageToString(inner).encode("ascii")))
+            evil += foreign
+        else:
+            branches = []
+            for branch in ("then", "else"):
+                inner_nodes, inner_evil = draw(onnx_graphs(depth + 1))
+                inner_nodes.append(helper.make_node("Identity", [inner_nodes[-1].output[0]], [branch + out]))
+                branches.append(helper.make_graph(inner_nodes, branch, [], [
+                    helper.make_tensor_value_info(branch + out, TensorProto.FLOAT, [3])]))
+                evil += inner_evil
+            cond = "c_{}_{}".format(depth, index)
+            nodes.append(helper.make_node("Constant", [], [cond], value=helper.make_tensor(cond, TensorProto.BOOL,
+                                                                                           [], [True])))
+            nodes.append(helper.make_node("If", [cond], [out], then_branch=branches[0], else_branch=branches[1]))
+        current = out
+    return nodes, evil
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(onnx_graphs())
+def test_fuzz_onnx_graphs_are_refused_exactly_when_a_foreign_pickle_is_reachable(graph_and_evil):
+    nodes, evil = graph_and_evil
+    nodes = nodes + [helper.make_node("Identity", [nodes[-1].output[0]], ["y"])]
+    graph = helper.make_graph(nodes, "fuzz", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11), helper.make_opsetid("fuzz.custom", 1)])
+    try:
+        pycumsum_op.onnx.to_caffe2(model)
+    except UnsafeNetError as error:
+        assert evil and error.problems
+        assert all(problem.arg == "pickled_builder" for problem in error.problems)
+    else:
+        assert not evil
+    assert not os.path.exists(FUZZ_MARKER)
