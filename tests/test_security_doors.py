@@ -43,9 +43,12 @@ def evil_op(marker, name="PyCumSum"):
 
 
 def benign_pycumsum(blob_in, blob_out, name):
-    net = core.Net(name)
+    """A NetDef named ``name`` holding one PyCumSum (core.Net would make the name unique per process)."""
+    net = core.Net("doors_scratch")
     net.PyCumSum(blob_in, blob_out, axis=0)
-    return net.Proto()
+    netdef = caffe2_pb2.NetDef(name=name)
+    netdef.op.extend(net.Proto().op)
+    return netdef
 
 
 def run_cli(*args):
