@@ -358,6 +358,7 @@ def to_caffe2(model, device="CPU", lower=None):
     for tensor in model.graph.initializer:
         init_net.op.extend([Caffe2Backend._create_tensor_filling_op(tensor)])
         init_net.external_output.append(tensor.name)
+    verify_translation(init_net, prepared.predict_net)  # the nets returned, as they are returned
     return init_net, prepared.predict_net
 
 
