@@ -19,7 +19,7 @@ import contextlib
 import io
 import warnings
 
-from ..cli import _BadInput, parse_dims, write_file
+from ..cli import _BadInput, parse_dims, require_ops, write_file
 
 
 def _parse_input(text: str):
@@ -85,6 +85,7 @@ def _export(args) -> int:
 
     try:
         predict_net = load_net(args.predict_net)
+        require_ops(predict_net, args.predict_net)
         init_net = load_net(args.init_net) if args.init_net else None
         model = export(predict_net, init_net, _value_info(args.input), opset=args.opset)
     except (OSError, ValueError) as error:  # UnsafeNetError is a ValueError

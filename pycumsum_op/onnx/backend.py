@@ -192,6 +192,20 @@ def _lowered(netdef, target: str, shapes, dtypes):
         raise LoweringError("pycumsum_op.onnx.prepare(lower={!r}): {}".format(target, error)) from None
 
 
+_STOCK_MODEL_TO_NETS = Caffe2Backend.__dict__["_onnx_model_to_caffe2_net"].__func__
+
+
+def _with_initializer_inputs(cls, onnx_model, device, opset_version, include_initializers):
+    """The stock conversion; initializers that are not graph inputs (torch.onnx.export's parameters by
+    default) become external inputs of both nets too, so that Caffe2 can create the nets."""
+    init_net, predict_net = _STOCK_MODEL_TO_NETS(cls, onnx_model, device, opset_version, include_initializers)
+    for net in (init_net, predict_net):
+        declared = set(net.external_input)
+        net.external_input.extend(tensor.name for tensor in onnx_model.graph.initializer
+                                  if tensor.name not in declared)
+    return init_net, predict_net
+
+
 class CumSumBackend(Caffe2Backend):
     """Caffe2's ONNX backend (``prepare``, ``run_model``, ``run_node``, ``supports_device``) plus CumSum."""
 
@@ -201,17 +215,7 @@ class CumSumBackend(Caffe2Backend):
     def _create_cumsum(cls, init_model, pred_model, node, opset_version):
         return cumsum_operator(node, pred_model)
 
-    @classmethod
-    def _onnx_model_to_caffe2_net(cls, onnx_model, device, opset_version, include_initializers):
-        """Stock conversion; initializers that are not graph inputs (torch.onnx.export's parameters)
-        become external inputs of both nets too, so that Caffe2 can create the nets."""
-        init_net, predict_net = super(CumSumBackend, cls)._onnx_model_to_caffe2_net(
-            onnx_model, device, opset_version, include_initializers)
-        for net in (init_net, predict_net):
-            declared = set(net.external_input)
-            net.external_input.extend(tensor.name for tensor in onnx_model.graph.initializer
-                                      if tensor.name not in declared)
-        return init_net, predict_net
+    _onnx_model_to_caffe2_net = classmethod(_with_initializer_inputs)
 
     @classmethod
     def prepare(cls, model, device="CPU", lower=None, **kwargs):
@@ -278,7 +282,9 @@ def install() -> None:
     """Make ``caffe2.python.onnx.backend.prepare`` (and ``run_model``) translate CumSum; idempotent.
 
     Nothing is changed until this is called: it adds CumSum to Caffe2Backend's table of
-    special operators. (``run_node`` of the stock module uses only the C++ converters.)
+    special operators, and makes it declare initializers that are not graph inputs (what
+    ``torch.onnx.export`` writes by default) as `CumSumBackend` does. (``run_node`` of the stock
+    module uses only the C++ converters.)
     """
     current = Caffe2Backend._special_operators.get("CumSum")
     if current not in (None, _TRANSLATOR):
@@ -286,6 +292,7 @@ def install() -> None:
             current))
     Caffe2Backend._create_cumsum = classmethod(CumSumBackend._create_cumsum.__func__)
     Caffe2Backend._special_operators["CumSum"] = _TRANSLATOR
+    Caffe2Backend._onnx_model_to_caffe2_net = classmethod(_with_initializer_inputs)
 
 
 backend = CumSumBackend
