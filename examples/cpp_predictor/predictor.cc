@@ -164,6 +164,18 @@ caffe2::NetDef read_net(const std::string& path) {
   return net;
 }
 
+// Caffe2's message on one line, without the operator it appends (already named in the message).
+std::string one_line(std::string text) {
+  for (const char* tail : {" (Error from operator:", " Operator def:"}) {
+    const size_t at = text.find(tail);
+    if (at != std::string::npos) text.resize(at);
+  }
+  for (char& c : text) {
+    if (c == '\n') c = ' ';
+  }
+  return text;
+}
+
 int run(int argc, char** argv) {
   if (argc < 4) {
     throw BadInput("usage: predictor INIT_NET PREDICT_NET OUT_DIR [BLOB=FILE.npy ...]");
@@ -195,17 +207,21 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int one = 1;
-  char* program[] = {argv[0], nullptr};
-  char** init_argv = program;
-  caffe2::GlobalInit(&one, &init_argv);
+  // Caffe2's initialisation, quietly: it logs an error for every CPU feature the wheel was built without.
+  const int log_level = FLAGS_caffe2_log_level;
+  int init_argc = 2;
+  char quiet[] = "--caffe2_log_level=3";
+  char* init_args[] = {argv[0], quiet, nullptr};
+  char** init_argv = init_args;
+  caffe2::GlobalInit(&init_argc, &init_argv);
+  FLAGS_caffe2_log_level = log_level;
   try {
     return run(argc, argv);
   } catch (const BadInput& error) {
     std::cerr << "predictor: error: " << error.what() << std::endl;
     return 2;
   } catch (const c10::Error& error) {
-    std::cerr << "predictor: Caffe2 error: " << error.what_without_backtrace() << std::endl;
+    std::cerr << "predictor: Caffe2 error: " << one_line(error.what_without_backtrace()) << std::endl;
     return 1;
   } catch (const std::exception& error) {
     std::cerr << "predictor: error: " << error.what() << std::endl;
