@@ -45,8 +45,8 @@ $(PB_HEADER): $(GRPC_SDIST)
 	touch $@
 
 $(PREDICTOR): examples/cpp_predictor/predictor.cc examples/cpp_predictor/include/mkl_cblas.h $(PB_HEADER) $(STAMP)
-	$(CXX) -std=c++14 -O2 -D_GLIBCXX_USE_CXX11_ABI=$(CXX11_ABI) -isystem $(TORCH_DIR)/include \
-	  -isystem $(PROTOBUF) -I examples/cpp_predictor/include $< -o $@ \
+	$(CXX) -std=c++14 -O2 -D_GLIBCXX_USE_CXX11_ABI=$(CXX11_ABI) -I $(TORCH_DIR)/include \
+	  -I $(PROTOBUF) -I examples/cpp_predictor/include $< -o $@ \
 	  -L$(TORCH_DIR)/lib -Wl,-rpath,$(TORCH_DIR)/lib -Wl,--allow-shlib-undefined -ltorch_cpu -lc10
 
 $(STAMP): pyproject.toml setup.py build_hooks.py requirements-dev.txt scripts/find-python.sh
