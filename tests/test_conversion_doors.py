@@ -15,7 +15,8 @@ import onnx
 import pytest
 import torch
 from caffe2.proto import caffe2_pb2
-from caffe2.python import core
+from caffe2.python import core, workspace
+from caffe2.python.predictor import mobile_exporter
 
 import pycumsum_op.onnx  # (also installs net.PyCumSum)
 from onnx_support import LinearSoftmaxCumSum, onnxruntime_outputs, torch_model
@@ -138,3 +139,19 @@ def test_stock_backend_after_install_runs_default_torch_exports():
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["11 [] True", "12 [] True", "13 [] True", "14 [] True"]
+
+
+@pytest.mark.parametrize("lower", [None, "aten", "portable"])
+def test_an_imported_model_exports_to_a_predictor_with_exactly_its_outputs(lower):
+    """CumSum's constant axis becomes PyCumSum's axis=: the op that made it must not become an output."""
+    module, x = LinearSoftmaxCumSum().eval(), torch.randn(4, 6)
+    model = torch_model(module, x, 13)
+    init_net, predict_net = pycumsum_op.onnx.to_caffe2(model, lower=lower)
+    workspace.ResetWorkspace()
+    workspace.RunNetOnce(init_net)
+    params = [blob for op in init_net.op for blob in op.output]
+    exported_init, exported_predict = mobile_exporter.Export(workspace, predict_net, params)
+    assert list(exported_predict.external_output) == ["y"]
+    predictor = workspace.Predictor(exported_init.SerializeToString(), exported_predict.SerializeToString())
+    np.testing.assert_allclose(predictor.run([x.numpy()])[0], module(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+    workspace.ResetWorkspace()

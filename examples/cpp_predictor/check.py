@@ -70,6 +70,8 @@ class Case(object):
             return False, "exit {}: {}".format(result.returncode, result.stderr.strip())
         worst = 0.0
         for name, want in expected.items():
+            if name not in got:
+                return False, "{}: not written by the predictor ({})".format(name, result.stdout.strip())
             if got[name].dtype != want.dtype or got[name].shape != want.shape:
                 return False, "{}: {} {} from C++, torch gives {} {}".format(
                     name, got[name].dtype, got[name].shape, want.dtype, want.shape)

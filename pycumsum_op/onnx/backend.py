@@ -195,14 +195,22 @@ def _lowered(netdef, target: str, shapes, dtypes):
 _STOCK_MODEL_TO_NETS = Caffe2Backend.__dict__["_onnx_model_to_caffe2_net"].__func__
 
 
-def _with_initializer_inputs(cls, onnx_model, device, opset_version, include_initializers):
+def _converted_nets(cls, onnx_model, device, opset_version, include_initializers):
     """The stock conversion; initializers that are not graph inputs (torch.onnx.export's parameters by
-    default) become external inputs of both nets too, so that Caffe2 can create the nets."""
+    default) become external inputs of both nets too, so that Caffe2 can create the nets; the ops made
+    from CumSum's constant axes, which PyCumSum holds as ``axis=``, are left out where nothing else reads
+    them (``mobile_exporter`` would make them predictor outputs)."""
     init_net, predict_net = _STOCK_MODEL_TO_NETS(cls, onnx_model, device, opset_version, include_initializers)
+    axes = {node.input[1] for node in onnx_model.graph.node if node.op_type == "CumSum" and len(node.input) == 2
+            and any(c.op_type == "Constant" and list(c.output) == [node.input[1]] for c in onnx_model.graph.node)}
     for net in (init_net, predict_net):
         declared = set(net.external_input)
         net.external_input.extend(tensor.name for tensor in onnx_model.graph.initializer
                                   if tensor.name not in declared)
+        read = {blob for op in net.op for blob in op.input} | set(net.external_output)
+        kept = [op for op in net.op if op.input or not set(op.output) <= axes or set(op.output) & read]
+        del net.op[:]
+        net.op.extend(kept)
     return init_net, predict_net
 
 
@@ -215,7 +223,7 @@ class CumSumBackend(Caffe2Backend):
     def _create_cumsum(cls, init_model, pred_model, node, opset_version):
         return cumsum_operator(node, pred_model)
 
-    _onnx_model_to_caffe2_net = classmethod(_with_initializer_inputs)
+    _onnx_model_to_caffe2_net = classmethod(_converted_nets)
 
     @classmethod
     def prepare(cls, model, device="CPU", lower=None, **kwargs):
@@ -292,7 +300,7 @@ def install() -> None:
             current))
     Caffe2Backend._create_cumsum = classmethod(CumSumBackend._create_cumsum.__func__)
     Caffe2Backend._special_operators["CumSum"] = _TRANSLATOR
-    Caffe2Backend._onnx_model_to_caffe2_net = classmethod(_with_initializer_inputs)
+    Caffe2Backend._onnx_model_to_caffe2_net = classmethod(_converted_nets)
 
 
 backend = CumSumBackend
