@@ -4,7 +4,8 @@
 //
 // Reads both nets (binary or text NetDef), runs the init net, feeds each BLOB from its .npy file
 // (C order; float32, float64, int32, int64, uint8, int8, int16, uint16, bool), runs the predict net
-// once and writes every declared output to OUT_DIR/<blob>.npy, printing one line per output.
+// once and writes every declared output to OUT_DIR/<blob>.npy ('/' in a blob name as %2F), printing one
+// line per output.
 // Exit 0: done; 1: Caffe2 refused to create or run the nets (its message on stderr); 2: bad
 // command line or input file. Output names come from the created net (NetBase::external_output):
 // the torch wheel's library does not export protobuf's code for NetDef's repeated string fields.
@@ -196,9 +197,12 @@ int run(int argc, char** argv) {
   caffe2::Predictor::TensorList outputs;
   if (!predictor(inputs, &outputs)) throw std::runtime_error("the predict net failed to run");
   caffe2::NetBase* net = predictor.ws()->GetNet(predictor.def().name());
+  if (net == nullptr) throw std::runtime_error("the predictor holds no net named '" + predictor.def().name() + "'");
   const std::vector<std::string>& names = net->external_output();
   for (size_t i = 0; i < names.size() && i < outputs.size(); ++i) {
-    write_npy(out_dir + "/" + names[i] + ".npy", outputs[i]);
+    std::string file = names[i];  // a name scope's '/' would name a directory
+    for (size_t at = file.find('/'); at != std::string::npos; at = file.find('/', at + 3)) file.replace(at, 1, "%2F");
+    write_npy(out_dir + "/" + file + ".npy", outputs[i]);
     std::cout << names[i] << " " << outputs[i].dtype().name() << " " << outputs[i].sizes() << std::endl;
   }
   return 0;
