@@ -201,8 +201,9 @@ def _converted_nets(cls, onnx_model, device, opset_version, include_initializers
     from CumSum's constant axes, which PyCumSum holds as ``axis=``, are left out where nothing else reads
     them (``mobile_exporter`` would make them predictor outputs)."""
     init_net, predict_net = _STOCK_MODEL_TO_NETS(cls, onnx_model, device, opset_version, include_initializers)
-    axes = {node.input[1] for node in onnx_model.graph.node if node.op_type == "CumSum" and len(node.input) == 2
-            and any(c.op_type == "Constant" and list(c.output) == [node.input[1]] for c in onnx_model.graph.node)}
+    nodes = onnx_model.graph.node
+    constants = {node.output[0] for node in nodes if node.op_type == "Constant" and len(node.output) == 1}
+    axes = {node.input[1] for node in nodes if node.op_type == "CumSum" and len(node.input) == 2} & constants
     for net in (init_net, predict_net):
         declared = set(net.external_input)
         net.external_input.extend(tensor.name for tensor in onnx_model.graph.initializer
