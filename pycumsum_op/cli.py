@@ -75,6 +75,13 @@ def read_net(path: str, what: str):
         raise _BadInput("cannot read {} {!r}: {}".format(what, path, _first_line(error)))
 
 
+def require_ops(netdef, path: str) -> None:
+    """`_BadInput` unless ``netdef`` (read from ``path``) has ops: there is nothing to lower, export or fix
+    in a net without any (an init net may be empty)."""
+    if not netdef.op:
+        raise _BadInput("net {!r} has no ops: is it a Caffe2 NetDef?".format(path))
+
+
 def write_file(write, path: str, what: str) -> None:
     """``write()``, which writes ``path``; an OSError is `_BadInput` naming ``what``."""
     try:

@@ -368,9 +368,17 @@ def load_net(source, allow=(), verify=True) -> caffe2_pb2.NetDef:
 
 def save_net(netdef, path) -> None:
     """Write a NetDef (or core.Net) to ``path``: text format for the text suffixes `load_net`
-    reads as text (.pbtxt, .prototxt, .pbtext, .txt), binary otherwise. Raises OSError."""
+    reads as text (.pbtxt, .prototxt, .pbtext, .txt), binary otherwise. Raises OSError, and
+    `UnsafeNetError` (with `load_net`'s message) for token-form Python ops, which no process but
+    the one that built the net can run."""
     if hasattr(netdef, "Proto"):
         netdef = netdef.Proto()
+    try:
+        verify_net(netdef)
+    except UnsafeNetError as error:  # other problems are load_net's to judge (allow=)
+        tokens = [problem for problem in error.problems if problem.arg == "token"]
+        if tokens:
+            raise UnsafeNetError(error.net_name, tokens) from None
     if is_text_path(path):
         with open(path, "w") as handle:
             handle.write(text_format.MessageToString(netdef))

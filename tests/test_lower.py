@@ -158,12 +158,14 @@ def reshapes_that_copy(netdef):
 
 
 @pytest.mark.parametrize("shape, axis, copies", [
-    ((8, 1024), 1, 1), ((8, 1024), -1, 1),  # blocked: only the input is copied into rows of blocks
-    ((1024, 8), 0, 1), ((3, 1024, 8), 1, 0),  # blocked on the first axis (moved there by a Transpose)
-    ((8, 30), 1, 0), ((30, 8, 3), 0, 0), ((3, 30, 8), 1, 0),  # one MatMul, on the rows as they are / the left
+    ((8, 1024), 1, 2), ((8, 1024), -1, 2),  # blocked: the input copied into rows of blocks, the output out of them
+    ((1024, 8), 0, 2), ((3, 1024, 8), 1, 0),  # blocked on the first axis (moved there and back by Transposes)
+    ((8, 30), 1, 0), ((30, 8, 3), 0, 1), ((3, 30, 8), 1, 0),  # one MatMul, on the rows as they are / the left
 ])
 def test_portable_float32_makes_few_passes_over_memory(shape, axis, copies, clean_workspace, torch_scan):
-    """What makes the float32 form fast: no Copy, no Concat, no Hillis–Steele, one Reshape copy at most."""
+    """What makes the float32 form fast: no Copy, no Concat, no Hillis–Steele; Reshape copies only the input
+    and, where the last op would reshape the result in place, the output (never read in place: see
+    tests/test_lower_export.py)."""
     x = np.random.RandomState(3).uniform(-1, 1, shape).astype(np.float32)
     workspace.FeedBlob("lp_x", x)
     net = core.Net("lower_passes")

@@ -28,7 +28,7 @@ except ImportError:
     report["import_blocked"] = True
 '''
 TARGETS = ["aten", "portable"]
-#: mobile_exporter lists every blob no op reads as an output (Concat's split_info too): pick y by name.
+#: mobile_exporter lists every blob no op reads as an output: in a lowered net only y (tests/test_lower_export.py).
 MOBILE_BODY = r'''
 init_net, predict_net = read_netdef(spec["init"]), read_netdef(spec["predict"])
 predictor = workspace.Predictor(init_net, predict_net)

@@ -5,7 +5,7 @@ repaired net), 2 on bad input (unreadable or unparsable file, a net `verify_net`
 unknown blob, a failure no net edit can cure), with a one-line reason on stderr. Needs Caffe2 only: torch and
 pycumsum_op's kernels load only for ``--strategy pycumsum``.
 """
-from ..cli import _BadInput, _first_line, read_net, write_file
+from ..cli import _BadInput, _first_line, read_net, require_ops, write_file
 
 EXIT_HEALTHY, EXIT_FINDINGS = 0, 1
 
@@ -24,8 +24,7 @@ def _run(args) -> int:
     if args.strategy not in STRATEGIES:
         raise _BadInput("--strategy {!r}: choose one of {}".format(args.strategy, ", ".join(STRATEGIES)))
     netdef = read_net(args.predict_net, "net")
-    if not netdef.op:  # (an init net may be empty)
-        raise _BadInput("net {!r} has no ops: is it a Caffe2 NetDef?".format(args.predict_net))
+    require_ops(netdef, args.predict_net)
     init_net = read_net(args.init_net, "init net") if args.init_net else None
     losses = dict(_parse_loss(text) for text in args.loss)
     try:

@@ -45,10 +45,11 @@ def _pairs(texts, parse):
 
 
 def run(args) -> int:
-    from ..cli import _BadInput, read_net, write_file
+    from ..cli import _BadInput, read_net, require_ops, write_file
     from ..converters import LoweringError, lower
 
     netdef = read_net(args.net, "net")
+    require_ops(netdef, args.net)
     init_net = read_net(args.init_net, "init net") if args.init_net else None
     shapes, dtypes = _pairs(args.shape, _shape), _pairs(args.dtype, _dtype)
     try:

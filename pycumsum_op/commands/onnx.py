@@ -20,7 +20,7 @@ import io
 import os
 import warnings
 
-from ..cli import _BadInput, _first_line, parse_dims, write_file
+from ..cli import _BadInput, _first_line, parse_dims, require_ops, write_file
 
 
 def _parse_input(text: str):
@@ -104,6 +104,7 @@ def _export(args) -> int:
 
     try:
         predict_net = load_net(args.predict_net)
+        require_ops(predict_net, args.predict_net)
         init_net = load_net(args.init_net) if args.init_net else None
         model = export(predict_net, init_net, _value_info(args.input), opset=args.opset)
     except (OSError, ValueError) as error:  # UnsafeNetError is a ValueError

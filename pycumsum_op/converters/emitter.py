@@ -43,6 +43,7 @@ class OpEmitter(object):
         self._like = like
         self._counter = 0
         self._copy_outputs = copy_outputs
+        self._made = set()
 
     def fresh(self) -> str:
         """A blob name not used by the net nor by an earlier `fresh`."""
@@ -51,6 +52,7 @@ class OpEmitter(object):
             name = "{}_scan{}".format(self._base, self._counter)
             if name not in self._taken:
                 self._taken.add(name)
+                self._made.add(name)
                 return name
 
     def op(self, op_type: str, inputs, outputs, **args) -> caffe2_pb2.OperatorDef:
@@ -71,25 +73,46 @@ class OpEmitter(object):
         return out
 
     def finish(self, current: str, blob_in: str, blob_out: str) -> list:
-        """Make the last op write ``blob_out``; returns the ops. A Copy does it when nothing was emitted or
-        when the last op reads ``blob_out`` (in place: ATen and Slice ops cannot run in place)."""
+        """Make the last op write ``blob_out``; returns the ops (see `finish_outputs`)."""
         return self.finish_outputs([current], blob_in, [blob_out])
 
     def finish_outputs(self, currents, blob_in: str, blob_outs) -> list:
-        """Make the ops write each of ``blob_outs`` (from the matching fresh blob of ``currents``); returns
-        the ops. A fresh blob is renamed where no emitted op reads the output's name (in place: ATen and
-        Slice ops cannot run in place), else copied at the end."""
-        read = {blob for op in self.ops for blob in op.input}
-        written = {blob for op in self.ops for blob in op.output}
+        """Make the ops write each of ``blob_outs`` (from the matching fresh blob of ``currents``), which no
+        emitted op then reads, and leave no fresh blob unread; returns the ops.
+
+        Caffe2's ``mobile_exporter.Export`` makes exactly the blobs no op reads the predictor's outputs, so:
+        a fresh result no op reads is renamed; one that its last op rewrites in place (a Reshape) gets that op
+        to write the output instead; otherwise a Copy writes it (also where an op reads the output's name:
+        ATen and Slice ops cannot run in place). The second outputs that Reshape and Concat must write (the
+        old shape, the split sizes; their gradients read them at the version they wrote, so nothing may
+        rewrite them) are then read by a ZeroGradient, which has no output and does nothing at run time.
+        """
         for current, blob_out in zip(currents, blob_outs):
-            if current == blob_out:  # in place, and nothing to compute
-                continue
-            if self._copy_outputs or current == blob_in or current not in written or blob_out in read:
-                self.op("Copy", [current], [blob_out])
-                continue
-            for op in self.ops:
-                for names in (op.input, op.output):
-                    for position, name in enumerate(names):
-                        if name == current:
-                            names[position] = blob_out
+            if current != blob_out:  # (equal: in place, and nothing to compute)
+                self._write_output(current, blob_in, blob_out)
+        read = {blob for op in self.ops for blob in op.input}
+        unread = [blob for op in self.ops for blob in op.output
+                  if blob in self._made and blob not in read and blob not in blob_outs]
+        for blob in sorted(set(unread), key=unread.index):
+            self.op("ZeroGradient", [blob], [])
         return self.ops
+
+    def _write_output(self, current: str, blob_in: str, blob_out: str) -> None:
+        readers = [index for index, op in enumerate(self.ops) if current in op.input]
+        writers = [index for index, op in enumerate(self.ops) if current in op.output]
+        if (self._copy_outputs or current == blob_in or not writers
+                or any(blob_out in op.input for op in self.ops)):
+            self.op("Copy", [current], [blob_out])
+        elif not readers:
+            for op in self.ops:
+                _rename(op.output, current, blob_out)
+        elif readers[-1] <= writers[-1]:  # only the last op reads it, in place: it writes the output instead
+            _rename(self.ops[writers[-1]].output, current, blob_out)
+        else:
+            self.op("Copy", [current], [blob_out])
+
+
+def _rename(names, old: str, new: str) -> None:
+    for position, name in enumerate(names):
+        if name == old:
+            names[position] = new

@@ -1,7 +1,8 @@
 """Target "portable": a scan from operators every Caffe2 build has (Slice, Add, Concat, Cast, ...).
 
 float32 (Caffe2's MatMul is float-only) takes triangular MatMuls, in as few passes over memory as
-standard operators allow (Caffe2's Reshape copies unless in place, so only the input is ever copied;
+standard operators allow (Caffe2's Reshape copies unless in place, so only the input is ever copied,
+and the output where the last op would reshape it in place: a predictor's output is never read in place;
 MatMul flattens its inputs for free):
 - an axis of at most `DIRECT` entries is one MatMul with the n×n triangular matrix (on the right for
   the last axis, on the left for the first);

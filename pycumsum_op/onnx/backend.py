@@ -249,6 +249,29 @@ def _lowered(netdef, target: str, shapes, dtypes):
         raise LoweringError("pycumsum_op.onnx.prepare(lower={!r}): {}".format(target, error)) from None
 
 
+_STOCK_MODEL_TO_NETS = Caffe2Backend.__dict__["_onnx_model_to_caffe2_net"].__func__
+
+
+def _converted_nets(cls, onnx_model, device, opset_version, include_initializers):
+    """The stock conversion; initializers that are not graph inputs (torch.onnx.export's parameters by
+    default) become external inputs of both nets too, so that Caffe2 can create the nets; the ops made
+    from CumSum's constant axes, which PyCumSum holds as ``axis=``, are left out where nothing else reads
+    them (``mobile_exporter`` would make them predictor outputs)."""
+    init_net, predict_net = _STOCK_MODEL_TO_NETS(cls, onnx_model, device, opset_version, include_initializers)
+    nodes = onnx_model.graph.node
+    constants = {node.output[0] for node in nodes if node.op_type == "Constant" and len(node.output) == 1}
+    axes = {node.input[1] for node in nodes if node.op_type == "CumSum" and len(node.input) == 2} & constants
+    for net in (init_net, predict_net):
+        declared = set(net.external_input)
+        net.external_input.extend(tensor.name for tensor in onnx_model.graph.initializer
+                                  if tensor.name not in declared)
+        read = {blob for op in net.op for blob in op.input} | set(net.external_output)
+        kept = [op for op in net.op if op.input or not set(op.output) <= axes or set(op.output) & read]
+        del net.op[:]
+        net.op.extend(kept)
+    return init_net, predict_net
+
+
 class CumSumBackend(Caffe2Backend):
     """Caffe2's ONNX backend (``prepare``, ``run_model``, ``run_node``, ``supports_device``) plus CumSum."""
 
@@ -258,18 +281,8 @@ class CumSumBackend(Caffe2Backend):
     def _create_cumsum(cls, init_model, pred_model, node, opset_version):
         return cumsum_operator(node, pred_model)
 
-    @classmethod
-    def _onnx_model_to_caffe2_net(cls, onnx_model, device, opset_version, include_initializers):
-        """Stock conversion, checked (Python-op nodes refused, both nets verified); initializers that are
-        not graph inputs (torch.onnx.export's parameters) become external inputs of both nets too, so
-        that Caffe2 can create the nets."""
-        init_net, predict_net = _checked_conversion(_stock_conversion)(
-            cls, onnx_model, device, opset_version, include_initializers)
-        for net in (init_net, predict_net):
-            declared = set(net.external_input)
-            net.external_input.extend(tensor.name for tensor in onnx_model.graph.initializer
-                                      if tensor.name not in declared)
-        return init_net, predict_net
+    #: Stock conversion (`_converted_nets`), checked: Python-op nodes refused, both nets verified.
+    _onnx_model_to_caffe2_net = classmethod(_checked_conversion(_converted_nets))
 
     @classmethod
     def prepare(cls, model, device="CPU", lower=None, **kwargs):
@@ -367,8 +380,9 @@ def install() -> None:
 
     Nothing is changed until this is called: it adds CumSum to Caffe2Backend's table of
     special operators, and makes its model translation (``prepare``, ``run_model``,
-    ``onnx_graph_to_caffe2_net``) refuse nodes that would become Python ops and verify both nets,
-    as `prepare` does. (``run_node`` of the stock module uses only the C++ converters and is not
+    ``onnx_graph_to_caffe2_net``) declare initializers that are not graph inputs (what
+    ``torch.onnx.export`` writes by default), refuse nodes that would become Python ops and verify
+    both nets, as `prepare` does. (``run_node`` of the stock module uses only the C++ converters and is not
     changed: use `backend`'s ``run_node``, which verifies.)
     """
     current = Caffe2Backend._special_operators.get("CumSum")
@@ -378,10 +392,8 @@ def install() -> None:
     Caffe2Backend._create_cumsum = classmethod(CumSumBackend._create_cumsum.__func__)
     Caffe2Backend._special_operators["CumSum"] = _TRANSLATOR
     if not getattr(Caffe2Backend._onnx_model_to_caffe2_net.__func__, "verifies", False):
-        Caffe2Backend._onnx_model_to_caffe2_net = classmethod(_checked_conversion(_stock_conversion))
+        Caffe2Backend._onnx_model_to_caffe2_net = classmethod(_checked_conversion(_converted_nets))
 
 
-#: The stock backend's model translation, unchecked (`install` replaces Caffe2Backend's with a checked one).
-_stock_conversion = Caffe2Backend._onnx_model_to_caffe2_net.__func__
 backend = CumSumBackend
 prepare = CumSumBackend.prepare

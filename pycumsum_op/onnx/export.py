@@ -25,6 +25,7 @@ no float16 on CPU). onnxruntime, like PyCumSum, rounds each float16 output once 
 ['Cast', 'CumSum']
 """
 import functools
+import re
 
 import numpy as np
 import onnx
@@ -44,6 +45,8 @@ STOCK_OPSET = 9
 #: The first opset with CumSum, and the first whose CumSum takes float16.
 CUMSUM_OPSET, CUMSUM_FLOAT16_OPSET = 11, 14
 _SCAN_FORWARD = "{}.{}".format(scan_forward.__module__, scan_forward.__qualname__)
+#: Caffe2's constant ops (GivenTensorFill, GivenTensorIntFill, ...): exported as ONNX Constant nodes.
+_GIVEN_TENSOR_FILL = re.compile(r"GivenTensor\w*Fill")
 #: Changes after opset 9 that keep an opset-9 node's meaning (types added, negative axes
 #: allowed, optional attributes or inputs whose defaults keep the old behaviour).
 SAME_MEANING = {
@@ -147,12 +150,19 @@ class PyCumSumFrontend(Caffe2Frontend):
 
     target_opset_version = CUMSUM_OPSET
     blob_types = {}        # SSA blob name -> ONNX element type, from running the net
+    constants = {}         # SSA blob name -> the value a GivenTensor*Fill op of the predict net made
     axis_initializers = []  # int64 axis tensors of the CumSum nodes made so far
 
     @classmethod
     def caffe2_op_to_onnx_node(cls, op_def, shapes):
         if op_def.type in PYTHON_OP_TYPES:
             return cls._cumsum_nodes(op_def), []
+        if op_def.type == "MatMul":
+            return cls._matmul_nodes(op_def, shapes), []
+        if not op_def.input and list(op_def.output) in ([name] for name in cls.constants):
+            value = cls.constants[op_def.output[0]]
+            return [helper.make_node("Constant", [], [op_def.output[0]],
+                                     value=numpy_helper.from_array(value, op_def.output[0]))], []
         try:
             nodes, tensors = super(PyCumSumFrontend, cls).caffe2_op_to_onnx_node(op_def, shapes)
         except Exception as error:  # the stock frontend's own message, with the op named
@@ -160,6 +170,32 @@ class PyCumSumFrontend(Caffe2Frontend):
         for node in nodes:
             check_node_opset(node, cls.target_opset_version, op_def, shapes)
         return nodes, tensors
+
+    @classmethod
+    def _matmul_nodes(cls, op, shapes):
+        """Caffe2's MatMul: each input flattened to 2-D at ``axis_a`` / ``axis_b`` (default 1), transposed
+        where ``trans_a`` / ``trans_b``, multiplied; the stock frontend copies those arguments onto an ONNX
+        MatMul, which has none."""
+        args = {arg.name: arg.i for arg in op.arg}
+        unknown = sorted(set(args) - {"axis_a", "axis_b", "trans_a", "trans_b"})
+        if len(op.input) != 2 or len(op.output) != 1 or unknown:
+            raise ValueError("{}: a MatMul with inputs (A, B), one output and arguments axis_a, axis_b, trans_a, "
+                             "trans_b has an ONNX form; this one has {}".format(
+                                 _op_label(op), "argument(s) {}".format(", ".join(unknown)) if unknown else
+                                 "{} input(s) and {} output(s)".format(len(op.input), len(op.output))))
+        nodes, operands = [], []
+        for name, axis, trans in ((op.input[0], "axis_a", "trans_a"), (op.input[1], "axis_b", "trans_b")):
+            if len(shapes.get(name, ())) != 2 or args.get(axis, 1) != 1:
+                flat = cls.dummy_name()
+                nodes.append(helper.make_node("Flatten", [name], [flat], axis=args.get(axis, 1)))
+                name = flat
+            if args.get(trans, 0):
+                turned = cls.dummy_name()
+                nodes.append(helper.make_node("Transpose", [name], [turned], perm=[1, 0]))
+                name = turned
+            operands.append(name)
+        nodes.append(helper.make_node("MatMul", operands, [op.output[0]]))
+        return nodes
 
     @classmethod
     def _cumsum_nodes(cls, op):
@@ -220,8 +256,10 @@ def _checked_value_info(value_info) -> dict:
     return checked
 
 
-def _run_for_types(init_net, predict_net, value_info) -> dict:
-    """{blob: (ONNX element type, shape)} for every tensor blob of ``predict_net``, run once on zeros."""
+def _run_for_types(init_net, predict_net, value_info):
+    """({blob: (ONNX element type, shape)} for every tensor blob of ``predict_net``, run once on zeros;
+    {blob: value} for the blobs its GivenTensor*Fill ops make: the stock frontend writes those ops as they
+    are, which is no ONNX operator, so they become Constant nodes of the values Caffe2 made)."""
     inputs = {name: np.zeros(shape, mapping.TENSOR_TYPE_TO_NP_TYPE[elem_type])
               for name, (elem_type, shape) in value_info.items()}
     try:
@@ -238,7 +276,10 @@ def _run_for_types(init_net, predict_net, value_info) -> dict:
                 continue
             if isinstance(value, np.ndarray) and value.dtype in mapping.NP_TYPE_TO_TENSOR_TYPE:
                 found[name] = (mapping.NP_TYPE_TO_TENSOR_TYPE[value.dtype], value.shape)
-    return found
+    constants = {op.output[0]: workspace.FetchBlob(op.output[0]) for op in predict_net.op
+                 if _GIVEN_TENSOR_FILL.fullmatch(op.type) and not op.input and len(op.output) == 1
+                 and op.output[0] in found}
+    return found, constants
 
 
 def export(predict_net, init_net=None, value_info=None, opset=CUMSUM_OPSET) -> onnx.ModelProto:
@@ -254,6 +295,12 @@ def export(predict_net, init_net=None, value_info=None, opset=CUMSUM_OPSET) -> o
             STOCK_OPSET, newest, opset))
     predict = _netdef(predict_net, "predict_net")
     init = _netdef(init_net, "init_net") if init_net is not None else None
+    if not predict.op:
+        raise ValueError("export: net {!r} has no ops".format(predict.name))
+    if not predict.external_output:
+        raise ValueError("export: net {!r} declares no outputs, so the model would have none; declare them "
+                         "(net.AddExternalOutput(blob), or external_output: \"BLOB\" in a .pbtxt)".format(
+                             predict.name))
     value_info = _checked_value_info({} if value_info is None else value_info)
     verify_net(predict)  # nothing runs below unless every Python op is pycumsum_op's
     if init is not None:
@@ -273,9 +320,9 @@ def export(predict_net, init_net=None, value_info=None, opset=CUMSUM_OPSET) -> o
         raise ValueError("export: value_info has no (type, shape) for input(s) {} of net {!r}".format(
             ", ".join(missing), predict.name))
     Caffe2Frontend.ssa_rewrite(predict, init, value_info)
-    blobs = _run_for_types(init, predict, value_info)
+    blobs, constants = _run_for_types(init, predict, value_info)
     frontend = type("PyCumSumFrontendAt{}".format(opset), (PyCumSumFrontend,), {
-        "target_opset_version": opset, "axis_initializers": [],
+        "target_opset_version": opset, "axis_initializers": [], "constants": constants,
         "blob_types": {name: elem_type for name, (elem_type, _) in blobs.items()}})
     known = dict(value_info)
     known.update((name, info) for name, info in blobs.items() if name not in produced)
@@ -283,5 +330,9 @@ def export(predict_net, init_net=None, value_info=None, opset=CUMSUM_OPSET) -> o
     graph.initializer.extend(frontend.axis_initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                               producer_name="pycumsum_op")
-    onnx.checker.check_model(model)
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as error:
+        raise ValueError("export: the model made from net {!r} is not valid ONNX: {}".format(
+            predict.name, str(error).strip().splitlines()[0])) from None
     return model
