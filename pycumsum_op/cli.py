@@ -69,10 +69,12 @@ def read_net(path: str, what: str):
         raise _BadInput("cannot read {} {!r}: {}".format(what, path, _first_line(error)))
 
 
-def write_file(write, path: str, what: str) -> None:
-    """``write()``, which writes ``path``; an OSError is `_BadInput` naming ``what``."""
+def write_file(data: bytes, path: str, what: str) -> None:
+    """Write ``data`` to ``path`` whole or not at all, never through a symlink (`_atomic_files`);
+    an OSError is `_BadInput` naming ``what``."""
+    from ._atomic_files import write_atomically
     try:
-        write()
+        write_atomically(path, lambda handle: handle.write(data))
     except OSError as error:
         raise _BadInput("cannot write the {} to {!r}: {}".format(what, path, error.strerror or error))
 

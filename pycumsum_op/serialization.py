@@ -31,6 +31,8 @@ from caffe2.proto import caffe2_pb2
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
+from ._atomic_files import write_atomically
+from .input_limits import check_size
 from ._safe_unpickle import MAX_PICKLE_BYTES, RefusedPickle, inspect_builder  # noqa: F401 (public here)
 from ._text_format import TextNetError, parse_text_netdef
 
@@ -54,8 +56,13 @@ NET_ARGUMENTS = {
 }
 #: How deep nets may nest in one another before the net is refused.
 MAX_NET_DEPTH = 32
+#: The most problems `verify_net` keeps (the others are counted): a net's cost stays linear in its size.
+MAX_PROBLEMS = 100
+#: Names (of nets, ops, arguments) longer than this are cut in labels and messages.
+MAX_LABEL_NAME = 80
 _TEXT_SUFFIXES = (".pbtxt", ".prototxt", ".pbtext", ".txt")
 _BINARY_SUFFIXES = (".pb", ".bin", ".netdef")
+_TEXT_CAP = "PYCUMSUM_OP_MAX_TEXT_BYTES"
 
 
 class NetProblem(NamedTuple):
@@ -86,12 +93,16 @@ class UnsafeNetError(ValueError):
     ``problems`` lists each `NetProblem` (op index, op type, argument, callable, reason).
     """
 
-    def __init__(self, net_name: str, problems: List[NetProblem]):
+    def __init__(self, net_name: str, problems: List[NetProblem], total: Optional[int] = None):
         self.net_name = net_name
         self.problems = list(problems)
+        total = len(self.problems) if total is None else total
         lines = ["refusing net '{}': {} problem(s) with its Python ops or the nets it holds (Caffe2 unpickles "
-                 "and calls pickled builders as soon as it creates a net):".format(net_name, len(self.problems))]
+                 "and calls pickled builders as soon as it creates a net):".format(net_name, total)]
         lines += ["  " + str(problem) for problem in self.problems]
+        if total > len(self.problems):
+            lines.append("  ... and {} more (only the first {} are kept: MAX_PROBLEMS)".format(
+                total - len(self.problems), len(self.problems)))
         named = sorted({p.callable for p in self.problems if p.callable})
         if named:
             lines.append("Pass allow=[{}] only if you trust where this net came from.".format(
@@ -119,17 +130,35 @@ def _nets_of(net) -> List[Tuple[str, caffe2_pb2.NetDef]]:
     if hasattr(net, "Proto") and not isinstance(net, caffe2_pb2.NetDef):
         net = net.Proto()
     if isinstance(net, caffe2_pb2.NetDef):
-        return [("net '{}'".format(_text(net.name)), net)]
+        return [("net '{}'".format(_label(net.name)), net)]
     if isinstance(net, caffe2_pb2.PlanDef):
-        return [("plan '{}' net '{}'".format(_text(net.name), _text(n.name)), n) for n in net.network]
+        return [("plan '{}' net '{}'".format(_label(net.name), _label(n.name)), n) for n in net.network]
     descriptor = getattr(net, "DESCRIPTOR", None)
     if descriptor is not None and descriptor.full_name.endswith("MetaNetDef"):
         found = [("meta net {!r}".format(kv.key), kv.value) for kv in net.nets]
         for kv in net.plans:
-            found += [("meta plan {!r} net '{}'".format(kv.key, _text(n.name)), n) for n in kv.value.network]
+            found += [("meta plan {!r} net '{}'".format(kv.key, _label(n.name)), n) for n in kv.value.network]
         return found
     raise TypeError("verify_net takes a NetDef, core.Net, PlanDef or MetaNetDef, got {}".format(
         type(net).__name__))
+
+
+class _Problems(list):
+    """Keeps the first `MAX_PROBLEMS` problems appended and counts them all (``total``)."""
+    total = 0
+
+    def append(self, problem) -> None:
+        self.total += 1
+        if len(self) < MAX_PROBLEMS:
+            super().append(problem)
+
+
+def _label(value) -> str:
+    """A name for a label: `_text`, cut to `MAX_LABEL_NAME` characters (and how many more there were)."""
+    text = _label(value)
+    if len(text) <= MAX_LABEL_NAME:
+        return text
+    return "{}...(+{} chars)".format(text[:MAX_LABEL_NAME], len(text) - MAX_LABEL_NAME)
 
 
 def _text(value) -> str:
@@ -138,7 +167,7 @@ def _text(value) -> str:
 
 
 def _op_label(index: int, op) -> str:
-    return "op {} ({}{})".format(index, _text(op.type), " '{}'".format(_text(op.name)) if op.name else "")
+    return "op {} ({}{})".format(index, _label(op.type), " '{}'".format(_label(op.name)) if op.name else "")
 
 
 def _nested_nets(op_type: str, arg, where: str, index: int, problems) -> List[caffe2_pb2.NetDef]:
@@ -196,7 +225,7 @@ def _check_net(label, net, allowed, callable_at_load, problems, verified, depth=
         op_type = _text(op.type)
         for arg in op.arg:
             for inner in _nested_nets(op_type, arg, where, index, problems):
-                _check_net("{} arg {} > net '{}'".format(where, _text(arg.name), _text(inner.name)), inner,
+                _check_net("{} arg {} > net '{}'".format(where, _label(arg.name), _label(inner.name)), inner,
                            allowed, callable_at_load, problems, verified, depth + 1)
         names = [_text(arg.name) for arg in op.arg]
         for name in BUILDER_ARGS + ("token",):
@@ -207,7 +236,7 @@ def _check_net(label, net, allowed, callable_at_load, problems, verified, depth=
         if pickled:
             _check_builders(where, index, op_type, pickled, allowed, callable_at_load, problems, verified)
         elif "token" in names and op_type in PYTHON_OP_TYPES:
-            token = op.arg[names.index("token")].s.decode("utf-8", "replace")
+            token = _label(op.arg[names.index("token")].s)
             problems.append(NetProblem(
                 where, index, op_type, "token", None,
                 "token-form Python op (token {!r}): its function exists only in the process that "
@@ -235,12 +264,13 @@ def verify_net(net, allow=()) -> List[VerifiedOp]:
     from .ops.builders import BUILDERS
 
     allowed = frozenset(BUILDERS) | extra
-    problems, verified = [], []
+    problems, verified = _Problems(), []
     nets = _nets_of(net)
     for label, netdef in nets:
         _check_net(label, netdef, allowed, extra, problems, verified)
     if problems:
-        raise UnsafeNetError(_text(nets[0][1].name) if len(nets) == 1 else "<{} nets>".format(len(nets)), problems)
+        raise UnsafeNetError(_label(nets[0][1].name) if len(nets) == 1 else "<{} nets>".format(len(nets)), problems,
+                             problems.total)
     return verified
 
 
@@ -290,6 +320,18 @@ def _parse(data: bytes, kind: Optional[str], origin: str) -> caffe2_pb2.NetDef:
     raise ValueError("could not parse {} as a Caffe2 NetDef ({})".format(origin, "; ".join(errors)))
 
 
+def _read_capped(path: str, kind: Optional[str]) -> bytes:
+    """The file's bytes, refused (`InputTooLarge`) before reading when it passes its cap: text nets
+    ``PYCUMSUM_OP_MAX_TEXT_BYTES`` (also a file that may be text), binary ``PYCUMSUM_OP_MAX_INPUT_BYTES``."""
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        variable = "PYCUMSUM_OP_MAX_INPUT_BYTES" if kind == "binary" else _TEXT_CAP
+        check_size(size, "net file {!r}".format(path), variable)
+        data = handle.read(size + 1)
+    check_size(len(data), "net file {!r}".format(path), variable)  # it grew while being read
+    return data
+
+
 def load_net(source, allow=(), verify=True) -> caffe2_pb2.NetDef:
     """Parse a NetDef and `verify_net` it (unless ``verify=False``); returns the NetDef.
 
@@ -301,18 +343,18 @@ def load_net(source, allow=(), verify=True) -> caffe2_pb2.NetDef:
     if isinstance(source, caffe2_pb2.NetDef):
         netdef = source
     elif isinstance(source, (bytes, bytearray, memoryview)):
+        check_size(len(source), "the given net bytes")
         netdef = _parse(bytes(source), "binary", "the given bytes")
     elif isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if os.path.isdir(path):
             raise IsADirectoryError(errno.EISDIR, "load_net: is a directory, not a net file", path)
         if os.path.isfile(path):
-            with open(path, "rb") as handle:
-                data = handle.read()
             kind = ("text" if is_text_path(path) else
                     "binary" if path.lower().endswith(_BINARY_SUFFIXES) else None)
-            netdef = _parse(data, kind, repr(path))
+            netdef = _parse(_read_capped(path, kind), kind, repr(path))
         elif isinstance(source, str) and any(mark in source for mark in "{:\n"):
+            check_size(len(source), "the given net text", _TEXT_CAP)
             netdef = _parse(source.encode("utf-8"), "text", "the given text (it is not a file path)")
         else:
             raise FileNotFoundError(errno.ENOENT, "load_net: no such file", path)
@@ -323,14 +365,15 @@ def load_net(source, allow=(), verify=True) -> caffe2_pb2.NetDef:
     return netdef
 
 
-def save_net(netdef, path) -> None:
-    """Write a NetDef (or core.Net) to ``path``: text format for the text suffixes `load_net`
-    reads as text (.pbtxt, .prototxt, .pbtext, .txt), binary otherwise. Raises OSError."""
+def serialized_net(netdef, path) -> bytes:
+    """The bytes `save_net` writes to ``path``: text format for the text suffixes `load_net` reads as
+    text (.pbtxt, .prototxt, .pbtext, .txt), binary otherwise."""
     if hasattr(netdef, "Proto"):
         netdef = netdef.Proto()
-    if is_text_path(path):
-        with open(path, "w") as handle:
-            handle.write(text_format.MessageToString(netdef))
-    else:
-        with open(path, "wb") as handle:
-            handle.write(netdef.SerializeToString())
+    return text_format.MessageToString(netdef).encode("utf-8") if is_text_path(path) else netdef.SerializeToString()
+
+
+def save_net(netdef, path) -> None:
+    """Write a NetDef (or core.Net) to ``path`` as `serialized_net` says, whole or not at all and never
+    through a symlink (a temporary file renamed into place). Raises OSError."""
+    write_atomically(path, lambda handle: handle.write(serialized_net(netdef, path)))

@@ -58,9 +58,9 @@ def run(args) -> int:
         if "shapes={" in reason:
             reason += " (here: --shape BLOB=D0,D1,... --dtype BLOB=float32, or --init-net)"
         raise _BadInput(reason)
-    from ..serialization import save_net
+    from ..serialization import serialized_net
 
-    write_file(lambda: save_net(lowered, args.output), args.output, "lowered net")
+    write_file(serialized_net(lowered, args.output), args.output, "lowered net")
     replaced = sum(1 for op in netdef.op if op.type.startswith("Python"))
     print("{}: lowered {} Python op(s) to target {} ({} ops); wrote {}".format(
         args.net, replaced, args.target, len(lowered.op), args.output))

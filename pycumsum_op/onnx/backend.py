@@ -45,6 +45,7 @@ from onnx import TensorProto, helper
 
 from ..converters import TARGETS, LoweringError, lower as _lower
 from ..ops.net_ops import cumsum as _net_cumsum
+from .model_input import check_model
 
 #: ONNX element types CumSum may get -> PyCumSum's dtype= that keeps the result in that type.
 CUMSUM_DTYPES = {
@@ -224,6 +225,7 @@ class CumSumBackend(Caffe2Backend):
         if lower is not None and lower not in TARGETS:
             raise ValueError("pycumsum_op.onnx.prepare: unknown lower={!r}; use None (PyCumSum) or a lowering "
                              "target: {}".format(lower, ", ".join(repr(name) for name in sorted(TARGETS))))
+        check_model(model)  # sizes capped and no external data before the backend allocates anything
         nested = _nested_cumsum(model.graph)
         if nested:
             raise ValueError("pycumsum_op.onnx.prepare: CumSum inside subgraphs ({}) is not supported: "
