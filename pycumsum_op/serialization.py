@@ -155,7 +155,7 @@ class _Problems(list):
 
 def _label(value) -> str:
     """A name for a label: `_text`, cut to `MAX_LABEL_NAME` characters (and how many more there were)."""
-    text = _label(value)
+    text = _text(value)
     if len(text) <= MAX_LABEL_NAME:
         return text
     return "{}...(+{} chars)".format(text[:MAX_LABEL_NAME], len(text) - MAX_LABEL_NAME)
