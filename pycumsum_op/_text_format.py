@@ -32,6 +32,8 @@ from typing import Iterator, List, Tuple
 from caffe2.proto import caffe2_pb2
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
 
+from .input_limits import InputTooLarge, check_size
+
 #: What Caffe2's TextFormat::ParseFromString rewrites in the raw text before parsing it.
 CAFFE2_TEXT_REWRITES = ((b"cuda_gpu_id", b"device_id"),)
 _SIMPLE_ESCAPES = {ord("a"): 7, ord("b"): 8, ord("f"): 12, ord("n"): 10, ord("r"): 13, ord("t"): 9,
@@ -180,6 +182,10 @@ def parse_text_netdef(data: bytes) -> caffe2_pb2.NetDef:
     """The NetDef Caffe2's C++ reads from text ``data``; raises `TextNetError` if it cannot say."""
     if not isinstance(data, bytes):
         raise TextNetError("text NetDef must be bytes, got {}".format(type(data).__name__))
+    try:
+        check_size(len(data), "the text net", "PYCUMSUM_OP_MAX_TEXT_BYTES")
+    except InputTooLarge as error:
+        raise TextNetError(str(error))
     if b"\0" in data:  # C++ stops a string at NUL when unescaping it: refuse rather than guess
         raise TextNetError("a NUL byte at {}".format(data.index(b"\0")))
     for old, new in CAFFE2_TEXT_REWRITES:

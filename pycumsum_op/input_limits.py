@@ -3,10 +3,11 @@
 Each cap has a default and an environment variable that overrides it (a whole number of bytes, read
 on every check, so a running program can change it):
 
-- ``PYCUMSUM_OP_MAX_INPUT_BYTES`` (default 256 MiB): a binary net file or bytes (`load_net`), an
-  ONNX model file and all its external data together (`pycumsum_op.onnx.load_model`);
-- ``PYCUMSUM_OP_MAX_TEXT_BYTES`` (default 16 MiB): a text net (.pbtxt), which is parsed in Python
-  at a few hundred bytes of memory per byte of text;
+- ``PYCUMSUM_OP_MAX_INPUT_BYTES`` (default 16 MiB): a binary net file or bytes (`load_net`), an
+  ONNX model file and all its external data together (`pycumsum_op.onnx.load_model`); protobuf
+  holds a message made of empty ops in about 100 bytes of memory per byte of input;
+- ``PYCUMSUM_OP_MAX_TEXT_BYTES`` (default 1 MiB): one text net: a .pbtxt file, or a text step net
+  inside another net's arguments, parsed in Python at a few microseconds per byte;
 - ``PYCUMSUM_OP_MAX_TENSOR_BYTES`` (default 1 GiB): one tensor whose size an input declares: an ONNX
   model's inputs, outputs, initializers and inferred shapes (Caffe2's backend allocates its inputs
   when preparing), the shapes given to `pycumsum_op.onnx.export`.
@@ -14,17 +15,17 @@ on every check, so a running program can change it):
 A value over its cap raises `InputTooLarge` (a ValueError) naming what, its size, the cap and the
 variable; an unreadable variable raises ValueError: nothing falls back to "no limit".
 
->>> check_size(300 * 2 ** 20, "net 'big.pb'")
+>>> check_size(20 * 2 ** 20, "net 'big.pb'")
 Traceback (most recent call last):
 ...
-pycumsum_op.input_limits.InputTooLarge: net 'big.pb' is 314572800 bytes, more than the 268435456 allowed (PYCUMSUM_OP_MAX_INPUT_BYTES)
+pycumsum_op.input_limits.InputTooLarge: net 'big.pb' is 20971520 bytes, more than the 16777216 allowed (PYCUMSUM_OP_MAX_INPUT_BYTES)
 """
 import os
 
 #: environment variable -> default cap in bytes
 DEFAULTS = {
-    "PYCUMSUM_OP_MAX_INPUT_BYTES": 256 * 2 ** 20,
-    "PYCUMSUM_OP_MAX_TEXT_BYTES": 16 * 2 ** 20,
+    "PYCUMSUM_OP_MAX_INPUT_BYTES": 16 * 2 ** 20,
+    "PYCUMSUM_OP_MAX_TEXT_BYTES": 2 ** 20,
     "PYCUMSUM_OP_MAX_TENSOR_BYTES": 2 ** 30,
 }
 

@@ -58,11 +58,12 @@ NET_ARGUMENTS = {
 MAX_NET_DEPTH = 32
 #: The most problems `verify_net` keeps (the others are counted): a net's cost stays linear in its size.
 MAX_PROBLEMS = 100
+#: The most ops, nested nets' included, `verify_net` reads in one call; a net with more is refused.
+MAX_NET_OPS = 1000000
 #: Names (of nets, ops, arguments) longer than this are cut in labels and messages.
 MAX_LABEL_NAME = 80
 _TEXT_SUFFIXES = (".pbtxt", ".prototxt", ".pbtext", ".txt")
 _BINARY_SUFFIXES = (".pb", ".bin", ".netdef")
-_TEXT_CAP = "PYCUMSUM_OP_MAX_TEXT_BYTES"
 
 
 class NetProblem(NamedTuple):
@@ -144,8 +145,13 @@ def _nets_of(net) -> List[Tuple[str, caffe2_pb2.NetDef]]:
 
 
 class _Problems(list):
-    """Keeps the first `MAX_PROBLEMS` problems appended and counts them all (``total``)."""
-    total = 0
+    """Keeps the first `MAX_PROBLEMS` problems appended and counts them all (``total``); counts the ops
+    read (``ops``) against `MAX_NET_OPS`."""
+    total = ops = 0
+
+    def too_many_ops(self, count: int) -> bool:
+        self.ops += count
+        return self.ops > MAX_NET_OPS
 
     def append(self, problem) -> None:
         self.total += 1
@@ -219,6 +225,10 @@ def _check_net(label, net, allowed, callable_at_load, problems, verified, depth=
     if depth > MAX_NET_DEPTH:
         problems.append(NetProblem(label, -1, "", None, None,
                                    "nets nested more than {} levels deep".format(MAX_NET_DEPTH)))
+        return
+    if problems.too_many_ops(len(net.op)):
+        problems.append(NetProblem(label, -1, "", None, None, "more than {} ops in all nets (MAX_NET_OPS): not "
+                                                              "read".format(MAX_NET_OPS)))
         return
     for index, op in enumerate(net.op):
         where = "{} {}".format(label, _op_label(index, op))
@@ -321,11 +331,12 @@ def _parse(data: bytes, kind: Optional[str], origin: str) -> caffe2_pb2.NetDef:
 
 
 def _read_capped(path: str, kind: Optional[str]) -> bytes:
-    """The file's bytes, refused (`InputTooLarge`) before reading when it passes its cap: text nets
-    ``PYCUMSUM_OP_MAX_TEXT_BYTES`` (also a file that may be text), binary ``PYCUMSUM_OP_MAX_INPUT_BYTES``."""
+    """The file's bytes, refused (`InputTooLarge`) before reading when it passes its cap: text files
+    ``PYCUMSUM_OP_MAX_TEXT_BYTES``, others ``PYCUMSUM_OP_MAX_INPUT_BYTES`` (`parse_text_netdef` applies
+    the text cap when it tries one of those as text)."""
     with open(path, "rb") as handle:
         size = os.fstat(handle.fileno()).st_size
-        variable = "PYCUMSUM_OP_MAX_INPUT_BYTES" if kind == "binary" else _TEXT_CAP
+        variable = "PYCUMSUM_OP_MAX_TEXT_BYTES" if kind == "text" else "PYCUMSUM_OP_MAX_INPUT_BYTES"
         check_size(size, "net file {!r}".format(path), variable)
         data = handle.read(size + 1)
     check_size(len(data), "net file {!r}".format(path), variable)  # it grew while being read
@@ -338,7 +349,8 @@ def load_net(source, allow=(), verify=True) -> caffe2_pb2.NetDef:
     ``source``: bytes of a binary NetDef (``SerializeToString()``), a path to a .pb file or a
     .pbtxt / .prototxt text file (other names: text if it parses, else binary), or the text form
     itself as a str. Raises `UnsafeNetError` for refused nets; ValueError unless all of it parses
-    (empty, cut short, or not a NetDef); FileNotFoundError / IsADirectoryError / PermissionError.
+    (empty, cut short, or not a NetDef), `pycumsum_op.input_limits.InputTooLarge` (a ValueError) for input
+    over its size cap, checked before parsing; FileNotFoundError / IsADirectoryError / PermissionError.
     """
     if isinstance(source, caffe2_pb2.NetDef):
         netdef = source
@@ -354,7 +366,6 @@ def load_net(source, allow=(), verify=True) -> caffe2_pb2.NetDef:
                     "binary" if path.lower().endswith(_BINARY_SUFFIXES) else None)
             netdef = _parse(_read_capped(path, kind), kind, repr(path))
         elif isinstance(source, str) and any(mark in source for mark in "{:\n"):
-            check_size(len(source), "the given net text", _TEXT_CAP)
             netdef = _parse(source.encode("utf-8"), "text", "the given text (it is not a file path)")
         else:
             raise FileNotFoundError(errno.ENOENT, "load_net: no such file", path)

@@ -215,6 +215,8 @@ def _checked_value_info(value_info) -> dict:
         except (TypeError, ValueError):
             raise ValueError("export: value_info[{!r}] must be (element type, shape), got {!r}".format(
                 name, entry)) from None
+        if any(extent < 0 for extent in shape):
+            raise ValueError("export: value_info[{!r}] has a negative extent in shape {}".format(name, shape))
         elem_type = _elem_type(name, given_type)
         check_tensor(shape, mapping.TENSOR_TYPE_TO_NP_TYPE[elem_type].itemsize,  # before np.zeros(shape)
                      "export: value_info[{!r}]".format(name))
