@@ -89,9 +89,19 @@ def _owned_directory(path: str) -> None:
                                  "it".format(path, stat.S_IMODE(status.st_mode)))
 
 
-def create_file(path: str, mode: str = "wb"):
-    """A new file (O_EXCL: never an existing file, O_NOFOLLOW: never through a symlink), open as ``mode``."""
+def _create_file(path: str, mode: str = "wb"):
+    """A new file (O_EXCL: never an existing file, O_NOFOLLOW: never through a symlink), open as ``mode``;
+    FileExistsError if anything (a symlink included) is there."""
     return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), mode)
+
+
+def _new_file(path: str, mode: str = "wb"):
+    """`_create_file`; what is already there is `TrainingSetupError`."""
+    try:
+        return _create_file(path, mode)
+    except FileExistsError:
+        raise TrainingSetupError("{!r} already exists (a file or symlink left in the run directory); refusing to "
+                                 "write it: every run needs a new --run-id".format(path)) from None
 
 
 class RunDirectory:
@@ -110,7 +120,7 @@ class RunDirectory:
     def claim(self, node_rank: int) -> None:
         """Mark this node as started; `TrainingSetupError` if this run id already ran on that node."""
         try:
-            create_file(os.path.join(self.path, "nodes", str(node_rank))).close()
+            _create_file(os.path.join(self.path, "nodes", str(node_rank))).close()
         except FileExistsError:
             raise TrainingSetupError(
                 "run id {!r} was already used by node {} in store {!r} (left by an earlier run?): every run needs "
@@ -120,7 +130,7 @@ class RunDirectory:
         """Record ``config`` as the run's, or check it equals the one another node recorded first."""
         target = os.path.join(self.path, "config.json")
         draft = os.path.join(self.path, ".config.{}.json".format(node_rank))
-        with create_file(draft, "w") as handle:
+        with _new_file(draft, "w") as handle:
             json.dump(config._asdict(), handle)
         try:
             os.link(draft, target)  # atomic: the first node's configuration wins
@@ -143,7 +153,7 @@ class RunDirectory:
         """Announce ``rank`` and wait until every rank of the run has: `TimeoutError` naming the missing ranks
         after ``config.join_timeout`` seconds (Gloo's own rendezvous would only name internal keys)."""
         joined = os.path.join(self.path, "joined")
-        create_file(os.path.join(joined, str(rank))).close()
+        _new_file(os.path.join(joined, str(rank))).close()
         deadline = time.monotonic() + config.join_timeout
         while True:
             missing = sorted(set(range(config.world_size)) - {int(name) for name in os.listdir(joined)})
@@ -161,7 +171,7 @@ class RunDirectory:
 
     def create_log(self, rank: int):
         """The new log file of ``rank``, open for writing (binary)."""
-        return create_file(self.log_path(rank))
+        return _new_file(self.log_path(rank))
 
     def _result_path(self, rank: int) -> str:
         return os.path.join(self.path, "results", "rank-{}.npz".format(rank))
@@ -169,7 +179,7 @@ class RunDirectory:
     def write_result(self, rank: int, result: RunResult) -> None:
         """Write atomically (rename), so a reader never sees half a file."""
         draft = os.path.join(self.path, "results", ".rank-{}.npz".format(rank))
-        with create_file(draft) as handle:
+        with _new_file(draft) as handle:
             np.savez(handle, losses=result.losses, **result.params)
         os.replace(draft, self._result_path(rank))
 
