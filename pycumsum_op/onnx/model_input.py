@@ -97,10 +97,11 @@ def _read_external(tensor, folder: str, where: str, used: int, model_name: str) 
     except OSError as error:
         raise ExternalDataError("{}: cannot open external data {!r}: {}".format(
             where, location, error.strerror or error)) from None
+    status = os.fstat(descriptor)
+    if not stat.S_ISREG(status.st_mode):
+        os.close(descriptor)
+        raise ExternalDataError("{}: external data {!r} is not a regular file".format(where, location))
     with os.fdopen(descriptor, "rb") as handle:
-        status = os.fstat(handle.fileno())
-        if not stat.S_ISREG(status.st_mode):
-            raise ExternalDataError("{}: external data {!r} is not a regular file".format(where, location))
         length = (_whole_number(entries["length"], "length", where) if "length" in entries
                   else max(status.st_size - offset, 0))
         if offset + length > status.st_size:
