@@ -14,10 +14,6 @@ import stat
 import tempfile
 
 
-def _refuse(code: int, reason: str, path: str):
-    return OSError(code, reason, path)
-
-
 def check_target(path: str) -> None:
     """OSError if ``path`` exists as a symlink or as anything but a regular file."""
     try:
@@ -25,9 +21,9 @@ def check_target(path: str) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISLNK(status.st_mode):
-        raise _refuse(errno.ELOOP, "it is a symbolic link; refusing to write through it", path)
+        raise OSError(errno.ELOOP, "it is a symbolic link; refusing to write through it", path)
     if not stat.S_ISREG(status.st_mode):
-        raise _refuse(errno.EISDIR if stat.S_ISDIR(status.st_mode) else errno.EINVAL,
+        raise OSError(errno.EISDIR if stat.S_ISDIR(status.st_mode) else errno.EINVAL,
                       "it exists and is not a regular file", path)
 
 
@@ -37,7 +33,7 @@ def distinct_outputs(paths) -> None:
     for path in paths:
         key = os.path.realpath(path)
         if key in seen:
-            raise _refuse(errno.EEXIST, "it is given twice as an output (also as {!r}); each output needs its "
+            raise OSError(errno.EEXIST, "it is given twice as an output (also as {!r}); each output needs its "
                                         "own file".format(seen[key]), path)
         seen[key] = path
 

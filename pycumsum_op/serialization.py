@@ -355,7 +355,7 @@ def load_net(source, allow=(), verify=True) -> caffe2_pb2.NetDef:
     if isinstance(source, caffe2_pb2.NetDef):
         netdef = source
     elif isinstance(source, (bytes, bytearray, memoryview)):
-        check_size(len(source), "the given net bytes")
+        check_size(len(source), "the net given as bytes")
         netdef = _parse(bytes(source), "binary", "the given bytes")
     elif isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
