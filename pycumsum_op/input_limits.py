@@ -3,7 +3,7 @@
 Each cap has a default and an environment variable that overrides it (a whole number of bytes, read
 on every check, so a running program can change it):
 
-- ``PYCUMSUM_OP_MAX_INPUT_BYTES`` (default 16 MiB): a binary net file or bytes (`load_net`), an
+- ``PYCUMSUM_OP_MAX_INPUT_BYTES`` (default 8 MiB): a binary net file or bytes (`load_net`), an
   ONNX model file and all its external data together (`pycumsum_op.onnx.load_model`); protobuf
   holds a message made of empty ops in about 100 bytes of memory per byte of input;
 - ``PYCUMSUM_OP_MAX_TEXT_BYTES`` (default 1 MiB): one text net: a .pbtxt file, or a text step net
@@ -18,13 +18,13 @@ variable; an unreadable variable raises ValueError: nothing falls back to "no li
 >>> check_size(20 * 2 ** 20, "net 'big.pb'")
 Traceback (most recent call last):
 ...
-pycumsum_op.input_limits.InputTooLarge: net 'big.pb' is 20971520 bytes, more than the 16777216 allowed (PYCUMSUM_OP_MAX_INPUT_BYTES)
+pycumsum_op.input_limits.InputTooLarge: net 'big.pb' is 20971520 bytes, more than the 8388608 allowed (PYCUMSUM_OP_MAX_INPUT_BYTES)
 """
 import os
 
 #: environment variable -> default cap in bytes
 DEFAULTS = {
-    "PYCUMSUM_OP_MAX_INPUT_BYTES": 16 * 2 ** 20,
+    "PYCUMSUM_OP_MAX_INPUT_BYTES": 8 * 2 ** 20,
     "PYCUMSUM_OP_MAX_TEXT_BYTES": 2 ** 20,
     "PYCUMSUM_OP_MAX_TENSOR_BYTES": 2 ** 30,
 }
