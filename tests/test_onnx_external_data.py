@@ -5,6 +5,7 @@ and the imported nets compute what onnxruntime computes on the original model.""
 import os
 import subprocess
 import sys
+import zipfile
 
 import numpy as np
 import onnx
@@ -13,7 +14,7 @@ import pytest
 from caffe2.python import workspace
 from onnx import TensorProto, helper, numpy_helper
 
-from pycumsum_op.onnx import load_model, prepare
+from pycumsum_op.onnx import backend, load_model, prepare
 from pycumsum_op.onnx.model_input import ExternalDataError
 from pycumsum_op.serialization import load_net
 
@@ -147,3 +148,24 @@ def test_model_and_external_data_together_are_capped(layout, monkeypatch):
     with pytest.raises(ValueError, match="with its external data .* more than the {} allowed".format(
             model_bytes + 23)):
         load_model(layout["model"])
+
+
+def test_zip_archives_are_read_within_the_cap(tmp_path, monkeypatch):
+    """Caffe2's zip format (``prepare_zip_archive``): tensors marked b"__EXTERNAL" take a member's bytes."""
+    weights = numpy_helper.from_array(WEIGHTS, "w")
+    weights.raw_data = b"__EXTERNAL"
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "zipped",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [weights])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    archive = str(tmp_path / "model.zip")
+    with zipfile.ZipFile(archive, "w") as handle:
+        handle.writestr("__MODEL_PROTO", model.SerializeToString())
+        handle.writestr("w", WEIGHTS.tobytes())
+    x = np.ones((2, 3), np.float32)
+    np.testing.assert_array_equal(backend.prepare_zip_archive(archive).run([x]).y, x + WEIGHTS)
+    size = sum(info.file_size for info in zipfile.ZipFile(archive).infolist())
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_INPUT_BYTES", str(size - 1))
+    with pytest.raises(ValueError, match="ONNX zip archive .* is {} bytes, more than the {} allowed".format(
+            size, size - 1)):
+        backend.prepare_zip_archive(archive)

@@ -45,7 +45,7 @@ from onnx import TensorProto, helper
 
 from ..converters import TARGETS, LoweringError, lower as _lower
 from ..ops.net_ops import cumsum as _net_cumsum
-from .model_input import check_model
+from .model_input import check_model, load_zip_archive
 
 #: ONNX element types CumSum may get -> PyCumSum's dtype= that keeps the result in that type.
 CUMSUM_DTYPES = {
@@ -240,6 +240,12 @@ class CumSumBackend(Caffe2Backend):
             rep.init_net = _lowered(rep.init_net, lower, shapes, dtypes)
             rep.predict_net = _lowered(rep.predict_net, lower, shapes, dtypes)
         return rep
+
+    @classmethod
+    def prepare_zip_archive(cls, file, device="CPU", **kwargs):
+        """The stock zip-archive reader, with sizes capped and no external-data files (`load_zip_archive`)."""
+        model, raw_values = load_zip_archive(file)
+        return cls.prepare(model, device, raw_values_dict=raw_values, **kwargs)
 
     @classmethod
     def run_node(cls, node, inputs, device="CPU", opset_version=Caffe2Backend._known_opset_version,

@@ -9,6 +9,8 @@ model file and all its external data together are capped by ``PYCUMSUM_OP_MAX_IN
 (`pycumsum_op.input_limits`). Anything else raises `ExternalDataError` (a ValueError) naming the
 tensor, the location and why.
 
+`load_zip_archive` reads Caffe2's zip format (``CumSumBackend.prepare_zip_archive``) within the same cap.
+
 `check_model` is what `prepare` / `to_caffe2` check before Caffe2's backend allocates anything:
 every tensor size the model declares or ONNX shape inference finds (its inputs, which the backend
 fills with ones, outputs, initializers and intermediate values) within
@@ -17,6 +19,7 @@ from wherever it points).
 """
 import os
 import stat
+import zipfile
 
 import onnx
 from onnx import TensorProto, mapping
@@ -139,6 +142,22 @@ def load_model(path) -> onnx.ModelProto:
             where = "tensor {!r}".format(tensor.name[:200])
             used += _read_external(tensor, folder, where, used, "ONNX model {!r}".format(path))
     return model
+
+
+def load_zip_archive(file):
+    """``(model, {name: bytes})`` from Caffe2's zip format (``__MODEL_PROTO`` and one member per tensor whose
+    ``raw_data`` is ``b"__EXTERNAL"``), what ``Caffe2Backend.prepare_zip_archive`` reads; the members' declared
+    sizes together within ``PYCUMSUM_OP_MAX_INPUT_BYTES`` before any is read, and no external-data files
+    (stock onnx.load would resolve them against the current folder)."""
+    with zipfile.ZipFile(file, mode="r") as archive:
+        members = archive.infolist()
+        check_size(sum(member.file_size for member in members), "ONNX zip archive {!r}".format(str(file)[:200]))
+        if "__MODEL_PROTO" not in archive.namelist():
+            raise ValueError("ONNX zip archive {!r} has no __MODEL_PROTO member".format(str(file)[:200]))
+        model = onnx.load_model_from_string(archive.read("__MODEL_PROTO"))
+        raw_values = {member.filename: archive.read(member) for member in members
+                      if member.filename != "__MODEL_PROTO"}
+    return model, raw_values
 
 
 def _value_infos(graph):
