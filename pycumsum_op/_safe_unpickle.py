@@ -14,7 +14,8 @@ when the net is created. `inspect_builder` answers "what would that do?" safely:
   proportional to the pickle's size (at most a few hundred bytes per byte of pickle);
 - the same pass follows the unpickler's stack and memo without building anything: each value is
   known only by its *hash cost* (tuples are hashed element by element on every use, and DUP or a
-  memo GET shares one tuple many times: 100 doublings in 200 bytes make a 2**100-element key).
+  memo GET shares one tuple many times: 100 doublings in 200 bytes make a 2**100-element key; a
+  long int is hashed digit by digit, also on every use).
   Every value the unpickler would hash (a dict key, a set or frozenset item) is costed first, and
   the pickle is refused once that work passes `MAX_HASHED_NODES`, so unpickling never hashes
   more than that many tuple elements;
@@ -166,8 +167,9 @@ def _static_check(data: bytes) -> int:
 
 
 class _Stack(object):
-    """The unpickler's stack and memo with each value replaced by its hash cost (1 for anything but
-    a tuple, whose hash walks its elements); refuses the pickle once hashing would pass the budget."""
+    """The unpickler's stack and memo with each value replaced by its hash cost (a tuple's hash walks
+    its elements, a long int's its digits; any other value costs 1: str and bytes cache their hash,
+    placeholders hash by identity); refuses the pickle once hashing would pass the budget."""
 
     def __init__(self):
         self.items, self.marks, self.memo, self.hashed = [], [], {}, 0
@@ -220,6 +222,8 @@ class _Stack(object):
             self.items += popped * 2
         elif name in ("EMPTY_TUPLE", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3"):
             self.items.append(min(1 + sum(sliced + popped), 2 * MAX_HASHED_NODES))
+        elif name in ("LONG", "LONG1", "LONG4"):  # an int's hash reads every 30-bit digit, on every use
+            self.items.append(1 + arg.bit_length() // 30)
         else:
             self.items += [1] * len(opcode.stack_after)
 

@@ -6,7 +6,7 @@
     STORE/RUN_ID/logs/rank-R.log      each worker's stdout/stderr (rank 0's stdout goes to the terminal)
     STORE/RUN_ID/results/rank-R.npz   each rank's final parameters and per-step losses
 
-Gloo's rendezvous keys live next to it, in the file store's own subdirectory for RUN_ID.
+Gloo's rendezvous keys live inside it, in the file store's own subdirectory (prefix ``gloo``).
 
 The run directory and its subdirectories are created private (0700) and must be real directories
 owned by the user running the launcher and not writable by group or others; anything else
