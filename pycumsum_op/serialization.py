@@ -9,8 +9,9 @@ and calls nothing (`MAX_PICKLE_BYTES`, 64 KiB, per pickle), and raises `UnsafeNe
 every callable is one of pycumsum_op's builders, called with arguments those builders accept, or
 listed in ``allow``. It follows every net Caffe2 would create from an op argument (`NET_ARGUMENTS`,
 NetDef fields ``n`` / ``nets`` anywhere), reading text nets byte for byte as Caffe2's C++ does;
-a net it cannot read is a problem, never "safe". `load_net` parses a .pb / .pbtxt and verifies it;
-`save_net` writes one.
+a net it cannot read is a problem, never "safe". `load_net` parses a .pb / .pbtxt and verifies it
+(input over the caps of `pycumsum_op.input_limits` is refused before parsing); `save_net` writes one
+atomically.
 
 >>> from caffe2.python import core
 >>> import pycumsum_op
@@ -32,9 +33,9 @@ from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
 from ._atomic_files import write_atomically
-from .input_limits import check_size
 from ._safe_unpickle import MAX_PICKLE_BYTES, RefusedPickle, inspect_builder  # noqa: F401 (public here)
 from ._text_format import TextNetError, parse_text_netdef
+from .input_limits import check_size
 
 #: Op types whose constructor unpickles ``pickled_builder`` / ``pickled_grad_builder``.
 PYTHON_OP_TYPES = frozenset(["Python", "PythonGradient", "PythonDLPack", "PythonDLPackGradient"])
