@@ -25,6 +25,7 @@ atomically.
 """
 import errno
 import os
+import re
 import warnings
 from typing import List, NamedTuple, Optional, Tuple
 
@@ -63,6 +64,7 @@ MAX_PROBLEMS = 100
 MAX_NET_OPS = 1000000
 #: Names (of nets, ops, arguments) longer than this are cut in labels and messages.
 MAX_LABEL_NAME = 80
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # what str.splitlines splits on, and the like
 _TEXT_SUFFIXES = (".pbtxt", ".prototxt", ".pbtext", ".txt")
 _BINARY_SUFFIXES = (".pb", ".bin", ".netdef")
 
@@ -161,11 +163,12 @@ class _Problems(list):
 
 
 def _label(value) -> str:
-    """A name for a label: `_text`, cut to `MAX_LABEL_NAME` characters (and how many more there were)."""
+    """A name for a label: `_text`, cut to `MAX_LABEL_NAME` characters (and how many more there were), line
+    breaks and other control characters escaped (a message's first line is what the command line prints)."""
     text = _text(value)
-    if len(text) <= MAX_LABEL_NAME:
-        return text
-    return "{}...(+{} chars)".format(text[:MAX_LABEL_NAME], len(text) - MAX_LABEL_NAME)
+    if len(text) > MAX_LABEL_NAME:
+        text = "{}...(+{} chars)".format(text[:MAX_LABEL_NAME], len(text) - MAX_LABEL_NAME)
+    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def _text(value) -> str:

@@ -17,8 +17,9 @@ from hypothesis import given, settings, strategies as st
 from onnx import TensorProto, helper
 
 import pycumsum_op  # noqa: F401 (net.PyCumSum)
-from pycumsum_op import input_limits, load_net
+from pycumsum_op import UnsafeNetError, input_limits, load_net, verify_net
 from pycumsum_op._safe_unpickle import MAX_HASHED_NODES, RefusedPickle, inspect_builder
+from pycumsum_op.serialization import MAX_PROBLEMS
 from pycumsum_op.onnx import prepare
 from pycumsum_op.ops.builders import BUILDERS, scan_forward
 
@@ -271,3 +272,40 @@ def test_fuzzed_shared_tuple_keys_are_refused_exactly_when_hashing_them_costs_to
     else:  # unpickled for real (keys hashed), then refused for what the kwargs hold
         with pytest.raises(RefusedPickle, match="holds builder kwargs with non-string keys"):
             inspect_builder(data, frozenset(BUILDERS))
+
+
+# --- fuzzing NetDefs: the refusal's size does not grow with names or the number of problems -----------
+
+@st.composite
+def token_nets(draw):
+    """(net, token ops in it): token-form Python ops (each one a problem) with long random names, and an If
+    whose branch holds the same again, nested up to 3 deep."""
+    def build(depth):
+        net = caffe2_pb2.NetDef(name=draw(st.text(max_size=3)) * draw(st.integers(0, 300)))
+        op_name, token = draw(st.text(max_size=2)) * draw(st.integers(0, 200)), b"t" * draw(st.integers(1, 200))
+        count = draw(st.integers(0, 150))
+        for _ in range(count):
+            net.op.add(type="Python", name=op_name).arg.add(name="token", s=token)
+        if depth < 3 and draw(st.booleans()):
+            inner, inner_count = build(depth + 1)
+            net.op.add(type="If", name=op_name).arg.add(name="then_net", n=inner)
+            count += inner_count
+        return net, count
+    return build(0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(token_nets())
+def test_fuzzed_nets_refusals_are_bounded_whatever_the_names(drawn):
+    net, tokens = drawn
+    try:
+        verify_net(net)
+    except UnsafeNetError as error:
+        assert len(error.problems) == min(tokens, MAX_PROBLEMS)
+        message = str(error)
+        assert "{} problem(s)".format(tokens) in message.splitlines()[0]  # names cannot break lines
+        assert len(message.splitlines()) == min(tokens, MAX_PROBLEMS) + 1 + (tokens > MAX_PROBLEMS)
+        # every line: at most 4 nets' labels of cut names (~200 characters each) and a reason
+        assert len(message) <= 1500 * (MAX_PROBLEMS + 3), len(message)
+        return
+    assert tokens == 0
