@@ -59,7 +59,7 @@ def _external(tensor) -> bool:
 
 def _whole_number(text: str, key: str, where: str) -> int:
     try:
-        value = int(text)
+        value = int(text) if len(text) <= 20 else -1  # (int() of a long decimal string is quadratic)
     except ValueError:
         value = -1
     if value < 0:
@@ -85,6 +85,16 @@ def _resolve(location: str, folder: str, where: str) -> str:
     return real
 
 
+def _open_regular(path: str, what: str, flags: int = 0):
+    """``path`` open for reading (binary) if it is a regular file, else `ExternalDataError`; never blocks
+    on a FIFO."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | flags)
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise ExternalDataError("{} is not a regular file".format(what))
+    return os.fdopen(descriptor, "rb")
+
+
 def _read_external(tensor, folder: str, where: str, used: int, model_name: str) -> int:
     """Put ``tensor``'s external bytes into ``raw_data`` unless the model's ``used`` bytes and these pass
     the cap; returns how many bytes were read."""
@@ -96,15 +106,12 @@ def _read_external(tensor, folder: str, where: str, used: int, model_name: str) 
     path = _resolve(location, folder, where)
     offset = _whole_number(entries.get("offset", "0"), "offset", where)
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        handle = _open_regular(path, "{}: external data {!r}".format(where, location), os.O_NOFOLLOW)
     except OSError as error:
         raise ExternalDataError("{}: cannot open external data {!r}: {}".format(
             where, location, error.strerror or error)) from None
-    status = os.fstat(descriptor)
-    if not stat.S_ISREG(status.st_mode):
-        os.close(descriptor)
-        raise ExternalDataError("{}: external data {!r} is not a regular file".format(where, location))
-    with os.fdopen(descriptor, "rb") as handle:
+    with handle:
+        status = os.fstat(handle.fileno())
         length = (_whole_number(entries["length"], "length", where) if "length" in entries
                   else max(status.st_size - offset, 0))
         if offset + length > status.st_size:
@@ -127,10 +134,8 @@ def load_model(path) -> onnx.ModelProto:
     Raises FileNotFoundError / PermissionError / IsADirectoryError, `ExternalDataError`,
     `pycumsum_op.input_limits.InputTooLarge`, or ``google.protobuf.message.DecodeError``."""
     path = os.fspath(path)
-    with open(path, "rb") as handle:
+    with _open_regular(path, "ONNX model {!r}".format(path)) as handle:
         status = os.fstat(handle.fileno())
-        if not stat.S_ISREG(status.st_mode):
-            raise ExternalDataError("ONNX model {!r} is not a regular file".format(path))
         check_size(status.st_size, "ONNX model {!r}".format(path))
         data = handle.read(status.st_size + 1)
     check_size(len(data), "ONNX model {!r}".format(path))
