@@ -222,7 +222,7 @@ class _Stack(object):
             self.items += popped * 2
         elif name in ("EMPTY_TUPLE", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3"):
             self.items.append(min(1 + sum(sliced + popped), 2 * MAX_HASHED_NODES))
-        elif name in ("LONG", "LONG1", "LONG4"):  # an int's hash reads every 30-bit digit, on every use
+        elif name in ("INT", "LONG", "LONG1", "LONG4"):  # an int's hash reads every 30-bit digit, every use
             self.items.append(1 + arg.bit_length() // 30)
         else:
             self.items += [1] * len(opcode.stack_after)
