@@ -127,3 +127,17 @@ def test_write_atomically_keeps_the_old_file_when_the_writer_fails(tmp_path):
     assert target.read_bytes() == b"old" and os.listdir(str(tmp_path)) == ["t.bin"]
     write_atomically(str(target), lambda handle: handle.write(np.arange(3, dtype=np.int8).tobytes()))
     assert target.read_bytes() == b"\x00\x01\x02"
+
+
+def test_save_net_is_atomic_and_refuses_a_symlink_too(tmp_path):
+    from pycumsum_op import save_net
+    net = core.Net("saved_safely")
+    net.PyCumSum("x", "y", axis=0)
+    marker, link = tmp_path / "marker", tmp_path / "net.pbtxt"
+    os.symlink(str(marker), str(link))
+    with pytest.raises(OSError, match="symbolic link"):
+        save_net(net, str(link))
+    assert not marker.exists()
+    os.unlink(str(link))
+    save_net(net, str(link))
+    assert load_net(str(link)).op[0].type == "Python" and sorted(os.listdir(str(tmp_path))) == ["net.pbtxt"]

@@ -309,3 +309,32 @@ def test_fuzzed_nets_refusals_are_bounded_whatever_the_names(drawn):
         assert len(message) <= 1500 * (MAX_PROBLEMS + 3), len(message)
         return
     assert tokens == 0
+
+
+def test_verify_net_reads_at_most_max_net_ops(monkeypatch):
+    """Ops are counted over nested nets too; one more than MAX_NET_OPS and the net is refused unread."""
+    import pycumsum_op.serialization as serialization
+    inner = caffe2_pb2.NetDef(name="branch")
+    for _ in range(4):
+        inner.op.add(type="Relu", input=["x"], output=["x"])
+    net = caffe2_pb2.NetDef(name="counted")
+    for _ in range(5):
+        net.op.add(type="Relu", input=["x"], output=["x"])
+    net.op.add(type="If", input=["c"]).arg.add(name="then_net", n=inner)  # 6 + 4 = 10 ops
+    monkeypatch.setattr(serialization, "MAX_NET_OPS", 10)
+    assert verify_net(net) == []
+    monkeypatch.setattr(serialization, "MAX_NET_OPS", 9)
+    with pytest.raises(UnsafeNetError, match=r"more than 9 ops in all nets \(MAX_NET_OPS\): not read"):
+        verify_net(net)
+
+
+def test_a_text_step_net_over_the_text_cap_cannot_be_checked_so_is_refused(monkeypatch):
+    step = b'name: "step" op { type: "Relu" input: "x" output: "y" }'
+    net = caffe2_pb2.NetDef(name="rnn")
+    net.op.add(type="RecurrentNetwork").arg.add(name="step_net", s=step)
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_TEXT_BYTES", str(len(step)))
+    assert verify_net(net) == []
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_TEXT_BYTES", str(len(step) - 1))
+    with pytest.raises(UnsafeNetError, match="step_net: Caffe2 reads this argument as a text NetDef, and it cannot be "
+                                             "checked: the text net is {} bytes".format(len(step))):
+        verify_net(net)
