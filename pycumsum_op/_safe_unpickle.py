@@ -12,6 +12,13 @@ when the net is created. `inspect_builder` answers "what would that do?" safely:
   index, so a 10-byte pickle could cost gigabytes) and frames longer than the data; every
   length-prefixed argument is checked against the bytes present, so the unpickler's memory stays
   proportional to the pickle's size (at most a few hundred bytes per byte of pickle);
+- the same pass follows the unpickler's stack and memo without building anything: each value is
+  known only by its *hash cost* (tuples are hashed element by element on every use, and DUP or a
+  memo GET shares one tuple many times: 100 doublings in 200 bytes make a 2**100-element key; a
+  long int is hashed digit by digit, also on every use).
+  Every value the unpickler would hash (a dict key, a set or frozenset item) is costed first, and
+  the pickle is refused once that work passes `MAX_HASHED_NODES`, so unpickling never hashes
+  more than that many tuple elements;
 - `_RestrictedUnpickler.find_class` refuses any global that is not allowed. Allowed globals are
   *not imported*: the unpickler returns an inert `Global` placeholder, so REDUCE / INST / OBJ "call"
   the placeholder, which only records a `Call` (and refuses it unless the callable was listed as
@@ -42,6 +49,11 @@ FORBIDDEN_OPCODES = frozenset(["EXT1", "EXT2", "EXT4", "PERSID", "BINPERSID", "N
                                "READONLY_BUFFER"])
 #: Opcodes that store into the memo at the index given as their argument.
 MEMO_PUT_OPCODES = frozenset(["PUT", "BINPUT", "LONG_BINPUT"])
+MEMO_GET_OPCODES = frozenset(["GET", "BINGET", "LONG_BINGET"])
+#: The most tuple elements the unpickler may hash (dict keys, set items) for one pickle.
+MAX_HASHED_NODES = 100000
+#: Opcodes whose stack slice the unpickler hashes: the dict keys (every other item) or every set item.
+_HASHED_SLICES = {"SETITEM": 2, "SETITEMS": 2, "DICT": 2, "ADDITEMS": 1, "FROZENSET": 1}
 
 
 class RefusedPickle(Exception):
@@ -126,9 +138,10 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
 
 def _static_check(data: bytes) -> int:
-    """Refuse forbidden opcodes, memo indices beyond the data and overlong frames (parsing only);
-    returns the pickle protocol (0 without PROTO)."""
+    """Refuse forbidden opcodes, memo indices beyond the data, overlong frames and keys too costly to
+    hash (parsing and counting only); returns the pickle protocol (0 without PROTO)."""
     protocol = 0
+    stack = _Stack()
     try:
         for opcode, arg, position in pickletools.genops(data):
             if opcode.name in FORBIDDEN_OPCODES:
@@ -145,11 +158,74 @@ def _static_check(data: bytes) -> int:
                     raise RefusedPickle("has a PROTO opcode at byte {}; pickle writes it only at byte 0".format(
                         position))
                 protocol = arg
+            stack.step(opcode, arg, position)
     except RefusedPickle:
         raise
     except Exception as error:  # pickletools raises ValueError (and others) on malformed input
         raise RefusedPickle("is malformed ({}: {})".format(type(error).__name__, error))
     return protocol
+
+
+class _Stack(object):
+    """The unpickler's stack and memo with each value replaced by its hash cost (a tuple's hash walks
+    its elements, a long int's its digits; any other value costs 1: str and bytes cache their hash,
+    placeholders hash by identity); refuses the pickle once hashing would pass the budget."""
+
+    def __init__(self):
+        self.items, self.marks, self.memo, self.hashed = [], [], {}, 0
+
+    def pop_slice(self, opcode, position) -> list:
+        """The values above the topmost MARK, the MARK removed (``stackslice`` in pickletools' terms)."""
+        if not self.marks:
+            raise RefusedPickle("is malformed ({} at byte {} without a MARK)".format(opcode.name, position))
+        mark = self.marks.pop()
+        values = self.items[mark:]
+        del self.items[mark:]
+        return values
+
+    def check_top(self, opcode, position) -> None:
+        """As the unpickler: a value must be on the stack above the topmost MARK."""
+        if len(self.items) <= (self.marks[-1] if self.marks else 0):
+            raise RefusedPickle("is malformed ({} at byte {} finds an empty stack)".format(opcode.name, position))
+
+    def pop(self, opcode, position) -> int:
+        self.check_top(opcode, position)
+        return self.items.pop()
+
+    def hash_costs(self, costs, position) -> None:
+        self.hashed += sum(costs)
+        if self.hashed > MAX_HASHED_NODES:
+            raise RefusedPickle("makes the unpickler hash more than {} tuple elements by byte {} (keys built from "
+                                "shared tuples; MAX_HASHED_NODES)".format(MAX_HASHED_NODES, position))
+
+    def step(self, opcode, arg, position) -> None:
+        """Apply one opcode: pop what pickletools says it pops, push what it pushes."""
+        name = opcode.name
+        if name in MEMO_PUT_OPCODES or name == "MEMOIZE":  # stores the top of the stack, which stays
+            self.check_top(opcode, position)
+            self.memo[len(self.memo) if name == "MEMOIZE" else arg] = self.items[-1]
+            return
+        before = [entry.name for entry in opcode.stack_before]
+        sliced = self.pop_slice(opcode, position) if "mark" in before else []
+        count = before.index("mark") if "mark" in before else len(before)
+        popped = [self.pop(opcode, position) for _ in range(count)][::-1]
+        if name in _HASHED_SLICES:
+            self.hash_costs((sliced or popped[1:2])[::_HASHED_SLICES[name]], position)
+        if name in MEMO_GET_OPCODES:
+            if arg not in self.memo:
+                raise RefusedPickle("is malformed ({} at byte {} reads memo index {}, never stored)".format(
+                    name, position, arg))
+            self.items.append(self.memo[arg])
+        elif name == "MARK":
+            self.marks.append(len(self.items))
+        elif name == "DUP":
+            self.items += popped * 2
+        elif name in ("EMPTY_TUPLE", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3"):
+            self.items.append(min(1 + sum(sliced + popped), 2 * MAX_HASHED_NODES))
+        elif name in ("INT", "LONG", "LONG1", "LONG4"):  # an int's hash reads every 30-bit digit, every use
+            self.items.append(1 + arg.bit_length() // 30)
+        else:
+            self.items += [1] * len(opcode.stack_after)
 
 
 def inspect_builder(data: bytes, allowed, callable_at_load=frozenset()) -> BuilderInfo:

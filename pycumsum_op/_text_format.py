@@ -10,9 +10,11 @@ form, so the net it reads can hold other bytes than the net Caffe2 runs.
 
 `parse_text_netdef` therefore tokenizes the raw bytes with the C++ tokenizer's rules (whitespace,
 ``#`` comments, quoted strings with the escapes ``\\a \\b \\f \\n \\r \\t \\v \\\\ \\? \\' \\"``, octal and
-``\\x``; adjacent strings join), writes the same tokens as ASCII with every string escaped byte for
-byte, and parses that with ``text_format`` into a copy of caffe2.proto whose string fields are bytes;
-the binary form of that message is the NetDef returned. Where it cannot promise the bytes C++ would
+``\\x``; adjacent strings join), writes the same tokens as ASCII with every string replaced by its
+index in a table of the strings' bytes, parses that with ``text_format`` into a copy of caffe2.proto
+whose string fields are bytes, and puts each string's bytes back in place of its index; the binary
+form of that message is the NetDef returned. Memory stays linear in the text's size: the strings'
+bytes are held once, never re-escaped. Where it cannot promise the bytes C++ would
 read (a NUL byte, a ``\\u`` escape) it raises `TextNetError`, as it does for text C++ refuses
 (a byte >= 0x80 or a control character outside strings and comments, a newline inside a string,
 a bad escape). A caller must treat `TextNetError` as "could not check", never as "not a net".
@@ -29,6 +31,8 @@ from typing import Iterator, List, Tuple
 
 from caffe2.proto import caffe2_pb2
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, text_format
+
+from .input_limits import InputTooLarge, check_size
 
 #: What Caffe2's TextFormat::ParseFromString rewrites in the raw text before parsing it.
 CAFFE2_TEXT_REWRITES = ((b"cuda_gpu_id", b"device_id"),)
@@ -110,15 +114,18 @@ def _tokens(data: bytes) -> Iterator[Tuple[str, bytes]]:
                 raise TextNetError("byte 0x{:02x} at {} is outside any string or comment".format(byte, i))
 
 
-def _escaped(value: bytes) -> bytes:
-    """A string literal of ``value`` in which every byte is a two-digit ``\\x`` escape (pure ASCII)."""
-    return b'"' + (b"\\x" + value.hex(":").replace(":", "\\x").encode("ascii") if value else b"") + b'"'
-
-
-def _ascii_text(data: bytes) -> str:
-    """The tokens of ``data`` as ASCII text that protobuf's Python parser splits the same way."""
+def _ascii_text(data: bytes) -> Tuple[str, List[bytes]]:
+    """The tokens of ``data`` as ASCII text that protobuf's Python parser splits the same way, each
+    string written as ``"N"``, its index in the returned table of the strings' bytes."""
     out: List[bytes] = []
+    table: List[bytes] = []
     strings: List[bytes] = []  # adjacent strings, joined into one as both parsers do
+
+    def placeholder() -> bytes:
+        table.append(b"".join(strings))
+        del strings[:]
+        return '"{}"'.format(len(table) - 1).encode("ascii")
+
     glue = False
     for kind, value in _tokens(data):
         if kind == "string":
@@ -126,16 +133,30 @@ def _ascii_text(data: bytes) -> str:
             glue = False
             continue
         if strings:
-            out.append(_escaped(b"".join(strings)))
-            strings = []
+            out.append(placeholder())
         if glue and kind == "word":  # "- 5" is one signed number to C++; Python wants "-5"
             out[-1] += value
         else:
             out.append(value)
         glue = value == b"-"
     if strings:
-        out.append(_escaped(b"".join(strings)))
-    return b" ".join(out).decode("ascii")
+        out.append(placeholder())
+    return b" ".join(out).decode("ascii"), table
+
+
+def _put_strings(message, table: List[bytes]) -> None:
+    """Replace every bytes field's ``b"N"`` (set by `_ascii_text`'s placeholders) by ``table[N]``."""
+    pending = [message]
+    while pending:
+        current = pending.pop()
+        for field, value in current.ListFields():
+            if field.type == field.TYPE_BYTES:
+                if field.label == field.LABEL_REPEATED:
+                    value[:] = [table[int(index)] for index in value]
+                else:
+                    setattr(current, field.name, table[int(value)])
+            elif field.type == field.TYPE_MESSAGE:
+                pending.extend(value if field.label == field.LABEL_REPEATED else [value])
 
 
 def _bytes_netdef_class():
@@ -161,13 +182,19 @@ def parse_text_netdef(data: bytes) -> caffe2_pb2.NetDef:
     """The NetDef Caffe2's C++ reads from text ``data``; raises `TextNetError` if it cannot say."""
     if not isinstance(data, bytes):
         raise TextNetError("text NetDef must be bytes, got {}".format(type(data).__name__))
+    try:
+        check_size(len(data), "the text net", "PYCUMSUM_OP_MAX_TEXT_BYTES")
+    except InputTooLarge as error:
+        raise TextNetError(str(error))
     if b"\0" in data:  # C++ stops a string at NUL when unescaping it: refuse rather than guess
         raise TextNetError("a NUL byte at {}".format(data.index(b"\0")))
     for old, new in CAFFE2_TEXT_REWRITES:
         data = data.replace(old, new)
     raw = _BytesNetDef()
     try:
-        text_format.Parse(_ascii_text(data), raw)
+        text, table = _ascii_text(data)
+        text_format.Parse(text, raw)
+        _put_strings(raw, table)
         netdef = caffe2_pb2.NetDef()
         netdef.ParseFromString(raw.SerializeToString())
     except TextNetError:

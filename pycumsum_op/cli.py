@@ -82,10 +82,12 @@ def require_ops(netdef, path: str) -> None:
         raise _BadInput("net {!r} has no ops: is it a Caffe2 NetDef?".format(path))
 
 
-def write_file(write, path: str, what: str) -> None:
-    """``write()``, which writes ``path``; an OSError is `_BadInput` naming ``what``."""
+def write_file(data: bytes, path: str, what: str) -> None:
+    """Write ``data`` to ``path`` whole or not at all, never through a symlink (`_atomic_files`);
+    an OSError is `_BadInput` naming ``what``."""
+    from ._atomic_files import write_atomically
     try:
-        write()
+        write_atomically(path, lambda handle: handle.write(data))
     except OSError as error:
         raise _BadInput("cannot write the {} to {!r}: {}".format(what, path, error.strerror or error))
 

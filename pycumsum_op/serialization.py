@@ -10,8 +10,9 @@ every callable is one of pycumsum_op's builders, called with arguments those bui
 listed in ``allow``. It follows every net Caffe2 would create from an op argument (`NET_ARGUMENTS`,
 NetDef fields ``n`` / ``nets`` anywhere, text in any ``*_net`` argument, forward and gradient ops alike),
 reading text nets byte for byte as Caffe2's C++ does;
-a net it cannot read is a problem, never "safe". `load_net` parses a .pb / .pbtxt and verifies it;
-`save_net` writes one.
+a net it cannot read is a problem, never "safe". `load_net` parses a .pb / .pbtxt and verifies it
+(input over the caps of `pycumsum_op.input_limits` is refused before parsing); `save_net` writes one
+atomically.
 
 >>> from caffe2.python import core
 >>> import pycumsum_op
@@ -25,6 +26,7 @@ a net it cannot read is a problem, never "safe". `load_net` parses a .pb / .pbtx
 """
 import errno
 import os
+import re
 import warnings
 from typing import List, NamedTuple, Optional, Tuple
 
@@ -32,8 +34,10 @@ from caffe2.proto import caffe2_pb2
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
+from ._atomic_files import write_atomically
 from ._safe_unpickle import MAX_PICKLE_BYTES, RefusedPickle, inspect_builder  # noqa: F401 (public here)
 from ._text_format import TextNetError, parse_text_netdef
+from .input_limits import check_size
 
 #: Op types whose constructor unpickles ``pickled_builder`` / ``pickled_grad_builder``.
 PYTHON_OP_TYPES = frozenset(["Python", "PythonGradient", "PythonDLPack", "PythonDLPackGradient"])
@@ -61,6 +65,13 @@ NET_ARGUMENTS = {
 TEXT_NET_SUFFIX = "_net"
 #: How deep nets may nest in one another before the net is refused.
 MAX_NET_DEPTH = 32
+#: The most problems `verify_net` keeps (the others are counted): a net's cost stays linear in its size.
+MAX_PROBLEMS = 100
+#: The most ops, nested nets' included, `verify_net` reads in one call; a net with more is refused.
+MAX_NET_OPS = 1000000
+#: Names (of nets, ops, arguments) longer than this are cut in labels and messages.
+MAX_LABEL_NAME = 80
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # what str.splitlines splits on, and the like
 _TEXT_SUFFIXES = (".pbtxt", ".prototxt", ".pbtext", ".txt")
 _BINARY_SUFFIXES = (".pb", ".bin", ".netdef")
 
@@ -93,12 +104,16 @@ class UnsafeNetError(ValueError):
     ``problems`` lists each `NetProblem` (op index, op type, argument, callable, reason).
     """
 
-    def __init__(self, net_name: str, problems: List[NetProblem]):
+    def __init__(self, net_name: str, problems: List[NetProblem], total: Optional[int] = None):
         self.net_name = net_name
         self.problems = list(problems)
+        total = len(self.problems) if total is None else total
         lines = ["refusing net '{}': {} problem(s) with its Python ops or the nets it holds (Caffe2 unpickles "
-                 "and calls pickled builders as soon as it creates a net):".format(net_name, len(self.problems))]
+                 "and calls pickled builders as soon as it creates a net):".format(net_name, total)]
         lines += ["  " + str(problem) for problem in self.problems]
+        if total > len(self.problems):
+            lines.append("  ... and {} more (only the first {} are kept: MAX_PROBLEMS)".format(
+                total - len(self.problems), len(self.problems)))
         named = sorted({p.callable for p in self.problems if p.callable})
         if named:
             lines.append("Pass allow=[{}] only if you trust where this net came from.".format(
@@ -126,17 +141,41 @@ def _nets_of(net) -> List[Tuple[str, caffe2_pb2.NetDef]]:
     if hasattr(net, "Proto") and not isinstance(net, caffe2_pb2.NetDef):
         net = net.Proto()
     if isinstance(net, caffe2_pb2.NetDef):
-        return [("net '{}'".format(_text(net.name)), net)]
+        return [("net '{}'".format(_label(net.name)), net)]
     if isinstance(net, caffe2_pb2.PlanDef):
-        return [("plan '{}' net '{}'".format(_text(net.name), _text(n.name)), n) for n in net.network]
+        return [("plan '{}' net '{}'".format(_label(net.name), _label(n.name)), n) for n in net.network]
     descriptor = getattr(net, "DESCRIPTOR", None)
     if descriptor is not None and descriptor.full_name.endswith("MetaNetDef"):
         found = [("meta net {!r}".format(kv.key), kv.value) for kv in net.nets]
         for kv in net.plans:
-            found += [("meta plan {!r} net '{}'".format(kv.key, _text(n.name)), n) for n in kv.value.network]
+            found += [("meta plan {!r} net '{}'".format(kv.key, _label(n.name)), n) for n in kv.value.network]
         return found
     raise TypeError("verify_net takes a NetDef, core.Net, PlanDef or MetaNetDef, got {}".format(
         type(net).__name__))
+
+
+class _Problems(list):
+    """Keeps the first `MAX_PROBLEMS` problems appended and counts them all (``total``); counts the ops
+    read (``ops``) against `MAX_NET_OPS`."""
+    total = ops = 0
+
+    def too_many_ops(self, count: int) -> bool:
+        self.ops += count
+        return self.ops > MAX_NET_OPS
+
+    def append(self, problem) -> None:
+        self.total += 1
+        if len(self) < MAX_PROBLEMS:
+            super().append(problem)
+
+
+def _label(value) -> str:
+    """A name for a label: `_text`, cut to `MAX_LABEL_NAME` characters (and how many more there were), line
+    breaks and other control characters escaped (a message's first line is what the command line prints)."""
+    text = _text(value)
+    if len(text) > MAX_LABEL_NAME:
+        text = "{}...(+{} chars)".format(text[:MAX_LABEL_NAME], len(text) - MAX_LABEL_NAME)
+    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def _text(value) -> str:
@@ -145,7 +184,7 @@ def _text(value) -> str:
 
 
 def _op_label(index: int, op) -> str:
-    return "op {} ({}{})".format(index, _text(op.type), " '{}'".format(_text(op.name)) if op.name else "")
+    return "op {} ({}{})".format(index, _label(op.type), " '{}'".format(_label(op.name)) if op.name else "")
 
 
 class NestedNet(NamedTuple):
@@ -224,13 +263,17 @@ def _check_builders(where, index, op_type, pickled, callable_at_load, problems, 
 
 def nested_label(where: str, nested: NestedNet) -> str:
     """The label of a nested net: its holder's label, the argument and the net's name."""
-    return "{} arg {} > net '{}'".format(where, _text(nested.arg.name), _text(nested.netdef.name))
+    return "{} arg {} > net '{}'".format(where, _label(nested.arg.name), _label(nested.netdef.name))
 
 
 def _check_net(label, net, callable_at_load, problems, verified, python_ops, depth=0):
     if depth > MAX_NET_DEPTH:
         problems.append(NetProblem(label, -1, "", None, None,
                                    "nets nested more than {} levels deep".format(MAX_NET_DEPTH)))
+        return
+    if problems.too_many_ops(len(net.op)):
+        problems.append(NetProblem(label, -1, "", None, None, "more than {} ops in all nets (MAX_NET_OPS): not "
+                                                              "read".format(MAX_NET_OPS)))
         return
     for index, op in enumerate(net.op):
         where = "{} {}".format(label, _op_label(index, op))
@@ -252,7 +295,7 @@ def _check_net(label, net, callable_at_load, problems, verified, python_ops, dep
         if pickled:
             _check_builders(where, index, op_type, pickled, callable_at_load, problems, verified)
         elif "token" in names and op_type in PYTHON_OP_TYPES:
-            token = op.arg[names.index("token")].s.decode("utf-8", "replace")
+            token = _label(op.arg[names.index("token")].s)
             problems.append(NetProblem(
                 where, index, op_type, "token", None,
                 "token-form Python op (token {!r}): its function exists only in the process that "
@@ -278,12 +321,13 @@ def verify_net(net, allow=(), python_ops=True) -> List[VerifiedOp]:
     every op index, op type and argument that is refused, and every token-form (non-portable) op.
     """
     extra = _allow_names(allow)
-    problems, verified = [], []
+    problems, verified = _Problems(), []
     nets = _nets_of(net)
     for label, netdef in nets:
         _check_net(label, netdef, extra, problems, verified, python_ops)
     if problems:
-        raise UnsafeNetError(_text(nets[0][1].name) if len(nets) == 1 else "<{} nets>".format(len(nets)), problems)
+        raise UnsafeNetError(_label(nets[0][1].name) if len(nets) == 1 else "<{} nets>".format(len(nets)), problems,
+                             problems.total)
     return verified
 
 
@@ -333,28 +377,41 @@ def _parse(data: bytes, kind: Optional[str], origin: str) -> caffe2_pb2.NetDef:
     raise ValueError("could not parse {} as a Caffe2 NetDef ({})".format(origin, "; ".join(errors)))
 
 
+def _read_capped(path: str, kind: Optional[str]) -> bytes:
+    """The file's bytes, refused (`InputTooLarge`) before reading when it passes its cap: text files
+    ``PYCUMSUM_OP_MAX_TEXT_BYTES``, others ``PYCUMSUM_OP_MAX_INPUT_BYTES`` (`parse_text_netdef` applies
+    the text cap when it tries one of those as text)."""
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        variable = "PYCUMSUM_OP_MAX_TEXT_BYTES" if kind == "text" else "PYCUMSUM_OP_MAX_INPUT_BYTES"
+        check_size(size, "net file {!r}".format(path), variable)
+        data = handle.read(size + 1)
+    check_size(len(data), "net file {!r}".format(path), variable)  # it grew while being read
+    return data
+
+
 def load_net(source, allow=(), verify=True) -> caffe2_pb2.NetDef:
     """Parse a NetDef and `verify_net` it (unless ``verify=False``); returns the NetDef.
 
     ``source``: bytes of a binary NetDef (``SerializeToString()``), a path to a .pb file or a
     .pbtxt / .prototxt text file (other names: text if it parses, else binary), or the text form
     itself as a str. Raises `UnsafeNetError` for refused nets; ValueError unless all of it parses
-    (empty, cut short, or not a NetDef); FileNotFoundError / IsADirectoryError / PermissionError.
+    (empty, cut short, or not a NetDef), `pycumsum_op.input_limits.InputTooLarge` (a ValueError) for input
+    over its size cap, checked before parsing; FileNotFoundError / IsADirectoryError / PermissionError.
     """
     if isinstance(source, caffe2_pb2.NetDef):
         netdef = source
     elif isinstance(source, (bytes, bytearray, memoryview)):
+        check_size(len(source), "the net given as bytes")
         netdef = _parse(bytes(source), "binary", "the given bytes")
     elif isinstance(source, (str, os.PathLike)):
         path = os.fspath(source)
         if os.path.isdir(path):
             raise IsADirectoryError(errno.EISDIR, "load_net: is a directory, not a net file", path)
         if os.path.isfile(path):
-            with open(path, "rb") as handle:
-                data = handle.read()
             kind = ("text" if is_text_path(path) else
                     "binary" if path.lower().endswith(_BINARY_SUFFIXES) else None)
-            netdef = _parse(data, kind, repr(path))
+            netdef = _parse(_read_capped(path, kind), kind, repr(path))
         elif isinstance(source, str) and any(mark in source for mark in "{:\n"):
             netdef = _parse(source.encode("utf-8"), "text", "the given text (it is not a file path)")
         else:

@@ -19,7 +19,7 @@ def _parse_loss(text: str):
 def _run(args) -> int:
     from ..doctor import diagnose
     from ..doctor.fix import STRATEGIES, UnfixableError, repair
-    from ..serialization import is_text_path, save_net
+    from ..serialization import is_text_path, serialized_net
 
     if args.strategy not in STRATEGIES:
         raise _BadInput("--strategy {!r}: choose one of {}".format(args.strategy, ", ".join(STRATEGIES)))
@@ -42,7 +42,7 @@ def _run(args) -> int:
             fixed, repairs = repair(netdef, losses, init_net, strategy=args.strategy)
         except UnfixableError as error:
             raise _BadInput("--fix: " + str(error).splitlines()[0] + " (see the findings above)")
-        write_file(lambda: save_net(fixed, args.fix), args.fix, "fixed net")
+        write_file(serialized_net(fixed, args.fix), args.fix, "fixed net")
         print("\nwrote the fixed net ({} ops, {} format) to {}; repaired {} site(s):".format(
             len(fixed.op), "text" if is_text_path(args.fix) else "binary", args.fix, len(repairs)))
         for applied in repairs:

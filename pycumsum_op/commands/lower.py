@@ -59,9 +59,9 @@ def run(args) -> int:
         if "shapes={" in reason:
             reason += " (here: --shape BLOB=D0,D1,... --dtype BLOB=float32, or --init-net)"
         raise _BadInput(reason)
-    from ..serialization import PYTHON_OP_TYPES, UnsafeNetError, save_net, verify_net
+    from ..serialization import PYTHON_OP_TYPES, UnsafeNetError, serialized_net, verify_net
 
-    write_file(lambda: save_net(lowered, args.output), args.output, "lowered net")
+    write_file(serialized_net(lowered, args.output), args.output, "lowered net")
     try:  # the input's Python ops, nested ones included: what python_ops=False names
         replaced = len(verify_net(netdef, python_ops=False))
     except UnsafeNetError as error:

@@ -69,15 +69,21 @@ def _import(args) -> int:
     import onnx
     from google.protobuf.message import DecodeError
 
-    from ..onnx import to_caffe2
+    from .._atomic_files import distinct_outputs
+    from ..onnx import load_model, to_caffe2
     from ..serialization import UnsafeNetError
 
+    try:
+        distinct_outputs([args.predict_net, args.init_net])
+    except OSError as error:
+        raise _BadInput("cannot write the init net to {!r}: {}".format(error.filename, error.strerror))
     with warnings.catch_warnings():  # protobuf's and Caffe2's backend's (opset > 9) warnings
         warnings.simplefilter("ignore")
         try:
-            model = onnx.load(args.model)
-        except (OSError, DecodeError, RuntimeError) as error:
-            raise _BadInput("cannot read ONNX model {!r}: {}".format(args.model, error))
+            model = load_model(args.model)
+        except (OSError, DecodeError, RuntimeError, ValueError) as error:  # ExternalDataError, InputTooLarge
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+            raise _BadInput("cannot read ONNX model {!r}: {}".format(args.model, reason))
         try:
             with _quiet_stderr():
                 init_net, predict_net = to_caffe2(model, lower=args.lower)
@@ -86,10 +92,10 @@ def _import(args) -> int:
         except (ValueError, RuntimeError, onnx.checker.ValidationError) as error:
             reason = str(error).strip().splitlines()[-1]  # the stock backend's last line: ". Exception: <reason>"
             raise _BadInput("cannot import {!r}: {}".format(args.model, reason.split(". Exception: ", 1)[-1]))
-    from ..serialization import save_net
+    from ..serialization import serialized_net
 
-    write_file(lambda: save_net(predict_net, args.predict_net), args.predict_net, "predict net")
-    write_file(lambda: save_net(init_net, args.init_net), args.init_net, "init net")
+    write_file(serialized_net(predict_net, args.predict_net), args.predict_net, "predict net")
+    write_file(serialized_net(init_net, args.init_net), args.init_net, "init net")
     lowered = "" if args.lower is None else " (CumSum lowered to {})".format(args.lower)
     print("{}: {} ops{} -> {}, {} parameters -> {}".format(args.model, len(predict_net.op), lowered, args.predict_net,
                                                             len(init_net.op), args.init_net))
@@ -97,8 +103,6 @@ def _import(args) -> int:
 
 
 def _export(args) -> int:
-    from onnx import save as onnx_save
-
     from ..onnx import export
     from ..serialization import load_net
 
@@ -109,7 +113,7 @@ def _export(args) -> int:
         model = export(predict_net, init_net, _value_info(args.input), opset=args.opset)
     except (OSError, ValueError) as error:  # UnsafeNetError is a ValueError
         raise _BadInput(_first_line(error))
-    write_file(lambda: onnx_save(model, args.output), args.output, "ONNX model")
+    write_file(model.SerializeToString(), args.output, "ONNX model")
     print("{}: {} nodes at opset {} -> {}".format(args.predict_net, len(model.graph.node), args.opset, args.output))
     return 0
 

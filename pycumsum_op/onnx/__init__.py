@@ -6,8 +6,10 @@
 - `install`: opt in once so that ``caffe2.python.onnx.backend.prepare`` translates CumSum too.
 - `to_caffe2`: ``(init_net, predict_net)`` NetDefs of a model, to save (``lower=`` as in `prepare`).
 - `export`: a Caffe2 net with PyCumSum ops -> ``onnx.ModelProto`` at a chosen opset (>= 11).
+- `load_model`: an ONNX model file with its external data read from the model's folder only.
 """
 from .backend import backend, install, prepare, to_caffe2
 from .export import export
+from .model_input import load_model
 
-__all__ = ["prepare", "backend", "install", "to_caffe2", "export"]
+__all__ = ["prepare", "backend", "install", "to_caffe2", "export", "load_model"]

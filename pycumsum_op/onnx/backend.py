@@ -54,6 +54,7 @@ from onnx.backend.base import Backend, Device, namedtupledict
 from ..converters import TARGETS, LoweringError, lower as _lower
 from ..ops.net_ops import cumsum as _net_cumsum
 from ..serialization import BUILDER_ARGS, PYTHON_OP_TYPES, NetProblem, UnsafeNetError, verify_net
+from .model_input import check_model, load_zip_archive
 
 #: ONNX element types CumSum may get -> PyCumSum's dtype= that keeps the result in that type.
 CUMSUM_DTYPES = {
@@ -296,6 +297,7 @@ class CumSumBackend(Caffe2Backend):
             raise ValueError("pycumsum_op.onnx.prepare: unknown lower={!r}; use None (PyCumSum) or a lowering "
                              "target: {}".format(lower, ", ".join(repr(name) for name in sorted(TARGETS))))
         refuse_python_nodes(model.graph)  # before onnx's checker and shape inference see the model
+        check_model(model)  # sizes capped and no external data before the backend allocates anything
         nested = _nested_cumsum(model.graph)
         if nested:
             raise ValueError("pycumsum_op.onnx.prepare: CumSum inside subgraphs ({}) is not supported: "
@@ -310,6 +312,12 @@ class CumSumBackend(Caffe2Backend):
             rep.init_net = _lowered(rep.init_net, lower, shapes, dtypes)
             rep.predict_net = _lowered(rep.predict_net, lower, shapes, dtypes)
         return rep
+
+    @classmethod
+    def prepare_zip_archive(cls, file, device="CPU", **kwargs):
+        """The stock zip-archive reader, with sizes capped and no external-data files (`load_zip_archive`)."""
+        model, raw_values = load_zip_archive(file)
+        return cls.prepare(model, device, raw_values_dict=raw_values, **kwargs)
 
     @classmethod
     def run_node(cls, node, inputs, device="CPU", opset_version=Caffe2Backend._known_opset_version,

@@ -36,6 +36,7 @@ from caffe2.python.onnx.helper import c2_native_run_net
 from onnx import TensorProto, helper, mapping, numpy_helper
 
 from .._safe_unpickle import RefusedPickle, inspect_builder
+from ..input_limits import check_tensor
 from ..netdefs import as_netdef
 from ..ops.builders import BUILDERS, builder_params, scan_forward
 from ..serialization import PYTHON_OP_TYPES, verify_net
@@ -252,7 +253,10 @@ def _checked_value_info(value_info) -> dict:
                 name, entry)) from None
         if any(extent < 0 for extent in shape):
             raise ValueError("export: value_info[{!r}] has a negative extent in shape {}".format(name, shape))
-        checked[name] = (_elem_type(name, given_type), shape)
+        elem_type = _elem_type(name, given_type)
+        check_tensor(shape, mapping.TENSOR_TYPE_TO_NP_TYPE[elem_type].itemsize,  # before np.zeros(shape)
+                     "export: value_info[{!r}]".format(name))
+        checked[name] = (elem_type, shape)
     return checked
 
 

@@ -12,7 +12,8 @@
 When every worker succeeded, node 0 collects every rank's parameters from the run directory and
 checks that they are equal to each other (exactly: Gloo's all-reduce gives every rank the same
 bits) and to a single-process run of `Caffe2OrdinalEMD` over the same global batches, within
-`REFERENCE_TOLERANCE`.
+`REFERENCE_TOLERANCE`; only then does ``save`` write rank 0's parameters (atomically, never through
+a symlink).
 """
 import ctypes
 import os
@@ -20,13 +21,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import secrets
 import tempfile
 import time
-import uuid
 from typing import List, NamedTuple, Optional
 
 import numpy as np
 
+from .._atomic_files import check_target, write_atomically
 from .run_directory import RunConfig, RunDirectory, RunResult, max_parameter_difference
 from .rendezvous import TrainingSetupError, check_interface
 
@@ -58,7 +60,8 @@ def _interrupt(signum, frame):
 
 
 def new_run_id() -> str:
-    return "{}-{}".format(time.strftime("%Y%m%d-%H%M%S"), uuid.uuid4().hex[:8])
+    """The date and 128 random bits: no one can guess a run's directory to plant files there first."""
+    return "{}-{}".format(time.strftime("%Y%m%d-%H%M%S"), secrets.token_hex(16))
 
 
 def check_config(config: RunConfig, node_rank: int) -> None:
@@ -82,7 +85,7 @@ def _start(run: RunDirectory, rank: int, interface: Optional[str]) -> Worker:
     command = [sys.executable, "-m", "pycumsum_op.training.worker", run.store_dir, run.run_id, str(rank)]
     if interface:
         command += ["--interface", interface]
-    with open(log, "wb") as handle:  # rank 0 draws the progress bar on our stdout; everything else to its log
+    with run.create_log(rank) as handle:  # rank 0 draws the progress bar on our stdout; everything else to its log
         process = subprocess.Popen(command, stdout=None if rank == 0 else handle, stderr=handle,
                                    stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
     return Worker(rank, process, log)
@@ -187,6 +190,11 @@ def launch(config: RunConfig, node_rank: int = 0, store: Optional[str] = None, r
     if config.nodes > 1 and (store is None or run_id is None):
         raise TrainingSetupError("--nodes {} needs --store (a directory shared by every node) and --run-id (the "
                                  "same new name on every node)".format(config.nodes))
+    if save:
+        try:
+            check_target(save if save.endswith(".npz") else save + ".npz")
+        except OSError as error:
+            raise TrainingSetupError("--save {!r}: {}".format(save, error.strerror))
     temporary = store is None
     store = tempfile.mkdtemp(prefix="pycumsum-train-") if temporary else store
     run_id = run_id or new_run_id()
@@ -219,11 +227,20 @@ def launch(config: RunConfig, node_rank: int = 0, store: Optional[str] = None, r
         except TimeoutError as error:
             out.write("training FAILED: {}\n".format(error))
             return EXIT_FAILED
-        if save:
-            np.savez(save, **results[0].params)
-            out.write("saved rank 0's parameters to {}\n".format(save))
         succeeded = True
-        return EXIT_OK if check_results(results, config, out) else EXIT_FAILED
+        if not check_results(results, config, out):
+            if save:
+                out.write("not saving the parameters to {}: the check failed\n".format(save))
+            return EXIT_FAILED
+        if save:
+            save = save if save.endswith(".npz") else save + ".npz"  # as np.savez names it
+            try:
+                write_atomically(save, lambda handle: np.savez(handle, **results[0].params))
+            except OSError as error:
+                out.write("could not save the parameters to {}: {}\n".format(save, error.strerror or error))
+                return EXIT_FAILED
+            out.write("saved rank 0's parameters to {}\n".format(save))
+        return EXIT_OK
     finally:
         _stop(workers)
         signal.signal(signal.SIGTERM, previous_handler)

@@ -6,11 +6,17 @@
     STORE/RUN_ID/logs/rank-R.log      each worker's stdout/stderr (rank 0's stdout goes to the terminal)
     STORE/RUN_ID/results/rank-R.npz   each rank's final parameters and per-step losses
 
-Gloo's rendezvous keys live next to it, in the file store's own subdirectory for RUN_ID.
+Gloo's rendezvous keys live inside it, in the file store's own subdirectory (prefix ``gloo``).
+
+The run directory and its subdirectories are created private (0700) and must be real directories
+owned by the user running the launcher and not writable by group or others; anything else
+(another user's directory planted under the same run id, a symlink) is refused with
+`TrainingSetupError`. Every file is created new (O_EXCL) and never through a symlink (O_NOFOLLOW).
 """
 import json
 import os
 import re
+import stat
 import time
 from typing import Dict, List, NamedTuple
 
@@ -64,6 +70,40 @@ class RunResult(NamedTuple):
     losses: np.ndarray
 
 
+def _owned_directory(path: str) -> None:
+    """Create ``path`` (0700) unless it exists; `TrainingSetupError` unless it is a real directory owned by
+    this user that group and others cannot write."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    status = os.lstat(path)
+    if not stat.S_ISDIR(status.st_mode):
+        raise TrainingSetupError("run directory {!r} is not a directory ({}); refusing to use it".format(
+            path, "a symlink" if stat.S_ISLNK(status.st_mode) else "some other file"))
+    if status.st_uid != os.geteuid():
+        raise TrainingSetupError("run directory {!r} belongs to user id {}, not to this user ({}); refusing to use "
+                                 "it (choose a new --run-id)".format(path, status.st_uid, os.geteuid()))
+    if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise TrainingSetupError("run directory {!r} is writable by group or others (mode {:o}); refusing to use "
+                                 "it".format(path, stat.S_IMODE(status.st_mode)))
+
+
+def _create_file(path: str, mode: str = "wb"):
+    """A new file (O_EXCL: never an existing file, O_NOFOLLOW: never through a symlink), open as ``mode``;
+    FileExistsError if anything (a symlink included) is there."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), mode)
+
+
+def _new_file(path: str, mode: str = "wb"):
+    """`_create_file`; what is already there is `TrainingSetupError`."""
+    try:
+        return _create_file(path, mode)
+    except FileExistsError:
+        raise TrainingSetupError("{!r} already exists (a file or symlink left in the run directory); refusing to "
+                                 "write it: every run needs a new --run-id".format(path)) from None
+
+
 class RunDirectory:
     """STORE/RUN_ID (see the module docstring)."""
 
@@ -74,13 +114,13 @@ class RunDirectory:
         check_store_directory(store_dir)
         self.store_dir, self.run_id = os.path.abspath(store_dir), run_id
         self.path = os.path.join(self.store_dir, run_id)
-        for sub in ("nodes", "joined", "logs", "results"):
-            os.makedirs(os.path.join(self.path, sub), exist_ok=True)
+        for path in [self.path] + [os.path.join(self.path, sub) for sub in ("nodes", "joined", "logs", "results")]:
+            _owned_directory(path)
 
     def claim(self, node_rank: int) -> None:
         """Mark this node as started; `TrainingSetupError` if this run id already ran on that node."""
         try:
-            os.close(os.open(os.path.join(self.path, "nodes", str(node_rank)), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            _create_file(os.path.join(self.path, "nodes", str(node_rank))).close()
         except FileExistsError:
             raise TrainingSetupError(
                 "run id {!r} was already used by node {} in store {!r} (left by an earlier run?): every run needs "
@@ -90,7 +130,7 @@ class RunDirectory:
         """Record ``config`` as the run's, or check it equals the one another node recorded first."""
         target = os.path.join(self.path, "config.json")
         draft = os.path.join(self.path, ".config.{}.json".format(node_rank))
-        with open(draft, "w") as handle:
+        with _new_file(draft, "w") as handle:
             json.dump(config._asdict(), handle)
         try:
             os.link(draft, target)  # atomic: the first node's configuration wins
@@ -113,7 +153,7 @@ class RunDirectory:
         """Announce ``rank`` and wait until every rank of the run has: `TimeoutError` naming the missing ranks
         after ``config.join_timeout`` seconds (Gloo's own rendezvous would only name internal keys)."""
         joined = os.path.join(self.path, "joined")
-        open(os.path.join(joined, str(rank)), "w").close()
+        _new_file(os.path.join(joined, str(rank))).close()
         deadline = time.monotonic() + config.join_timeout
         while True:
             missing = sorted(set(range(config.world_size)) - {int(name) for name in os.listdir(joined)})
@@ -129,13 +169,17 @@ class RunDirectory:
     def log_path(self, rank: int) -> str:
         return os.path.join(self.path, "logs", "rank-{}.log".format(rank))
 
+    def create_log(self, rank: int):
+        """The new log file of ``rank``, open for writing (binary)."""
+        return _new_file(self.log_path(rank))
+
     def _result_path(self, rank: int) -> str:
         return os.path.join(self.path, "results", "rank-{}.npz".format(rank))
 
     def write_result(self, rank: int, result: RunResult) -> None:
         """Write atomically (rename), so a reader never sees half a file."""
         draft = os.path.join(self.path, "results", ".rank-{}.npz".format(rank))
-        with open(draft, "wb") as handle:
+        with _new_file(draft) as handle:
             np.savez(handle, losses=result.losses, **result.params)
         os.replace(draft, self._result_path(rank))
 

@@ -39,7 +39,8 @@ def train(store: str, run_id: str, rank: int, interface=None, out=None) -> RunRe
     rendezvous = None
     if config.world_size > 1:
         run.join(rank, config)
-        rendezvous = file_store_rendezvous(store, run_id, rank, config.world_size, interface)
+        # Gloo's keys inside the private run directory, where no other user can plant one
+        rendezvous = file_store_rendezvous(run.path, "gloo", rank, config.world_size, interface)
     try:
         model = DataParallelEMD(params, config.learning_rate, devices=range(config.devices), rendezvous=rendezvous,
                                 timeout_seconds=config.timeout)

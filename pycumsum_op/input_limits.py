@@ -1,0 +1,80 @@
+"""The caps on what pycumsum_op reads from outside, checked before anything is parsed or allocated.
+
+Each cap has a default and an environment variable that overrides it (a whole number of bytes, read
+on every check, so a running program can change it):
+
+- ``PYCUMSUM_OP_MAX_INPUT_BYTES`` (default 8 MiB): a binary net file or bytes (`load_net`), an
+  ONNX model file and all its external data together (`pycumsum_op.onnx.load_model`); protobuf
+  holds a message made of empty ops in about 100 bytes of memory per byte of input;
+- ``PYCUMSUM_OP_MAX_TEXT_BYTES`` (default 1 MiB): one text net: a .pbtxt file, or a text step net
+  inside another net's arguments, parsed in Python at a few microseconds per byte;
+- ``PYCUMSUM_OP_MAX_TENSOR_BYTES`` (default 1 GiB): one tensor whose size an input declares: an ONNX
+  model's inputs, outputs, initializers and inferred shapes (Caffe2's backend allocates its inputs
+  when preparing), the shapes given to `pycumsum_op.onnx.export`.
+
+A value over its cap raises `InputTooLarge` (a ValueError) naming what, its size, the cap and the
+variable; an unreadable variable raises ValueError: nothing falls back to "no limit".
+
+>>> check_size(20 * 2 ** 20, "net 'big.pb'")
+Traceback (most recent call last):
+...
+pycumsum_op.input_limits.InputTooLarge: net 'big.pb' is 20971520 bytes, more than the 8388608 allowed (PYCUMSUM_OP_MAX_INPUT_BYTES)
+"""
+import os
+
+#: environment variable -> default cap in bytes
+DEFAULTS = {
+    "PYCUMSUM_OP_MAX_INPUT_BYTES": 8 * 2 ** 20,
+    "PYCUMSUM_OP_MAX_TEXT_BYTES": 2 ** 20,
+    "PYCUMSUM_OP_MAX_TENSOR_BYTES": 2 ** 30,
+}
+
+
+class InputTooLarge(ValueError):
+    """An input over one of the caps (`DEFAULTS`); the message names the variable that raises it."""
+
+
+def limit(variable: str) -> int:
+    """The cap in bytes: the environment variable if set, else its default."""
+    text = os.environ.get(variable)
+    if text is None:
+        return DEFAULTS[variable]
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError("{}={!r} is not a whole number of bytes".format(variable, text))
+    return value
+
+
+def check_size(size: int, what: str, variable: str = "PYCUMSUM_OP_MAX_INPUT_BYTES") -> None:
+    """`InputTooLarge` when ``size`` bytes of ``what`` pass the cap ``variable``."""
+    cap = limit(variable)
+    if size > cap:
+        raise InputTooLarge("{} is {} bytes, more than the {} allowed ({})".format(what, size, cap, variable))
+
+
+def check_tensor(dims, itemsize: int, what: str) -> None:
+    """`InputTooLarge` unless a tensor of ``dims`` (ints >= 0) and ``itemsize`` fits
+    ``PYCUMSUM_OP_MAX_TENSOR_BYTES``; a ValueError for a negative dim. Never multiplies past the cap."""
+    cap = limit("PYCUMSUM_OP_MAX_TENSOR_BYTES")
+    dims = [int(dim) for dim in dims]
+    if any(dim < 0 for dim in dims):
+        raise ValueError("{} has a negative dimension in shape {}".format(what, shape_text(dims)))
+    if 0 in dims:
+        return
+    size = itemsize
+    for dim in dims:
+        size *= dim
+        if size > cap:
+            raise InputTooLarge("{} of shape {} takes more than the {} bytes allowed "
+                                "(PYCUMSUM_OP_MAX_TENSOR_BYTES)".format(what, shape_text(dims), cap))
+
+
+def shape_text(dims, most: int = 8) -> str:
+    """``dims`` for a message, at most ``most`` of them: ``(4, 6)``, ``(1, 1, ... 1000 dims)``."""
+    dims = list(dims)
+    if len(dims) <= most:
+        return str(tuple(dims))
+    return "({}, ... {} dims)".format(", ".join(str(dim) for dim in dims[:most]), len(dims))

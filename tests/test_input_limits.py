@@ -1,0 +1,340 @@
+"""Cost is bounded for any input: the crafted inputs below are refused (or read cheaply) in a child process
+whose address space is capped at 2 GiB above what its imports take, each within 10 s; the caps of
+`pycumsum_op.input_limits` are applied before parsing or allocating; fuzzed shared-tuple pickles get the
+verdict their expanded size says."""
+import json
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from caffe2.proto import caffe2_pb2
+from caffe2.python import core
+from hypothesis import given, settings, strategies as st
+from onnx import TensorProto, helper
+
+import pycumsum_op  # noqa: F401 (net.PyCumSum)
+from pycumsum_op import UnsafeNetError, input_limits, load_net, verify_net
+from pycumsum_op._safe_unpickle import MAX_HASHED_NODES, RefusedPickle, inspect_builder
+from pycumsum_op.serialization import MAX_PROBLEMS
+from pycumsum_op.onnx import prepare
+from pycumsum_op.ops.builders import BUILDERS, scan_forward
+
+BUDGET = 2 * 2 ** 30  # bytes of address space the child may add to what its imports took
+SECONDS = 10.0
+
+CHILD = r'''
+import contextlib, io, json, os, resource, sys, time
+import numpy as np
+import onnx
+import pycumsum_op
+import pycumsum_op.onnx
+from pycumsum_op import load_net, lower, verify_net
+from pycumsum_op.cli import main
+from pycumsum_op.onnx import export, prepare
+
+
+def address_space():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
+
+
+def with_caps(call):
+    def run(path, caps):
+        os.environ.update(caps)
+        try:
+            return call(path)
+        finally:
+            for name in caps:
+                del os.environ[name]
+    return run
+
+
+API = {
+    "verify_net": lambda path: verify_net(load_net(path, verify=False)),
+    "load_net": load_net,
+    "load_net_with_caps": with_caps(load_net),
+    "lower": lambda path: lower(load_net(path, verify=False), "aten"),
+    "export": lambda path: export(load_net(path, verify=False), value_info={"x": (np.float32, (3,))}),
+    "prepare": lambda path: prepare(onnx.load_model_from_string(open(path, "rb").read())),
+}
+spec = json.loads(sys.argv[1])
+limit = address_space() + spec["budget"]
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+report = {}
+for name, kind, args in spec["cases"]:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    stderr = io.StringIO()
+    start = time.monotonic()
+    with contextlib.redirect_stderr(stderr):
+        try:
+            outcome = main(args) if kind == "cli" else (API[kind](*args), "accepted")[1]
+            message = ""
+        except Exception as error:
+            outcome, message = type(error).__name__, str(error)
+    report[name] = {"seconds": time.monotonic() - start, "outcome": outcome, "message_chars": len(message),
+                    "message": message[:3000] + message[-300:], "stderr": stderr.getvalue()[:3000],
+                    "grew_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before}
+print("REPORT" + json.dumps(report))
+'''
+
+
+def run_child(cases):
+    """Run ``cases`` [(name, "cli" | API name, args)] in one child; {name: report}."""
+    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps({"budget": BUDGET, "cases": cases})],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60 + 2 * SECONDS * len(cases),
+                          universal_newlines=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.split("REPORT", 1)[1])
+    for name, entry in report.items():
+        assert entry["seconds"] < SECONDS, (name, entry)
+    return report
+
+
+def hash_bomb(levels=100) -> bytes:
+    """A builder pickle (protocol 2) whose kwargs dict has one key: a tuple of tuples ``levels`` deep, each level
+    the previous one twice (DUP): 2**levels elements to hash, in ~250 bytes."""
+    scan_forward_global = pickle.dumps(scan_forward, protocol=2)[2:-1]
+    return (b"\x80\x02" + scan_forward_global + b")}" + b")" + b"2\x86" * levels + b"K\x01s\x87.")
+
+
+def python_op_net(builder: bytes, name="bomb") -> caffe2_pb2.NetDef:
+    net = caffe2_pb2.NetDef(name=name)
+    op = net.op.add(type="Python", input=["x"], output=["y"])
+    op.arg.add(name="pickled_builder", s=builder)
+    return net
+
+
+def long_name_token_net() -> caffe2_pb2.NetDef:
+    """~310 KB: a 300,000-character net name and 3,000 token-form Python ops (each one a problem)."""
+    net = caffe2_pb2.NetDef(name="n" * 300000)
+    for index in range(3000):
+        net.op.add(type="Python", input=["x"], output=["y{}".format(index)]).arg.add(name="token", s=b"t")
+    return net
+
+
+def huge_dims_model() -> onnx.ModelProto:
+    """Under 100 bytes; declares a 10**15-element float input, which Caffe2's backend fills with ones."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [100000] * 3)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [100000] * 3)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bounded")
+    paths = {}
+
+    def put(name, data):
+        paths[name] = str(folder / name)
+        with open(paths[name], "wb") as handle:
+            handle.write(data)
+
+    put("hash_bomb.pb", python_op_net(hash_bomb()).SerializeToString())
+    put("long_name_tokens.pb", long_name_token_net().SerializeToString())
+    put("long_string_5mb.pbtxt", b'name: "' + b"a" * (5 * 2 ** 20) + b'" op { type: "Relu" input: "x" output: "y" }')
+    put("text_20mb.pbtxt", b"# " + b"x" * (20 * 2 ** 20) + b"\nname: 'n'")
+    put("huge_dims.onnx", huge_dims_model().SerializeToString())
+    net = core.Net("bounded_good")
+    net.PyCumSum("x", "y", axis=0)
+    put("good.pb", net.Proto().SerializeToString())
+    return paths
+
+
+def test_crafted_inputs_are_refused_within_10_s_and_2_gib(inputs, tmp_path):
+    out = str(tmp_path / "out.pb")
+    report = run_child([
+        ("bomb_verify_net", "verify_net", [inputs["hash_bomb.pb"]]),
+        ("bomb_load_net", "load_net", [inputs["hash_bomb.pb"]]),
+        ("bomb_lower", "lower", [inputs["hash_bomb.pb"]]),
+        ("bomb_export", "export", [inputs["hash_bomb.pb"]]),
+        ("bomb_cli_lower", "cli", ["lower", inputs["hash_bomb.pb"], "-o", out]),
+        ("long_name_tokens", "load_net", [inputs["long_name_tokens.pb"]]),
+        ("long_name_tokens_cli", "cli", ["onnx", "export", inputs["long_name_tokens.pb"], "--input",
+                                         "x=float32:3", "-o", str(tmp_path / "m.onnx")]),
+        ("text_5mb", "load_net", [inputs["long_string_5mb.pbtxt"]]),
+        ("text_5mb_cap_raised", "load_net_with_caps", [inputs["long_string_5mb.pbtxt"],
+                                                       {"PYCUMSUM_OP_MAX_TEXT_BYTES": str(8 * 2 ** 20)}]),
+        ("text_20mb_cli", "cli", ["lower", inputs["text_20mb.pbtxt"], "-o", out]),
+        ("huge_dims_prepare", "prepare", [inputs["huge_dims.onnx"]]),
+        ("huge_dims_cli", "cli", ["onnx", "import", inputs["huge_dims.onnx"], "--predict-net", out,
+                                  "--init-net", str(tmp_path / "init.pb")]),
+        ("export_dims_cli", "cli", ["onnx", "export", inputs["good.pb"], "--input", "x=float32:99999999999,99999",
+                                    "-o", str(tmp_path / "m.onnx")]),
+    ])
+    hashed = "more than {} tuple elements".format(MAX_HASHED_NODES)
+    for name in ("bomb_verify_net", "bomb_load_net"):
+        assert report[name]["outcome"] == "UnsafeNetError" and hashed in report[name]["message"]
+    assert report["bomb_lower"]["outcome"] == "LoweringError" and hashed in report["bomb_lower"]["message"]
+    assert report["bomb_export"]["outcome"] == "UnsafeNetError" and hashed in report["bomb_export"]["message"]
+    # the names are cut in every label: the message stays small although each of 3000 problems names the net
+    tokens = report["long_name_tokens"]
+    assert tokens["outcome"] == "UnsafeNetError" and tokens["message_chars"] < 50000
+    assert "...(+299920 chars)" in tokens["message"] and "3000 problem(s)" in tokens["message"]
+    assert "and 2900 more" in tokens["message"]
+    assert report["text_5mb"]["outcome"] == "InputTooLarge"
+    assert "PYCUMSUM_OP_MAX_TEXT_BYTES" in report["text_5mb"]["message"]
+    # with the cap raised, the 5 MB string is read in linear memory (it used to take 2.6 GB)
+    assert report["text_5mb_cap_raised"]["outcome"] == "accepted"
+    assert report["text_5mb_cap_raised"]["grew_kib"] < 128 * 1024
+    assert report["huge_dims_prepare"]["outcome"] == "InputTooLarge"
+    assert "PYCUMSUM_OP_MAX_TENSOR_BYTES" in report["huge_dims_prepare"]["message"]
+    cli_reasons = {"bomb_cli_lower": hashed, "long_name_tokens_cli": "refusing net 'nnnn",
+                   "text_20mb_cli": "more than the 1048576 allowed (PYCUMSUM_OP_MAX_TEXT_BYTES)",
+                   "huge_dims_cli": "PYCUMSUM_OP_MAX_TENSOR_BYTES",
+                   "export_dims_cli": "PYCUMSUM_OP_MAX_TENSOR_BYTES"}
+    for name, reason in cli_reasons.items():
+        entry = report[name]
+        assert entry["outcome"] == 2, (name, entry)
+        assert entry["stderr"].count("\n") == 1 and reason in entry["stderr"], (name, entry["stderr"])
+    assert not os.path.exists(out) and not os.path.exists(str(tmp_path / "m.onnx"))
+
+
+def test_caps_are_read_from_the_environment_and_checked_before_parsing(tmp_path, monkeypatch):
+    path = tmp_path / "net.pb"
+    net = core.Net("capped")
+    net.PyCumSum("x", "y", axis=0)
+    path.write_bytes(net.Proto().SerializeToString())
+    size = path.stat().st_size
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_INPUT_BYTES", str(size))
+    assert load_net(str(path)).op[0].type == "Python"
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_INPUT_BYTES", str(size - 1))
+    with pytest.raises(input_limits.InputTooLarge, match=r"is {} bytes, more than the {} allowed".format(
+            size, size - 1)):
+        load_net(str(path))
+    with pytest.raises(input_limits.InputTooLarge):
+        load_net(path.read_bytes())
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_INPUT_BYTES", "lots")
+    with pytest.raises(ValueError, match="PYCUMSUM_OP_MAX_INPUT_BYTES='lots' is not a whole number of bytes"):
+        load_net(str(path))
+
+
+def test_declared_tensor_sizes_are_checked_against_the_cap(monkeypatch):
+    """float32 [4, 6] is 96 bytes: allowed at a 96-byte cap, refused at 95; 0 in a shape is an empty tensor."""
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_TENSOR_BYTES", "96")
+    input_limits.check_tensor([4, 6], 4, "x")
+    input_limits.check_tensor([0, 10 ** 30], 4, "x")
+    with pytest.raises(input_limits.InputTooLarge, match=r"x of shape \(4, 6\) takes more than the 95 bytes"):
+        monkeypatch.setenv("PYCUMSUM_OP_MAX_TENSOR_BYTES", "95")
+        input_limits.check_tensor([4, 6], 4, "x")
+    with pytest.raises(input_limits.InputTooLarge, match=r"\(1, 1, 1, 1, 1, 1, 1, 1, \.\.\. 5000 dims\)"):
+        input_limits.check_tensor([1] * 4999 + [10 ** 12], 4, "x")
+
+
+def test_benign_onnx_model_still_prepares_and_runs():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    graph = helper.make_graph([helper.make_node("CumSum", ["x", "axis"], ["y"])], "benign",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor("axis", TensorProto.INT64, [], [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    np.testing.assert_array_equal(prepare(model).run([x]).y, np.cumsum(x, axis=1))
+
+
+# --- fuzzing the static hash-cost analysis against the expanded size of shared tuple keys ------------
+
+@st.composite
+def shared_tuple_keys(draw):
+    """(pickle bytes, hashed elements): a builder pickle whose kwargs dict gets keys made of tuples that
+    share their parts (DUP, memo GET); the second value counts, from the structure drawn, every element
+    CPython's tuple hash visits (a tuple and each element, recursively; 1 for an int)."""
+    scan_forward_global = pickle.dumps(scan_forward, protocol=2)[2:-1]
+    body, total = bytearray(b"\x80\x02" + scan_forward_global + b")}"), 0
+    memo = 0
+    for key in range(draw(st.integers(1, 3))):
+        body += b")"  # the empty tuple: one element to hash
+        size = 1
+        for _ in range(draw(st.integers(0, 30))):
+            copies = draw(st.integers(1, 3))
+            leaves = draw(st.integers(0, 2))
+            if leaves == 0 and draw(st.booleans()):  # DUP the top, then TUPLE1/2/3
+                body += b"2" * (copies - 1) + b"\x84\x85\x86\x87"[copies:copies + 1]
+            else:  # memo it, then MARK, GET each copy, the int leaves, TUPLE
+                body += b"q" + bytes([memo]) + b"0(" + (b"h" + bytes([memo])) * copies + b"K\x07" * leaves + b"t"
+                memo = (memo + 1) % 256
+            size = 1 + copies * size + leaves
+        body += b"K" + bytes([key]) + b"s"
+        total += size
+    return bytes(body + b"\x87."), total
+
+
+@settings(max_examples=300, deadline=None)
+@given(shared_tuple_keys())
+def test_fuzzed_shared_tuple_keys_are_refused_exactly_when_hashing_them_costs_too_much(drawn):
+    data, hashed = drawn
+    if hashed > MAX_HASHED_NODES:
+        with pytest.raises(RefusedPickle, match="MAX_HASHED_NODES"):
+            inspect_builder(data, frozenset(BUILDERS))
+    else:  # unpickled for real (keys hashed), then refused for what the kwargs hold
+        with pytest.raises(RefusedPickle, match="holds builder kwargs with non-string keys"):
+            inspect_builder(data, frozenset(BUILDERS))
+
+
+# --- fuzzing NetDefs: the refusal's size does not grow with names or the number of problems -----------
+
+@st.composite
+def token_nets(draw):
+    """(net, token ops in it): token-form Python ops (each one a problem) with long random names, and an If
+    whose branch holds the same again, nested up to 3 deep."""
+    def build(depth):
+        net = caffe2_pb2.NetDef(name=draw(st.text(max_size=3)) * draw(st.integers(0, 300)))
+        op_name, token = draw(st.text(max_size=2)) * draw(st.integers(0, 200)), b"t" * draw(st.integers(1, 200))
+        count = draw(st.integers(0, 150))
+        for _ in range(count):
+            net.op.add(type="Python", name=op_name).arg.add(name="token", s=token)
+        if depth < 3 and draw(st.booleans()):
+            inner, inner_count = build(depth + 1)
+            net.op.add(type="If", name=op_name).arg.add(name="then_net", n=inner)
+            count += inner_count
+        return net, count
+    return build(0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(token_nets())
+def test_fuzzed_nets_refusals_are_bounded_whatever_the_names(drawn):
+    net, tokens = drawn
+    try:
+        verify_net(net)
+    except UnsafeNetError as error:
+        assert len(error.problems) == min(tokens, MAX_PROBLEMS)
+        message = str(error)
+        assert "{} problem(s)".format(tokens) in message.splitlines()[0]  # names cannot break lines
+        assert len(message.splitlines()) == min(tokens, MAX_PROBLEMS) + 1 + (tokens > MAX_PROBLEMS)
+        # every line: at most 4 nets' labels of cut names (~200 characters each) and a reason
+        assert len(message) <= 1500 * (MAX_PROBLEMS + 3), len(message)
+        return
+    assert tokens == 0
+
+
+def test_verify_net_reads_at_most_max_net_ops(monkeypatch):
+    """Ops are counted over nested nets too; one more than MAX_NET_OPS and the net is refused unread."""
+    import pycumsum_op.serialization as serialization
+    inner = caffe2_pb2.NetDef(name="branch")
+    for _ in range(4):
+        inner.op.add(type="Relu", input=["x"], output=["x"])
+    net = caffe2_pb2.NetDef(name="counted")
+    for _ in range(5):
+        net.op.add(type="Relu", input=["x"], output=["x"])
+    net.op.add(type="If", input=["c"]).arg.add(name="then_net", n=inner)  # 6 + 4 = 10 ops
+    monkeypatch.setattr(serialization, "MAX_NET_OPS", 10)
+    assert verify_net(net) == []
+    monkeypatch.setattr(serialization, "MAX_NET_OPS", 9)
+    with pytest.raises(UnsafeNetError, match=r"more than 9 ops in all nets \(MAX_NET_OPS\): not read"):
+        verify_net(net)
+
+
+def test_a_text_step_net_over_the_text_cap_cannot_be_checked_so_is_refused(monkeypatch):
+    step = b'name: "step" op { type: "Relu" input: "x" output: "y" }'
+    net = caffe2_pb2.NetDef(name="rnn")
+    net.op.add(type="RecurrentNetwork").arg.add(name="step_net", s=step)
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_TEXT_BYTES", str(len(step)))
+    assert verify_net(net) == []
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_TEXT_BYTES", str(len(step) - 1))
+    with pytest.raises(UnsafeNetError, match="step_net: Caffe2 reads this argument as a text NetDef, and it cannot be "
+                                             "checked: the text net is {} bytes".format(len(step))):
+        verify_net(net)
