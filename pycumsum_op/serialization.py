@@ -423,11 +423,10 @@ def load_net(source, allow=(), verify=True) -> caffe2_pb2.NetDef:
     return netdef
 
 
-def save_net(netdef, path) -> None:
-    """Write a NetDef (or core.Net) to ``path``: text format for the text suffixes `load_net`
-    reads as text (.pbtxt, .prototxt, .pbtext, .txt), binary otherwise. Raises OSError, and
-    `UnsafeNetError` (with `load_net`'s message) for token-form Python ops, which no process but
-    the one that built the net can run."""
+def serialized_net(netdef, path) -> bytes:
+    """The bytes `save_net` writes to ``path``: text format for the text suffixes `load_net` reads as
+    text (.pbtxt, .prototxt, .pbtext, .txt), binary otherwise. Raises `UnsafeNetError` (with `load_net`'s
+    message) for token-form Python ops, which no process but the one that built the net can run."""
     if hasattr(netdef, "Proto"):
         netdef = netdef.Proto()
     try:
@@ -436,9 +435,11 @@ def save_net(netdef, path) -> None:
         tokens = [problem for problem in error.problems if problem.arg == "token"]
         if tokens:
             raise UnsafeNetError(error.net_name, tokens) from None
-    if is_text_path(path):
-        with open(path, "w") as handle:
-            handle.write(text_format.MessageToString(netdef))
-    else:
-        with open(path, "wb") as handle:
-            handle.write(netdef.SerializeToString())
+    return text_format.MessageToString(netdef).encode("utf-8") if is_text_path(path) else netdef.SerializeToString()
+
+
+def save_net(netdef, path) -> None:
+    """Write a NetDef (or core.Net) to ``path`` as `serialized_net` says, whole or not at all and never
+    through a symlink (a temporary file renamed into place). Raises OSError and `UnsafeNetError`."""
+    data = serialized_net(netdef, path)
+    write_atomically(path, lambda handle: handle.write(data))

@@ -23,7 +23,7 @@ CLI = os.path.join(os.path.dirname(sys.executable), "pycumsum-op")
 @pytest.fixture
 def files(tmp_path):
     net = core.Net("cli_writes")
-    net.PyCumSum("x", "y", axis=1)
+    net.AddExternalOutput(net.PyCumSum("x", "y", axis=1))
     graph = helper.make_graph([helper.make_node("CumSum", ["x", "axis"], ["y"])], "writes",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],

@@ -140,7 +140,7 @@ def inputs(tmp_path_factory):
     put("text_20mb.pbtxt", b"# " + b"x" * (20 * 2 ** 20) + b"\nname: 'n'")
     put("huge_dims.onnx", huge_dims_model().SerializeToString())
     net = core.Net("bounded_good")
-    net.PyCumSum("x", "y", axis=0)
+    net.AddExternalOutput(net.PyCumSum("x", "y", axis=0))
     put("good.pb", net.Proto().SerializeToString())
     return paths
 
@@ -335,6 +335,6 @@ def test_a_text_step_net_over_the_text_cap_cannot_be_checked_so_is_refused(monke
     monkeypatch.setenv("PYCUMSUM_OP_MAX_TEXT_BYTES", str(len(step)))
     assert verify_net(net) == []
     monkeypatch.setenv("PYCUMSUM_OP_MAX_TEXT_BYTES", str(len(step) - 1))
-    with pytest.raises(UnsafeNetError, match="step_net: Caffe2 reads this argument as a text NetDef, and it cannot be "
+    with pytest.raises(UnsafeNetError, match="step_net: Caffe2 may read this argument as a text NetDef, and it cannot be "
                                              "checked: the text net is {} bytes".format(len(step))):
         verify_net(net)

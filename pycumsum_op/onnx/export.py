@@ -299,6 +299,9 @@ def export(predict_net, init_net=None, value_info=None, opset=CUMSUM_OPSET) -> o
             STOCK_OPSET, newest, opset))
     predict = _netdef(predict_net, "predict_net")
     init = _netdef(init_net, "init_net") if init_net is not None else None
+    verify_net(predict)  # nothing runs below unless every Python op is pycumsum_op's
+    if init is not None:
+        verify_net(init)
     if not predict.op:
         raise ValueError("export: net {!r} has no ops".format(predict.name))
     if not predict.external_output:
@@ -306,9 +309,6 @@ def export(predict_net, init_net=None, value_info=None, opset=CUMSUM_OPSET) -> o
                          "(net.AddExternalOutput(blob), or external_output: \"BLOB\" in a .pbtxt)".format(
                              predict.name))
     value_info = _checked_value_info({} if value_info is None else value_info)
-    verify_net(predict)  # nothing runs below unless every Python op is pycumsum_op's
-    if init is not None:
-        verify_net(init)
     for op in predict.op:  # refused before the net runs: ops that could never export
         if op.type in PYTHON_OP_TYPES:
             cumsum_params(op, opset)
