@@ -54,6 +54,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
+from . import compiled
+
 #: Inputs smaller than this take the numpy path (a torch call costs more than it saves).
 SMALL_SIZE = 1 << 12
 #: Elements in one thread's block buffer.
@@ -97,6 +99,9 @@ MIN_FREE_CORES = 1.5
 GATE_INTERVAL = 0.25
 #: torch.cumsum parallelises by itself over more than this many lanes (ATen's GRAIN_SIZE).
 TORCH_GRAIN = 1 << 15
+#: With the accelerator (`compiled`), last-axis lanes of at most this many elements take its loop (longer
+#: ones torch's: one add chain either way, and torch's call costs less).
+COMPILED_MAX_LENGTH = 0
 #: dtypes whose torch.cumsum accumulates as we do (float64 for floats, int64 for integers).
 TORCH_EXACT_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
 
@@ -177,15 +182,23 @@ def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, re
             src, dst = np.flip(src, axis), np.flip(dst, axis)
         return "numpy", src, dst, axis
     _, length, inner = src3.shape
-    slow = _torch_strided_slow(length, inner, src.itemsize)
-    rows = slow and _rows_win(inner, src.itemsize)
+    if _compiled_wins(length, inner) and compiled.accepts(src, dst):
+        path, torch_fits = "compiled", False
+    else:
+        slow = _torch_strided_slow(length, inner, src.itemsize)
+        path = "rows" if slow and _rows_win(inner, src.itemsize) else "lanes"
+        torch_fits = not slow and src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
     if reverse:  # lanes are independent: flipping all three axes reverses each lane and keeps
         # a contiguous input one contiguous (reversed) run for the copies
         src3, dst3 = src3[::-1, ::-1, ::-1], dst3[::-1, ::-1, ::-1]
-    elif (not slow and src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
-          and _torch_may_write(src3, dst3, exclusive, in_place)):
+    elif torch_fits and _torch_may_write(src3, dst3, exclusive, in_place):
         return "torch", src3, dst3, 1
-    return ("rows" if rows else "lanes"), src3, dst3, 1
+    return path, src3, dst3, 1
+
+
+def _compiled_wins(length: int, inner: int) -> bool:
+    """Whether the accelerator is on and its row loop beats torch's for lanes of ``length`` ``inner`` apart."""
+    return (inner > 1 or length <= COMPILED_MAX_LENGTH) and compiled.enabled()
 
 
 def direct_torch(shape: tuple, dtype: np.dtype, axis: int) -> bool:
@@ -202,6 +215,7 @@ def direct_torch(shape: tuple, dtype: np.dtype, axis: int) -> bool:
     size = outer * length * inner
     return (size >= SMALL_SIZE and length > 1 and dtype in TORCH_EXACT_DTYPES
             and not _torch_strided_slow(length, inner, dtype.itemsize)
+            and not (dtype in compiled.DTYPES and _compiled_wins(length, inner))
             and (size < PARALLEL_MIN_SIZE or outer * inner < 2))
 
 
@@ -243,6 +257,21 @@ def _numpy_path(src, dst, axis, exclusive, accumulate_dtype):
         dst[_along(axis, 0)] = 0
     else:
         np.add.accumulate(src, axis, accumulate_dtype, dst)
+
+
+def _compiled_path(src, dst, axis, exclusive, accumulate_dtype):
+    reverse = src.strides[1] < 0  # a reversed scan's views are flipped: the kernel walks the lanes back
+    if reverse:
+        src, dst = src[::-1, ::-1, ::-1], dst[::-1, ::-1, ::-1]
+    outer, _, inner = src.shape
+    threads = _thread_count(src.size, outer * inner)
+    pieces = _lane_slices(outer, inner, src.itemsize, threads) if threads > 1 else ()
+    if len(pieces) < 2:
+        compiled.scan_rows(src, dst, compiled.SUM, exclusive, reverse)
+    else:
+        def worker():
+            return lambda pair: compiled.scan_rows(pair[0], pair[1], compiled.SUM, exclusive, reverse)
+        _run_parallel(worker, [(src[o, :, i], dst[o, :, i]) for o, i in pieces], threads)
 
 
 def _torch_threads(lanes: int) -> int:
@@ -361,6 +390,7 @@ _PATHS = {
     "torch": _torch_path,
     "lanes": _blocked_path(numpy_rows=False),
     "rows": _blocked_path(numpy_rows=True),
+    "compiled": _compiled_path,
 }
 
 
