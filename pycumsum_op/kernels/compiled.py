@@ -76,47 +76,38 @@ def cache_directory() -> str:
 
 def scan_rows(src: np.ndarray, dst: np.ndarray, operation: int, exclusive: bool, reverse: bool) -> None:
     """dst = the running sum or product of src along axis 1 of the 3-D (outer, length, inner) views."""
-    kernels = _compiled()
-    kernels.scan(src, dst, np.empty(src.shape[2], accumulate_dtype(src.dtype)), operation, exclusive, reverse)
+    inner, dtype = src.shape[2], accumulate_dtype(src.dtype)
+    kept = np.empty(inner if exclusive else 0, src.dtype)  # an exclusive scan in place reads a row first
+    _compiled().scan(src, dst, np.empty(inner, dtype), kept, operation, exclusive, reverse)
 
 
 def extremum_rows(src: np.ndarray, values: np.ndarray, indices: np.ndarray, maximum: bool) -> None:
     """values, indices = torch.cummax (``maximum``) or torch.cummin of src along axis 1 of the 3-D views."""
-    kernels = _compiled()
     inner = src.shape[2]
-    kernels.extremum(src, values, indices, np.empty(inner, src.dtype), np.empty(inner, np.int64), maximum)
+    _compiled().extremum(src, values, indices, np.empty(inner, src.dtype), np.empty(inner, np.int64), maximum)
 
 
-def _scan(src, dst, accumulator, operation, exclusive, reverse):
-    outer, length, inner = src.shape
-    identity = 1 if operation == 1 else 0
+def _scan(src, dst, accumulator, kept, operation, exclusive, reverse):
+    """Rows are combined by whole-row array expressions (numba vectorises them; measured 1.6-2.6x a copy,
+    an element loop 2.2-41x)."""
+    outer, length, _ = src.shape
     for o in range(outer):
-        for j in range(inner):
-            accumulator[j] = identity
+        accumulator[:] = 1 if operation == PRODUCT else 0
         for step in range(length):
             i = length - 1 - step if reverse else step
-            if operation == 0:
-                if exclusive:
-                    for j in range(inner):
-                        before = accumulator[j]
-                        accumulator[j] = before + src[o, i, j]
-                        dst[o, i, j] = before
+            if exclusive:
+                kept[:] = src[o, i]
+                dst[o, i] = accumulator
+                if operation == PRODUCT:
+                    accumulator *= kept
                 else:
-                    for j in range(inner):
-                        total = accumulator[j] + src[o, i, j]
-                        accumulator[j] = total
-                        dst[o, i, j] = total
+                    accumulator += kept
             else:
-                if exclusive:
-                    for j in range(inner):
-                        before = accumulator[j]
-                        accumulator[j] = before * src[o, i, j]
-                        dst[o, i, j] = before
+                if operation == PRODUCT:
+                    accumulator *= src[o, i]
                 else:
-                    for j in range(inner):
-                        total = accumulator[j] * src[o, i, j]
-                        accumulator[j] = total
-                        dst[o, i, j] = total
+                    accumulator += src[o, i]
+                dst[o, i] = accumulator
 
 
 def _extremum(src, values, indices, best, where, maximum):
