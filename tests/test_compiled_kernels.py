@@ -220,3 +220,24 @@ def test_the_switch_turns_the_accelerator_off(monkeypatch, setting):
     assert not compiled.enabled()
     x = np.ones((1000, 200), np.float32)
     assert engine.choose_path(x, x.copy(), 0, False, False)[0] != "compiled"
+
+
+def test_the_op_remembers_direct_calls_per_shape_and_dtype(monkeypatch):
+    """After its first run with a shape and dtype, the op's forward is one torch.cumsum between tensors wrapping
+    the blobs; new values, dtypes (checked again: int32 sums into int64) and shapes stay torch's."""
+    calls = []
+    monkeypatch.setattr(engine, "torch_scan", lambda src, dst, axis: calls.append(axis) or torch.cumsum(
+        src, axis, out=dst))
+    workspace.ResetWorkspace()
+    net = core.Net("compiled_kernels_direct")
+    net.PyCumSum("ck_x", "ck_y", axis=-1)
+    workspace.FeedBlob("ck_x", np.zeros((2, 40000), np.float32))
+    workspace.CreateNet(net)
+    for seed, dtype, shape in [(1, np.float32, (2, 40000)), (2, np.float32, (2, 40000)), (3, np.float64, (2, 40000)),
+                               (4, np.int32, (2, 40000)), (5, np.float32, (70000,)), (6, np.float32, (2, 40000))]:
+        x = values(shape, dtype, seed)
+        workspace.FeedBlob("ck_x", x)
+        workspace.RunNet(net.Proto().name)
+        expected = torch.cumsum(torch.from_numpy(x), -1).numpy()
+        assert_same(workspace.FetchBlob("ck_y"), expected)
+    assert calls == [1, 1, 1, 0, 1]  # int32 is no direct call; axis -1 normalised

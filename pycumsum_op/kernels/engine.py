@@ -219,9 +219,10 @@ def direct_torch(shape: tuple, dtype: np.dtype, axis: int) -> bool:
             and (size < PARALLEL_MIN_SIZE or outer * inner < 2))
 
 
-def torch_scan(src: np.ndarray, dst: np.ndarray, axis: int) -> None:
-    """dst = torch.cumsum(src, axis): the ``torch`` path's call, for arrays `direct_torch` accepts."""
-    _cumsum(_from_numpy(src), axis, out=_from_numpy(dst))
+def torch_scan(src: torch.Tensor, dst: torch.Tensor, axis: int) -> None:
+    """dst = torch.cumsum(src, axis): the ``torch`` path's call, on tensors viewing the memory of arrays
+    `direct_torch` accepts (a caller holding tensors, such as the Caffe2 op, skips numpy)."""
+    _cumsum(src, axis, out=dst)
 
 
 def _torch_may_write(src3, dst3, exclusive, in_place):
