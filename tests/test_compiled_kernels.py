@@ -16,7 +16,7 @@ import torch
 from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
-from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine
+from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine, scan_kernel
 
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusive, reverse)
 SHAPES = [((300, 50), 0), ((20, 30, 40), 1), ((5, 6, 7, 40), 2), ((2000, 3), 0), ((4, 3000, 2), 1)]
@@ -241,3 +241,32 @@ def test_the_op_remembers_direct_calls_per_shape_and_dtype(monkeypatch):
         expected = torch.cumsum(torch.from_numpy(x), -1).numpy()
         assert_same(workspace.FetchBlob("ck_y"), expected)
     assert calls == [1, 1, 1, 0, 1]  # int32 is no direct call; axis -1 normalised
+
+
+#: (scan, exclusive, reverse): cummax and cummin take no exclusive argument
+FAMILY_FLAGS = [("cumprod", exclusive, reverse) for exclusive, reverse in FLAGS] + [
+    (scan, False, reverse) for scan in ("cummax", "cummin") for reverse in (False, True)]
+
+
+@pytest.mark.parametrize("scan, exclusive, reverse", FAMILY_FLAGS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("shape, axis", [((300, 50), 0), ((20, 30, 40), 1)])
+def test_family_off_the_last_axis_is_torchs(accelerator, torch_scan, scan, dtype, shape, axis, exclusive, reverse):
+    """cumprod (float64 / int64 products), cummax and cummin (ties: the later index) through their kernels,
+    with the accelerator's row loops and without."""
+    kernel = scan_kernel(scan)
+    rng = np.random.RandomState(8)
+    if dtype == np.int64:
+        x = rng.randint(-3, 4, size=shape).astype(np.int64)  # products wrap around
+    else:
+        x = rng.uniform(0.9, 1.1, size=shape).astype(dtype)
+        x.reshape(-1)[rng.randint(x.size, size=20)] = np.nan
+        x.reshape(-1)[rng.randint(x.size, size=20)] = 1.0  # ties
+    spec = ScanSpec(kernel.op_name, axis, exclusive, reverse) if exclusive else ScanSpec(kernel.op_name, axis,
+                                                                                          reverse=reverse)
+    plan = kernel.plan(spec, x)
+    assert (engine.compiled_views(axis, x, np.empty(shape, plan.result_dtype)) is not None) is accelerator
+    actual = kernel.forward(x, spec, None, plan)
+    expected = torch_scan(torch.from_numpy(x), axis, exclusive, reverse, None, scan)
+    for got, want in zip(actual, expected) if isinstance(actual, tuple) else [(actual, expected)]:
+        assert_same(got, want.numpy())

@@ -201,6 +201,19 @@ def _compiled_wins(length: int, inner: int) -> bool:
     return (inner > 1 or length <= COMPILED_MAX_LENGTH) and compiled.enabled()
 
 
+def compiled_views(axis: int, src: np.ndarray, dst: np.ndarray, *others: np.ndarray):
+    """3-D (outer, length, inner) views of src, dst and ``others`` around ``axis`` for the accelerator's row loops
+    (`compiled`), or None where they do not win or do not apply: small inputs, the last axis, the accelerator
+    off, dtypes it does not take (src -> dst), layouts no such view describes. The scan family's kernels use it."""
+    if src.ndim == 0 or src.size < SMALL_SIZE:
+        return None
+    shape = _shape_3d(src.shape, axis)
+    if not (_compiled_wins(shape[1], shape[2]) and compiled.accepts(src, dst)):
+        return None
+    views = tuple(_as_3d(array, shape) for array in (src, dst) + others)
+    return None if any(view is None for view in views) else views
+
+
 def direct_torch(shape: tuple, dtype: np.dtype, axis: int) -> bool:
     """Whether an inclusive forward scan of a C-contiguous ``shape`` / ``dtype`` array into another one, of
     the same dtype and apart, is always the ``torch`` path's single call, `torch_scan` (whatever the load: no
