@@ -99,9 +99,10 @@ MIN_FREE_CORES = 1.5
 GATE_INTERVAL = 0.25
 #: torch.cumsum parallelises by itself over more than this many lanes (ATen's GRAIN_SIZE).
 TORCH_GRAIN = 1 << 15
-#: With the accelerator (`compiled`), last-axis lanes of at most this many elements take its loop (longer
-#: ones torch's: one add chain either way, and torch's call costs less).
-COMPILED_MAX_LENGTH = 0
+#: With the accelerator (`compiled`), lanes of wide rows take its loop from this length on (shorter ones cost it
+#: a pass over its accumulator row per row: (2, 75600) measured 3x torch). The last axis stays with torch: one
+#: add chain per lane either way, and its call costs less (measured 4.7-12.6x torch with the accelerator's loop).
+COMPILED_MIN_LENGTH = 8
 #: dtypes whose torch.cumsum accumulates as we do (float64 for floats, int64 for integers).
 TORCH_EXACT_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
 
@@ -182,7 +183,7 @@ def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, re
             src, dst = np.flip(src, axis), np.flip(dst, axis)
         return "numpy", src, dst, axis
     _, length, inner = src3.shape
-    if _compiled_wins(length, inner) and compiled.accepts(src, dst):
+    if _compiled_wins(length, inner, src.itemsize) and compiled.accepts(src, dst):
         path, torch_fits = "compiled", False
     else:
         slow = _torch_strided_slow(length, inner, src.itemsize)
@@ -196,9 +197,12 @@ def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, re
     return path, src3, dst3, 1
 
 
-def _compiled_wins(length: int, inner: int) -> bool:
-    """Whether the accelerator is on and its row loop beats torch's for lanes of ``length`` ``inner`` apart."""
-    return (inner > 1 or length <= COMPILED_MAX_LENGTH) and compiled.enabled()
+def _compiled_wins(length: int, inner: int, itemsize: int) -> bool:
+    """Whether the accelerator is on and its row loop beats torch's for lanes of ``length`` ``inner`` apart:
+    rows of `compiled.NARROW` lanes or more, `COMPILED_MIN_LENGTH` rows or more, or wherever torch's strided loop
+    misses the cache."""
+    return inner > 1 and ((inner >= compiled.NARROW and length >= COMPILED_MIN_LENGTH)
+                          or _torch_strided_slow(length, inner, itemsize)) and compiled.enabled()
 
 
 def compiled_views(axis: int, src: np.ndarray, dst: np.ndarray, *others: np.ndarray):
@@ -208,7 +212,7 @@ def compiled_views(axis: int, src: np.ndarray, dst: np.ndarray, *others: np.ndar
     if src.ndim == 0 or src.size < SMALL_SIZE:
         return None
     shape = _shape_3d(src.shape, axis)
-    if not (_compiled_wins(shape[1], shape[2]) and compiled.accepts(src, dst)):
+    if not (_compiled_wins(shape[1], shape[2], src.itemsize) and compiled.accepts(src, dst)):
         return None
     views = tuple(_as_3d(array, shape) for array in (src, dst) + others)
     return None if any(view is None for view in views) else views
@@ -228,7 +232,7 @@ def direct_torch(shape: tuple, dtype: np.dtype, axis: int) -> bool:
     size = outer * length * inner
     return (size >= SMALL_SIZE and length > 1 and dtype in TORCH_EXACT_DTYPES
             and not _torch_strided_slow(length, inner, dtype.itemsize)
-            and not (dtype in compiled.DTYPES and _compiled_wins(length, inner))
+            and not (dtype in compiled.DTYPES and _compiled_wins(length, inner, dtype.itemsize))
             and (size < PARALLEL_MIN_SIZE or outer * inner < 2))
 
 
