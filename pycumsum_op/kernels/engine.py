@@ -24,6 +24,11 @@ other, and with torch for float32, float64, int32 and int64. The array is seen a
 - ``rows``: the same blocks in float64, scanned by vectorised numpy adds of one row onto
   the next: where torch's loop misses the cache and rows are wide (or their stride is
   aliased, which the buffer would keep).
+- ``compiled``: with the accelerator (`compiled`, the ``fast`` extra) every scan off the last
+  axis that would take ``lanes`` or ``rows``: its compiled loop adds whole rows into a row of
+  float64 (int64) accumulators, reading the input once. The last axis keeps torch's call and
+  ``lanes`` (a lane is one add chain either way; the compiled loop measured 4.7-12.6x torch there),
+  and so do lanes torch's strided loop keeps in cache (as fast as the compiled loop, measured).
 
 Memory: besides the output, one buffer of at most `BUFFER_ELEMENTS` accumulation-dtype
 elements (512 KiB in float64) per thread, plus a carry row. The ``torch`` and ``lanes`` paths
@@ -99,10 +104,6 @@ MIN_FREE_CORES = 1.5
 GATE_INTERVAL = 0.25
 #: torch.cumsum parallelises by itself over more than this many lanes (ATen's GRAIN_SIZE).
 TORCH_GRAIN = 1 << 15
-#: With the accelerator (`compiled`), lanes of wide rows take its loop from this length on (shorter ones cost it
-#: a pass over its accumulator row per row: (2, 75600) measured 3x torch). The last axis stays with torch: one
-#: add chain per lane either way, and its call costs less (measured 4.7-12.6x torch with the accelerator's loop).
-COMPILED_MIN_LENGTH = 8
 #: dtypes whose torch.cumsum accumulates as we do (float64 for floats, int64 for integers).
 TORCH_EXACT_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
 
@@ -183,36 +184,30 @@ def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, re
             src, dst = np.flip(src, axis), np.flip(dst, axis)
         return "numpy", src, dst, axis
     _, length, inner = src3.shape
-    if _compiled_wins(length, inner, src.itemsize) and compiled.accepts(src, dst):
-        path, torch_fits = "compiled", False
-    else:
-        slow = _torch_strided_slow(length, inner, src.itemsize)
-        path = "rows" if slow and _rows_win(inner, src.itemsize) else "lanes"
-        torch_fits = not slow and src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
+    slow = _torch_strided_slow(length, inner, src.itemsize)
     if reverse:  # lanes are independent: flipping all three axes reverses each lane and keeps
         # a contiguous input one contiguous (reversed) run for the copies
         src3, dst3 = src3[::-1, ::-1, ::-1], dst3[::-1, ::-1, ::-1]
-    elif torch_fits and _torch_may_write(src3, dst3, exclusive, in_place):
+    elif (not slow and src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
+          and _torch_may_write(src3, dst3, exclusive, in_place)):
         return "torch", src3, dst3, 1
+    if inner > 1 and compiled.enabled() and compiled.accepts(src, dst):
+        path = "compiled"
+    else:
+        path = "rows" if slow and _rows_win(inner, src.itemsize) else "lanes"
     return path, src3, dst3, 1
-
-
-def _compiled_wins(length: int, inner: int, itemsize: int) -> bool:
-    """Whether the accelerator is on and its row loop beats torch's for lanes of ``length`` ``inner`` apart:
-    rows of `compiled.NARROW` lanes or more, `COMPILED_MIN_LENGTH` rows or more, or wherever torch's strided loop
-    misses the cache."""
-    return inner > 1 and ((inner >= compiled.NARROW and length >= COMPILED_MIN_LENGTH)
-                          or _torch_strided_slow(length, inner, itemsize)) and compiled.enabled()
 
 
 def compiled_views(axis: int, src: np.ndarray, dst: np.ndarray, *others: np.ndarray):
     """3-D (outer, length, inner) views of src, dst and ``others`` around ``axis`` for the accelerator's row loops
-    (`compiled`), or None where they do not win or do not apply: small inputs, the last axis, the accelerator
-    off, dtypes it does not take (src -> dst), layouts no such view describes. The scan family's kernels use it."""
+    (`compiled`), or None where they do not win or do not apply: small inputs, the last axis, lanes torch's
+    strided loop keeps in cache, the accelerator off, dtypes it does not take (src -> dst), layouts no such
+    view describes. The scan family's kernels use it."""
     if src.ndim == 0 or src.size < SMALL_SIZE:
         return None
     shape = _shape_3d(src.shape, axis)
-    if not (_compiled_wins(shape[1], shape[2], src.itemsize) and compiled.accepts(src, dst)):
+    if not (shape[2] > 1 and _torch_strided_slow(shape[1], shape[2], src.itemsize) and compiled.enabled()
+            and compiled.accepts(src, dst)):
         return None
     views = tuple(_as_3d(array, shape) for array in (src, dst) + others)
     return None if any(view is None for view in views) else views
@@ -232,7 +227,6 @@ def direct_torch(shape: tuple, dtype: np.dtype, axis: int) -> bool:
     size = outer * length * inner
     return (size >= SMALL_SIZE and length > 1 and dtype in TORCH_EXACT_DTYPES
             and not _torch_strided_slow(length, inner, dtype.itemsize)
-            and not (dtype in compiled.DTYPES and _compiled_wins(length, inner, dtype.itemsize))
             and (size < PARALLEL_MIN_SIZE or outer * inner < 2))
 
 
