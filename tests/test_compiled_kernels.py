@@ -293,3 +293,18 @@ def test_family_off_the_last_axis_is_torchs(accelerator, torch_scan, scan, dtype
     expected = torch_scan(torch.from_numpy(x), axis, exclusive, reverse, None, scan)
     for got, want in zip(actual, expected) if isinstance(actual, tuple) else [(actual, expected)]:
         assert_same(got, want.numpy())
+
+
+def test_a_broken_numba_counts_as_none(tmp_path):
+    """A numba that fails to import (here: one raising as numba does for a numpy it was not built for) turns
+    the accelerator off; the scans still run, by the other paths."""
+    (tmp_path / "numba").mkdir()
+    (tmp_path / "numba" / "__init__.py").write_text("raise ImportError('Numba needs NumPy 1.22 or less')\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    env.pop(compiled.SWITCH, None)
+    code = ("import numpy as np\n"
+            "from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine\n"
+            "x = np.ones((1000, 200), np.float32)\n"
+            "print(compiled.enabled(), engine.choose_path(x, x.copy(), 0, False, False)[0],\n"
+            "      cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, 0])\n")
+    assert python(code, env) == "False lanes 1000.0\n"

@@ -22,7 +22,6 @@ machine code is cached on disk in `cache_directory()` (``$PYCUMSUM_OP_CACHE_DIR`
 package, which may be read-only; where no directory can be written, kernels are compiled in
 memory for the process.
 """
-import importlib.util
 import os
 import threading
 
@@ -43,10 +42,16 @@ _installed = None
 
 
 def installed() -> bool:
-    """Whether numba can be imported (looked up, not imported)."""
+    """Whether numba imports (tried once, when a scan first asks: a broken install, e.g. one built for another
+    numpy, counts as none, and the scans run without it)."""
     global _installed
     if _installed is None:
-        _installed = importlib.util.find_spec("numba") is not None
+        try:
+            import numba  # noqa: F401
+        except Exception:  # numba raises ImportError, or others when its numpy does not fit
+            _installed = False
+        else:
+            _installed = True
     return _installed
 
 
