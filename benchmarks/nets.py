@@ -6,7 +6,8 @@ Every net is created once (``workspace.CreateNet``) and run by its proto name, s
 """
 import numpy as np
 import torch
-from caffe2.python import core, schema, workspace
+from caffe2.proto import caffe2_pb2
+from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op.idioms import add_sparse_lengths_cumsum
@@ -83,16 +84,22 @@ def copy():
 
 
 def _torch_into_output(axis):
+    wrap = torch._C._wrap_tensor_impl
+
     def forward(inputs, outputs):
-        x = inputs[0].data
-        outputs[0].init(x.shape, schema.data_type_for_dtype(x.dtype))
-        torch.cumsum(torch.from_numpy(x), axis, out=torch.from_numpy(outputs[0].data))
+        x = wrap(inputs[0]._tensor_impl_raw_handle())
+        outputs[0].init(x.shape, FLOOR_TYPES[x.dtype])
+        torch.cumsum(x, axis, out=wrap(outputs[0]._tensor_impl_raw_handle()))
     return forward
+
+
+#: torch dtype -> Caffe2 type of the floor's output.
+FLOOR_TYPES = {torch.float32: caffe2_pb2.TensorProto.FLOAT, torch.float64: caffe2_pb2.TensorProto.DOUBLE}
 
 
 def python_floor(axis):
     """A net with the least a Caffe2 Python op computing torch's forward can do: size the output, then one
-    ``torch.cumsum(out=)`` from the input blob's memory into it (float32 / float64). No check, no plan: the
+    ``torch.cumsum(out=)`` between torch tensors wrapping the blobs (float32 / float64). No check, no plan: the
     floor of any Python-op scan wherever torch's own kernel is the fastest exact one (1-D, last axis)."""
     net = core.Net("bench_floor")
     net.Python(_torch_into_output(axis))([X], ["bench_y_floor"])

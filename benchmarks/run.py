@@ -2,7 +2,7 @@
 
 For float32 shapes (1,1), (64,10), (1024,1024), (4096,1024), (16,262144), (262144,16), (64,64,64), at every
 axis, it times PyCumSum forward and forward+backward (one ``workspace.RunNet`` of a created net), torch.cumsum
-and torch autograd (``torch.autograd.grad``, same process, ``torch.get_num_threads()`` threads), numpy.cumsum,
+and torch autograd (``torch.autograd.grad``, same process, one thread: `timing` fixes the settings), numpy.cumsum,
 a net with one Copy op of the same tensor (the memory-bandwidth bound) and, where it fits in memory, the
 seed's Transpose -> EnsureDense -> SparseLengthsSum -> Transpose net. Candidates run in rounds, each round
 in a rotated order, each sample a batch of calls lasting about a millisecond; the table shows medians.
@@ -17,11 +17,13 @@ and the seed net at 1024x1024 (`lowering_rows`).
 The scan family (cumprod, cummax, cummin, logcumsumexp) is timed against torch on a fixed grid and seeded
 random shapes of 64K-1M elements (``--family-only`` runs just those rows).
 
+The sweep by shape class (benchmarks/classes.py: 1-D, last axis with many / few rows, non-last axes; cumsum and
+the family, with and without the accelerator; ``--class-seeds``) ends a full run; ``--only-classes`` runs just it.
+
 Output: markdown tables on stdout, the same in benchmarks/results/latest.md, raw numbers in
 benchmarks/results/latest.json. Timings are only as quiet as the machine: the load average is reported.
 """
 import argparse
-import gc
 import json
 import os
 import platform
@@ -32,10 +34,13 @@ import time
 import numpy as np
 import torch
 
+import classes
 import nets
 import sweep
+import timing
 from pycumsum_op.cli import whole_number
 from pycumsum_op.kernels import engine
+from timing import duration, measure, median, table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPES = [(1, 1), (64, 10), (1024, 1024), (4096, 1024), (16, 262144), (262144, 16), (64, 64, 64)]
@@ -46,37 +51,6 @@ OVERHEAD_TARGET_US = 6.0
 ACCURACY_TARGET = 1e-7
 ACCURACY_LENGTH = 10 ** 6
 MIB = 1 << 20
-
-
-def measure(candidates, budget_s, min_rounds, max_rounds):
-    """{name: per-call seconds of every round} for callables run in rotating order, batched to ~1 ms."""
-    batch = {}
-    for name, run in candidates.items():
-        run()  # warm up: outputs allocated, memory touched, pools started
-        start = time.perf_counter()
-        run()
-        batch[name] = max(1, int(1e-3 / max(time.perf_counter() - start, 1e-7)))
-    names = list(candidates)
-    samples = {name: [] for name in names}
-    start = time.perf_counter()
-    gc.disable()
-    try:
-        for index in range(max_rounds):
-            if index >= min_rounds and time.perf_counter() - start > budget_s:
-                break
-            for name in names[index % len(names):] + names[:index % len(names)]:
-                run, calls = candidates[name], batch[name]
-                begin = time.perf_counter()
-                for _ in range(calls):
-                    run()
-                samples[name].append((time.perf_counter() - begin) / calls)
-    finally:
-        gc.enable()
-    return samples
-
-
-def median(values):
-    return float(np.median(values))
 
 
 def time_case(shape, axis, budget_s, seed_budget):
@@ -261,27 +235,12 @@ def evaluate(cases, overhead, accuracy_report, memory):
     return targets
 
 
-def duration(seconds):
-    if seconds is None:
-        return "-"
-    if seconds < 1e-3:
-        return "{:.1f} µs".format(seconds * 1e6)
-    if seconds < 1:
-        return "{:.3g} ms".format(seconds * 1e3)
-    return "{:.3g} s".format(seconds)
-
-
-def table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return "\n".join(lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows])
-
-
 def report_markdown(result):
     cases, overhead = result["cases"], result["overhead"]
     memory = {(tuple(entry["shape"]), entry["axis"]): entry for entry in result["memory"]}
     ratio = "{:.2f}x".format
     parts = ["## PyCumSum benchmark", "",
-             "torch {torch}, numpy {numpy}, {threads} torch threads, {cpu}; load average {load_start} at start, "
+             "torch {torch}, numpy {numpy}, {threads}, {cpu}; load average {load_start} at start, "
              "{load_end} at the end (anything above ~0.3 means other work shared the cores).".format(
                  **result["environment"]), "",
              "### Forward (float32)", "",
@@ -448,7 +407,7 @@ def environment():
     except (OSError, StopIteration):
         pass
     return {"torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version(),
-            "threads": torch.get_num_threads(), "cpu": "{} ({} cores)".format(cpu, os.cpu_count()),
+            "threads": timing.thread_settings(), "cpu": "{} ({} cores)".format(cpu, os.cpu_count()),
             "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
             "load_start": "{:.2f}".format(os.getloadavg()[0])}
 
@@ -464,9 +423,19 @@ def main(argv=None):
     parser.add_argument("--output", default=os.path.join(HERE, "results", "latest"),
                         help="writes OUTPUT.json and OUTPUT.md")
     parser.add_argument("--only-lowering", action="store_true", help="time only the lowered nets (pycumsum_op.lower)")
+    parser.add_argument("--only-classes", action="store_true",
+                        help="time only the sweep by shape class, with and without the accelerator (classes.py)")
+    parser.add_argument("--class-seeds", default="0,1,2", help="seeds of the shape-class sweep (first: development)")
     args = parser.parse_args(argv)
     started = time.time()
+    threads = timing.fix_threads()
+    print(threads, file=sys.stderr)
     result = {"environment": environment()}
+    class_seeds = [int(seed) for seed in args.class_seeds.split(",")]
+    if args.only_classes:
+        markdown, result["classes"] = classes.run(class_seeds, 6, 2, args.budget / 12)
+        result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
+        return write_report(result, markdown, args.output + "_classes", started)
     if args.only_lowering:
         result["lowering"], result["lowering_targets"], markdown = lowering_rows(args.budget)
         result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
@@ -494,9 +463,10 @@ def main(argv=None):
                           for name, passed, detail in sweep.targets(result["sweep"], args.seed)]
     result["lowering"], result["lowering_targets"], lowering_markdown_text = lowering_rows(args.budget)
     result["family"] = time_family(args.budget / 4)
+    classes_markdown, result["classes"] = classes.run(class_seeds, 6, 2, args.budget / 12)
     result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
     return write_report(result, "\n".join([report_markdown(result), lowering_markdown_text,
-                                           family_markdown(result["family"])]), args.output, started)
+                                           family_markdown(result["family"]), classes_markdown]), args.output, started)
 
 
 def write_report(result, markdown, output, started):

@@ -8,7 +8,7 @@ float32 and float64. Lengths and lane counts are log-uniform, and the lanes are 
 log-uniformly between the axes before and after the scanned one, so narrow and wide
 inner strides, short and long lanes, middle axes and 1-D tensors all come up. Each case
 times PyCumSum forward and forward+backward (Caffe2 nets) against torch.cumsum and torch
-autograd, alternately in one process (`run.measure`), and reports every ratio, the worst
+autograd, alternately in one process (`timing.measure`), and reports every ratio, the worst
 and the median, and each shape over 1.0x. It also times the Python-op floor
 (`nets.python_floor`: the least a Caffe2 Python op computing torch's forward does), which shows
 how much of a ratio is the Python op's own cost and not the engine's.
@@ -21,6 +21,7 @@ import sys
 import numpy as np
 
 import nets
+import timing
 from pycumsum_op.cli import whole_number
 
 MIN_SIZE, MAX_SIZE = 1 << 16, 1 << 22
@@ -148,16 +149,15 @@ def markdown(results, seed, table):
 
 
 def main(argv=None):
-    import run  # the grid's timing and table helpers (run.py imports this module too)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=whole_number(0), default=0, help="draws another sweep")
     parser.add_argument("--count", type=whole_number(1), default=48, help="shapes in the sweep")
     parser.add_argument("--budget", type=float, default=1.0, help="seconds of timing per shape")
     args = parser.parse_args(argv)
-    load = os.getloadavg()[0]
-    results = time_cases(draw_shapes(args.seed, args.count), args.budget, run.measure, run.median)
-    print("load average {:.2f} at start, {:.2f} at the end\n".format(load, os.getloadavg()[0]))
-    print(markdown(results, args.seed, run.table))
+    load, threads = os.getloadavg()[0], timing.fix_threads()
+    results = time_cases(draw_shapes(args.seed, args.count), args.budget, timing.measure, timing.median)
+    print("{}; load average {:.2f} at start, {:.2f} at the end\n".format(threads, load, os.getloadavg()[0]))
+    print(markdown(results, args.seed, timing.table))
     for name, passed, detail in targets(results, args.seed):
         print("{}: {} ({})".format(name, "PASS" if passed else "MISS", detail))
 

@@ -73,3 +73,19 @@ def test_bad_sweep_arguments_are_refused_in_words(capsys, argv, message):
     with pytest.raises(SystemExit) as exit_info:
         sweep.main(argv)
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_class_sweep_draws_each_class_from_the_shared_draw():
+    """benchmarks/classes.py: ``count`` cases per class, each in its class, within the sweep's limits."""
+    import classes
+    drawn = classes.draw(4, 5)
+    assert drawn == classes.draw(4, 5) and drawn != classes.draw(5, 5)
+    assert set(drawn) == set(classes.CLASSES)
+    for name, cases in drawn.items():
+        assert len(cases) == 5
+        for shape, axis, dtype in cases:
+            lanes = int(np.prod(shape)) // shape[axis]
+            expected = ("1-D" if len(shape) == 1 else "non-last axes" if axis < len(shape) - 1 else
+                        "last axis, many rows" if lanes >= 64 else "last axis, few rows")
+            assert name == expected and classes.shape_class(shape, axis) == name
+            assert sweep.MIN_SIZE <= int(np.prod(shape)) <= sweep.MAX_SIZE and dtype in ("float32", "float64")

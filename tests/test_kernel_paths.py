@@ -22,9 +22,15 @@ import torch
 from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
-from pycumsum_op.kernels import ScanSpec, cumsum_backward, cumsum_forward, engine
+from pycumsum_op.kernels import ScanSpec, compiled, cumsum_backward, cumsum_forward, engine
 
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusive, reverse)
+
+
+@pytest.fixture(autouse=True)
+def without_accelerator(monkeypatch):
+    """The paths without the ``fast`` extra (tests/test_compiled_kernels.py runs the compiled one)."""
+    monkeypatch.setenv(compiled.SWITCH, "0")
 
 
 @pytest.fixture

@@ -43,7 +43,8 @@ class ScanKernel(NamedTuple):
     #: plan(spec, x) -> ScanPlan: which inputs the op takes and the result dtype
     plan: Callable = ScanSpec.plan
     #: direct(spec, plan, x) -> f(x, out, plan.axis) doing forward's work in one call into a separate
-    #: C-contiguous ``out`` of the result dtype, or None (then forward): the Caffe2 op's fast path
+    #: C-contiguous ``out`` of the result dtype (both given as torch tensors viewing their memory), or None
+    #: (then forward): the Caffe2 op's fast path
     direct: Optional[Callable] = None
 
 

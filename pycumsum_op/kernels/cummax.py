@@ -25,6 +25,7 @@ from typing import Callable, Optional, Tuple
 import numpy as np
 import torch
 
+from . import compiled, engine
 from .flagged import as_lanes, as_tensor, forward_path, gradient_compute_dtype
 from .spec import ScanPlan, ScanSpec, gradient_dtype
 
@@ -50,15 +51,18 @@ def _extremum_forward(torch_scan: Callable, x: np.ndarray, spec: ScanSpec,
         return values, indices
     axis, lanes_values, lanes_indices = plan.axis, as_lanes(values), as_lanes(indices)
     source = as_lanes(x).astype(COMPUTE_DTYPES.get(x.dtype, x.dtype), copy=False)
-    if not spec.reverse and forward_path(source, lanes_values, False, False) == "direct" and \
-            not np.may_share_memory(source, lanes_indices) and min(lanes_indices.strides, default=0) >= 0:
-        torch_scan(as_tensor(source), axis, out=(torch.from_numpy(lanes_values), torch.from_numpy(lanes_indices)))
-        return values, indices
     if spec.reverse:  # scan the reversed lanes; write back through reversed views, indices counted from the end
         source, lanes_values, lanes_indices = (np.flip(a, axis) for a in (source, lanes_values, lanes_indices))
-    found_values, found_indices = torch_scan(as_tensor(source), axis)
-    np.copyto(lanes_values, found_values.numpy(), casting="unsafe")
-    np.copyto(lanes_indices, found_indices.numpy())
+    views = engine.compiled_views(axis, source, lanes_values, lanes_indices)
+    if views is not None:  # the accelerator: whole rows compared at once, torch's rule in each lane
+        compiled.extremum_rows(*views, maximum=torch_scan is torch.cummax)
+    elif not spec.reverse and forward_path(source, lanes_values, False, False) == "direct" and \
+            not np.may_share_memory(source, lanes_indices) and min(lanes_indices.strides, default=0) >= 0:
+        torch_scan(as_tensor(source), axis, out=(torch.from_numpy(lanes_values), torch.from_numpy(lanes_indices)))
+    else:
+        found_values, found_indices = torch_scan(as_tensor(source), axis)
+        np.copyto(lanes_values, found_values.numpy(), casting="unsafe")
+        np.copyto(lanes_indices, found_indices.numpy())
     if spec.reverse:
         np.subtract(source.shape[axis] - 1, lanes_indices, out=lanes_indices)
     return values, indices

@@ -24,6 +24,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from . import compiled, engine
 from .flagged import reversed_cumsum, run_gradient, scan_forward
 from .spec import ScanPlan, ScanSpec, gradient_dtype
 
@@ -41,8 +42,12 @@ def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = N
     compute = COMPUTE_DTYPES.get(plan.result_dtype, plan.result_dtype)
     if x.dtype != plan.result_dtype:  # torch casts first (dtype= narrowing included), then multiplies
         x = x.astype(plan.result_dtype)
-    return scan_forward(torch.cumprod, x.astype(compute, copy=False), out, plan.axis, spec.exclusive,
-                        spec.reverse, 1)
+    x = x.astype(compute, copy=False)
+    views = engine.compiled_views(plan.axis, x, out)
+    if views is not None:  # the accelerator: rows multiplied into a float64 (int64) row, as torch's lanes
+        compiled.scan_rows(views[0], views[1], compiled.PRODUCT, spec.exclusive, spec.reverse)
+        return out
+    return scan_forward(torch.cumprod, x, out, plan.axis, spec.exclusive, spec.reverse, 1)
 
 
 def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int,

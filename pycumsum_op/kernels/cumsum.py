@@ -43,7 +43,8 @@ def cumsum_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = No
 
 def cumsum_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
     """`engine.torch_scan` when ``cumsum_forward(x, spec, out, plan)`` into a separate C-contiguous ``out`` is that
-    one torch.cumsum call for a C-contiguous ``x`` (`engine.direct_torch`), else None.
+    one torch.cumsum call for a C-contiguous ``x`` (`engine.direct_torch`), else None. The function found takes
+    torch tensors viewing x and out, and the axis.
 
     >>> spec, x = ScanSpec("PyCumSum", axis=0), np.ones(1 << 16, np.float32)
     >>> cumsum_direct(spec, spec.plan(x), x) is engine.torch_scan, cumsum_direct(spec, spec.plan(x[:8]), x[:8])

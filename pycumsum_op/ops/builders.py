@@ -29,6 +29,7 @@ pycumsum_op.kernels.spec.ScanArgumentError: scan_forward(scan, axis=None, exclus
 import inspect
 
 import numpy as np
+import torch
 from caffe2.proto import caffe2_pb2
 
 from ..kernels import ScanArgumentError, ScanSpec, gradient_dtype, scan_kernel, short_repr
@@ -48,6 +49,11 @@ _CAFFE2_TENSOR_TYPES = {
 }
 
 
+#: numpy dtype -> torch dtype, for the direct calls' keys (a blob wrapped as a tensor has torch's).
+_TORCH_DTYPES = {dtype: torch.from_numpy(np.empty(0, dtype)).dtype for dtype in _CAFFE2_TENSOR_TYPES
+                 if dtype != np.dtype(np.uint16)}
+_wrap_tensor_impl = torch._C._wrap_tensor_impl
+_from_numpy = torch.from_numpy
 _INDEX_TYPE = caffe2_pb2.TensorProto.INT64
 #: Shapes whose direct-call decision a forward op keeps per (dtype, rank, axis); a "not yet decided" marker.
 _DIRECT_SHAPES = 64
@@ -87,57 +93,78 @@ def _read_axis(spec: ScanSpec, blob, x: np.ndarray) -> int:
     return int(axis.reshape(()))
 
 
+def _tensor(blob) -> torch.Tensor:
+    """A torch tensor sharing the Caffe2 tensor's memory (its TensorImpl: no numpy view in between)."""
+    return _wrap_tensor_impl(blob._tensor_impl_raw_handle())
+
+
 def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, axis_input=False):
     """Builder: the forward Python-op function of scan ``scan`` (e.g. "cumsum").
 
     The function checks an input dtype and rank once (plans are cached per
     (dtype, rank, axis)), so a run costs little more than sizing the output(s); where the
-    kernel's ``direct`` applies, it calls that alone (PyCumSum: one torch.cumsum). A scan
-    with several outputs (cummax: values, indices) writes int64 indices after the first.
+    kernel's ``direct`` applies, it calls that alone (PyCumSum: one torch.cumsum) on torch tensors
+    wrapping the blobs, and remembers the shape and dtype, so that later runs with them skip
+    numpy and the plan. A scan with several outputs (cummax: values, indices) writes int64
+    indices after the first.
     """
     kernel = scan_kernel(scan, "scan_forward")
     kernel_forward, kernel_direct, output_count = kernel.forward, kernel.direct, len(kernel.outputs)
     spec = checked_spec(kernel.op_name, axis, exclusive, reverse, dtype, axis_input)
     input_count = 2 if axis_input else 1
     plans = {}  # (input dtype, rank, axis) -> (ScanPlan, Caffe2 types of the outputs, {shape: direct or None})
+    directs = {}  # (torch dtype, shape) -> (direct, Caffe2 type of the output, axis): checked, one call each
+    remember = kernel_direct is not None and not axis_input and output_count == 1
 
     def forward(inputs, outputs):
         if len(inputs) != input_count or len(outputs) != output_count:
             _check_blob_count(spec, "input", inputs, input_count)
             _check_blob_count(spec, "output", outputs, output_count)
-        source = inputs[0]
+        source, target = inputs[0], outputs[0]
+        if directs and target is not source:
+            tensor = _wrap_tensor_impl(source._tensor_impl_raw_handle())
+            shape = tensor.shape
+            known = directs.get((tensor.dtype, shape))
+            if known is not None:  # this shape and dtype were checked: one call between the blobs
+                run, tensor_type, run_axis = known
+                target.init(shape, tensor_type)
+                run(tensor, _wrap_tensor_impl(target._tensor_impl_raw_handle()), run_axis)
+                return
         x = source.data
         axis = _read_axis(spec, inputs[1], x) if axis_input else spec.axis
         try:
-            plan, tensor_types, directs = plans[x.dtype, x.ndim, axis]
+            plan, tensor_types, shapes = plans[x.dtype, x.ndim, axis]
         except KeyError:  # first run with this dtype, rank and axis: check them
             plan = kernel.plan(spec._replace(axis=axis), x)
             tensor_types = [_CAFFE2_TENSOR_TYPES[plan.result_dtype]] + [_INDEX_TYPE] * (output_count - 1)
-            directs = {}
-            plans[x.dtype, x.ndim, axis] = plan, tensor_types, directs
-        in_place = outputs[0] is source if output_count == 1 else any(source is target for target in outputs)
+            shapes = {}
+            plans[x.dtype, x.ndim, axis] = plan, tensor_types, shapes
+        in_place = target is source if output_count == 1 else any(source is output for output in outputs)
         if kernel_direct is not None and not in_place:
-            run = directs.get(x.shape, _UNKNOWN)
+            run = shapes.get(x.shape, _UNKNOWN)
             if run is _UNKNOWN:  # first run with this shape (a few shapes per op are kept)
-                if len(directs) >= _DIRECT_SHAPES:
-                    directs.clear()
-                run = directs[x.shape] = kernel_direct(spec, plan, x)
-            if run is not None:  # one torch call from the input's memory into the output's
-                target = outputs[0]
+                if len(shapes) >= _DIRECT_SHAPES:
+                    shapes.clear()
+                run = shapes[x.shape] = kernel_direct(spec, plan, x)
+                if run is not None and remember:
+                    if len(directs) >= _DIRECT_SHAPES:
+                        directs.clear()
+                    directs[_TORCH_DTYPES[x.dtype], torch.Size(x.shape)] = run, tensor_types[0], plan.axis
+            if run is not None:  # one call from the input's memory into the output's
                 target.init(x.shape, tensor_types[0])
-                run(x, target.data, plan.axis)
+                run(_from_numpy(x), _tensor(target), plan.axis)
                 return
         if in_place:
             if kernel.gradient_reads_input:
                 raise in_place_error(spec.op_name, "an output blob is the input blob")
             if x.dtype != plan.result_dtype or output_count > 1:
                 x = x.copy()  # sizing an output frees (or reuses) the memory being read
-        for target, tensor_type in zip(outputs, tensor_types):
-            target.init(x.shape, tensor_type)
+        for output, tensor_type in zip(outputs, tensor_types):
+            output.init(x.shape, tensor_type)
         if output_count == 1:
-            kernel_forward(x, spec, outputs[0].data, plan)
+            kernel_forward(x, spec, target.data, plan)
         else:
-            kernel_forward(x, spec, tuple(target.data for target in outputs), plan)
+            kernel_forward(x, spec, tuple(output.data for output in outputs), plan)
 
     return forward
 

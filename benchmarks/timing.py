@@ -1,0 +1,70 @@
+"""What every benchmark shares: fixed thread settings, the alternating timer, and markdown helpers.
+
+`fix_threads` sets ``torch.set_num_threads(1)`` and ``OMP_NUM_THREADS=1`` (for child processes): every ratio is
+one thread against one thread, whatever the machine, and `thread_settings` says so in each report.
+"""
+import gc
+import os
+import time
+
+import numpy as np
+import torch
+
+
+def fix_threads() -> str:
+    """One torch thread (torch.cumsum and the engine's thread splits follow it) here and in child processes;
+    the settings, for reports."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+    return thread_settings()
+
+
+def thread_settings() -> str:
+    return "torch.get_num_threads() = {}, OMP_NUM_THREADS = {}".format(
+        torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS", "unset"))
+
+
+def measure(candidates, budget_s, min_rounds, max_rounds):
+    """{name: per-call seconds of every round} for callables run in rotating order, batched to ~1 ms."""
+    batch = {}
+    for name, run in candidates.items():
+        run()  # warm up: outputs allocated, memory touched, pools started
+        start = time.perf_counter()
+        run()
+        batch[name] = max(1, int(1e-3 / max(time.perf_counter() - start, 1e-7)))
+    names = list(candidates)
+    samples = {name: [] for name in names}
+    start = time.perf_counter()
+    gc.disable()
+    try:
+        for index in range(max_rounds):
+            if index >= min_rounds and time.perf_counter() - start > budget_s:
+                break
+            for name in names[index % len(names):] + names[:index % len(names)]:
+                run, calls = candidates[name], batch[name]
+                begin = time.perf_counter()
+                for _ in range(calls):
+                    run()
+                samples[name].append((time.perf_counter() - begin) / calls)
+    finally:
+        gc.enable()
+    return samples
+
+
+def median(values):
+    return float(np.median(values))
+
+
+def duration(seconds):
+    if seconds is None:
+        return "-"
+    if seconds < 1e-3:
+        return "{:.1f} µs".format(seconds * 1e6)
+    if seconds < 1:
+        return "{:.3g} ms".format(seconds * 1e3)
+    return "{:.3g} s".format(seconds)
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows])

@@ -1,0 +1,310 @@
+"""The accelerator (pycumsum_op/kernels/compiled.py, the ``fast`` extra) against torch, and without it.
+
+Every compiled scan must EQUAL torch's result (NaN where torch has NaN: IEEE 754 leaves the sign of a
+NaN made from two NaNs open, and the compiled adds may take either), on data over 40 decades, with
+NaN and infinities, and on int64 sums that wrap around. Each case also runs with the accelerator
+turned off by its environment variable, which must give the same values by another path. Speed is
+`make bench`'s job; nothing here is timed.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from caffe2.python import core, workspace
+
+import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
+from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine, scan_kernel
+
+FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusive, reverse)
+#: lanes torch's strided loop misses the cache on (elsewhere the forward stays torch's call): narrow rows
+#: (element loops), wide ones (blocks of lanes), two blocks
+SHAPES = [((600, 50), 0), ((300, 32), 0), ((2, 700, 16), 1), ((600, 200), 0), ((3, 600, 40), 1),
+          ((2, 520, 2, 8), 1), ((520, 1100), 0)]
+
+
+@pytest.fixture(params=[True, False], ids=["accelerated", "plain"])
+def accelerator(request, monkeypatch):
+    """The accelerator on (the ``fast`` extra is a test dependency) or turned off by PYCUMSUM_OP_ACCELERATOR=0."""
+    monkeypatch.setenv(compiled.SWITCH, "1" if request.param else "0")
+    assert compiled.enabled() is request.param
+    return request.param
+
+
+def values(shape, dtype, seed=0):
+    """Floats of mixed sign from 1e-20 to 1e20 with NaN and +-inf sprinkled in; int64 near its limits
+    (sums wrap around); int32 small."""
+    rng = np.random.RandomState(seed)
+    if dtype == np.int64:
+        return rng.randint(-(1 << 62), 1 << 62, size=shape, dtype=np.int64)
+    if dtype == np.int32:
+        return rng.randint(-1000, 1000, size=shape).astype(np.int32)
+    x = (rng.standard_normal(shape) * 10.0 ** rng.randint(-20, 21, size=shape)).astype(dtype)
+    flat = x.reshape(-1)
+    flat[rng.randint(flat.size, size=flat.size // 500 + 1)] = np.nan
+    flat[rng.randint(flat.size, size=flat.size // 700 + 1)] = np.inf
+    flat[rng.randint(flat.size, size=flat.size // 900 + 1)] = -np.inf
+    return x
+
+
+def oracle(x, axis, exclusive, reverse, scan=torch.cumsum, identity=0):
+    """torch's inclusive scan, with exclusive / reverse built from torch ops."""
+    t = torch.from_numpy(np.ascontiguousarray(x))
+    if reverse:
+        t = t.flip(axis)
+    t = scan(t, axis)
+    if exclusive:
+        t = torch.cat([torch.full_like(t.narrow(axis, 0, 1), identity), t.narrow(axis, 0, t.shape[axis] - 1)], axis)
+    if reverse:
+        t = t.flip(axis)
+    return t.numpy()
+
+
+def assert_same(actual, expected):
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    assert np.array_equal(actual, expected, equal_nan=actual.dtype.kind == "f")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("shape, axis", SHAPES)
+@pytest.mark.parametrize("exclusive, reverse", FLAGS)
+@pytest.mark.parametrize("in_place", [False, True])
+def test_cumsum_off_the_last_axis_is_torchs(accelerator, shape, axis, dtype, exclusive, reverse, in_place):
+    x = values(shape, dtype)
+    target = x.copy() if in_place else np.empty_like(x)
+    path = engine.choose_path(x if not in_place else target, target, axis, exclusive, reverse)[0]
+    assert (path == "compiled") is accelerator
+    actual = cumsum_forward(target if in_place else x, ScanSpec("PyCumSum", axis, exclusive, reverse), out=target)
+    assert_same(actual, oracle(x, axis, exclusive, reverse))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("operation, scan, identity", [(compiled.SUM, torch.cumsum, 0),
+                                                       (compiled.PRODUCT, torch.cumprod, 1)])
+@pytest.mark.parametrize("exclusive, reverse", FLAGS)
+@pytest.mark.parametrize("in_place", [False, True])
+def test_narrow_rows_element_loops(dtype, operation, scan, identity, exclusive, reverse, in_place):
+    """Rows narrower than `compiled.NARROW` (element loops; the engine sends them there only where torch's loop
+    misses the cache, on inputs too large for a unit test), straight through the kernel."""
+    x = values((4, 300, 3), dtype, seed=2)
+    if operation == compiled.PRODUCT:
+        x = np.where(np.isfinite(x), np.sign(x), x) if dtype != np.int64 else x % 3 - 1
+    target = x.copy() if in_place else np.empty_like(x)
+    compiled.scan_rows(target if in_place else x, target, operation, exclusive, reverse)
+    assert_same(target, oracle(x, 1, exclusive, reverse, scan, identity))
+
+
+def test_float32_sums_are_taken_in_float64():
+    """torch 1.10's CPU cumsum adds float32 in float64 and rounds each element once; so do the kernels (a
+    float32 accumulator would give 1e8 + 1 + ... = 1e8 here)."""
+    x = np.array([[1e8] * 3] + [[1.0] * 3] * 99, np.float32)
+    y = np.empty_like(x)
+    compiled.scan_rows(x[None], y[None], compiled.SUM, False, False)
+    assert_same(y, torch.cumsum(torch.from_numpy(x), 0).numpy())
+    assert y[-1, 0] == np.float32(1e8 + 99)
+
+
+@pytest.mark.parametrize("shape, axis", [((64, 300), 1), ((70000,), 0)])
+def test_the_last_axis_stays_with_torch(shape, axis):
+    """One add chain per lane either way: torch's own call is the cheaper one (measured in benchmarks/)."""
+    x = values(shape, np.float32)
+    assert engine.choose_path(x, np.empty_like(x), axis, False, False)[0] == "torch"
+    assert engine.direct_torch(shape, np.dtype(np.float32), axis)
+
+
+def test_lanes_torch_keeps_in_cache_stay_torchs(accelerator):
+    """Short lanes off the last axis: torch's strided loop stays in cache and is as fast (measured): its call,
+    with the accelerator or without; reversed, they take the accelerator's loop (torch has no reverse scan)."""
+    x = values((20, 30, 200), np.float32)
+    assert engine.direct_torch(x.shape, x.dtype, 1)
+    assert engine.choose_path(x, np.empty_like(x), 1, False, False)[0] == "torch"
+    assert (engine.choose_path(x, np.empty_like(x), 1, False, True)[0] == "compiled") is accelerator
+
+
+def test_threads_split_the_compiled_scan(monkeypatch, accelerator):
+    """Split over two threads (by outer slices, then by runs of lanes), the compiled scan is still torch's."""
+    monkeypatch.setattr(engine, "PARALLEL_MIN_SIZE", 0)
+    monkeypatch.setattr(engine, "MIN_FREE_CORES", float("-inf"))
+    monkeypatch.setattr(engine, "SPLIT_MIN_BYTES", 16)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for shape, axis in [((6, 300, 32), 1), ((1, 600, 300), 1)]:
+            x = values(shape, np.float32, seed=3)
+            for exclusive, reverse in FLAGS:
+                actual = cumsum_forward(x, ScanSpec("PyCumSum", axis, exclusive, reverse))
+                assert_same(actual, oracle(x, axis, exclusive, reverse))
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("maximum", [True, False])
+def test_extremum_rows_are_torchs_cummax_and_cummin(dtype, maximum):
+    x = values((40, 30, 7), dtype, seed=4)
+    if dtype != np.int64:
+        x[::3, ::4] = 1.5  # ties: torch keeps the later index
+    values_out, indices = np.empty_like(x), np.empty(x.shape, np.int64)
+    compiled.extremum_rows(x, values_out, indices, maximum)
+    expected_values, expected_indices = (torch.cummax if maximum else torch.cummin)(torch.from_numpy(x), 1)
+    assert_same(values_out, expected_values.numpy())
+    assert_same(indices, expected_indices.numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("exclusive, reverse", FLAGS)
+def test_products_are_torchs_cumprod(dtype, exclusive, reverse):
+    rng = np.random.RandomState(5)
+    x = rng.uniform(0.5, 1.5, (300, 20)).astype(dtype) if dtype != np.int64 else rng.randint(-3, 4, (300, 20))
+    y = np.empty_like(x)
+    compiled.scan_rows(x[None], y[None], compiled.PRODUCT, exclusive, reverse)
+    assert_same(y, oracle(x, 0, exclusive, reverse, torch.cumprod, 1))
+
+
+def run_op(x, grad_y, axis, exclusive, reverse):
+    """Forward and gradient of net.PyCumSum in a fresh workspace: (y, grad_x)."""
+    workspace.ResetWorkspace()
+    net = core.Net("compiled_kernels")
+    y = net.PyCumSum("ck_x", "ck_y", axis=axis, exclusive=exclusive, reverse=reverse)
+    net.AddExternalInput("ck_y_grad")
+    net.AddGradientOperators({y: "ck_y_grad"})
+    workspace.FeedBlob("ck_x", x)
+    workspace.FeedBlob("ck_y_grad", grad_y)
+    workspace.RunNetOnce(net)
+    return workspace.FetchBlob("ck_y"), workspace.FetchBlob("ck_x_grad")
+
+
+@pytest.mark.parametrize("shape, axis", [((600, 50), 0), ((20, 30, 200), 1), ((64, 300), 1)])
+@pytest.mark.parametrize("exclusive, reverse", FLAGS)
+def test_caffe2_op_forward_and_gradient(accelerator, shape, axis, exclusive, reverse):
+    """The op and its gradient op, against torch.autograd (float32 data, no NaN: gradients of NaN differ)."""
+    rng = np.random.RandomState(6)
+    x = rng.standard_normal(shape).astype(np.float32)
+    grad_y = rng.standard_normal(shape).astype(np.float32)
+    y, grad_x = run_op(x, grad_y, axis, exclusive, reverse)
+    tx = torch.from_numpy(x).requires_grad_()
+    shifted = tx.flip(axis) if reverse else tx
+    expected = torch.cumsum(shifted, axis)
+    if exclusive:
+        expected = torch.cat([torch.zeros_like(expected.narrow(axis, 0, 1)),
+                              expected.narrow(axis, 0, shape[axis] - 1)], axis)
+    if reverse:
+        expected = expected.flip(axis)
+    (expected_grad,) = torch.autograd.grad(expected, tx, torch.from_numpy(grad_y))
+    assert_same(y, expected.detach().numpy())
+    assert_same(grad_x, expected_grad.numpy())
+
+
+def python(code, env):
+    child = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, env=env, timeout=300)
+    assert child.returncode == 0, child.stderr
+    return child.stdout
+
+
+def test_import_does_not_load_numba_and_the_cache_is_the_users(tmp_path):
+    """``import pycumsum_op`` leaves numba alone; the first compiled scan imports it and caches its machine
+    code in PYCUMSUM_OP_CACHE_DIR, which a second process reads (nothing is written beside the package)."""
+    env = dict(os.environ, PYCUMSUM_OP_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop(compiled.SWITCH, None)
+    code = ("import sys, numpy as np, pycumsum_op\n"
+            "from pycumsum_op.kernels import ScanSpec, cumsum_forward\n"
+            "print('numba' in sys.modules)\n"
+            "x = np.arange(200000, dtype=np.float32).reshape(1000, 200) / 7\n"
+            "print(float(cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, -1]), 'numba' in sys.modules)\n")
+    expected = "False\n{} True\n".format(float(torch.cumsum(torch.arange(200000, dtype=torch.float32)
+                                                           .reshape(1000, 200) / 7, 0)[-1, -1]))
+    assert python(code, env) == expected
+    cached = sorted(os.listdir(str(tmp_path / "cache")))
+    assert cached and any(name.endswith(".nbi") for root, _, names in os.walk(str(tmp_path / "cache"))
+                          for name in names)
+    assert python(code, env) == expected  # from the cache
+    package = os.path.dirname(compiled.__file__)
+    assert not [name for name in os.listdir(package) if name.endswith((".nbi", ".nbc"))]
+
+
+def test_an_unwritable_cache_compiles_in_memory(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    env = dict(os.environ, PYCUMSUM_OP_CACHE_DIR=str(blocker / "cache"))
+    env.pop(compiled.SWITCH, None)
+    code = ("import numpy as np\n"
+            "from pycumsum_op.kernels import engine, ScanSpec, cumsum_forward\n"
+            "x = np.ones((1000, 200), np.float32)\n"
+            "print(engine.choose_path(x, x.copy(), 0, False, False)[0], cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, 0])\n")
+    assert python(code, env) == "compiled 1000.0\n"
+
+
+@pytest.mark.parametrize("setting", ["0", "off", "False", " no "])
+def test_the_switch_turns_the_accelerator_off(monkeypatch, setting):
+    monkeypatch.setenv(compiled.SWITCH, setting)
+    assert not compiled.enabled()
+    x = np.ones((1000, 200), np.float32)
+    assert engine.choose_path(x, x.copy(), 0, False, False)[0] != "compiled"
+
+
+def test_the_op_remembers_direct_calls_per_shape_and_dtype(monkeypatch):
+    """After its first run with a shape and dtype, the op's forward is one torch.cumsum between tensors wrapping
+    the blobs; new values, dtypes (checked again: int32 sums into int64) and shapes stay torch's."""
+    calls = []
+    monkeypatch.setattr(engine, "torch_scan", lambda src, dst, axis: calls.append(axis) or torch.cumsum(
+        src, axis, out=dst))
+    workspace.ResetWorkspace()
+    net = core.Net("compiled_kernels_direct")
+    net.PyCumSum("ck_x", "ck_y", axis=-1)
+    workspace.FeedBlob("ck_x", np.zeros((2, 40000), np.float32))
+    workspace.CreateNet(net)
+    for seed, dtype, shape in [(1, np.float32, (2, 40000)), (2, np.float32, (2, 40000)), (3, np.float64, (2, 40000)),
+                               (4, np.int32, (2, 40000)), (5, np.float32, (70000,)), (6, np.float32, (2, 40000))]:
+        x = values(shape, dtype, seed)
+        workspace.FeedBlob("ck_x", x)
+        workspace.RunNet(net.Proto().name)
+        expected = torch.cumsum(torch.from_numpy(x), -1).numpy()
+        assert_same(workspace.FetchBlob("ck_y"), expected)
+    assert calls == [1, 1, 1, 0, 1]  # int32 is no direct call; axis -1 normalised
+
+
+#: (scan, exclusive, reverse): cummax and cummin take no exclusive argument
+FAMILY_FLAGS = [("cumprod", exclusive, reverse) for exclusive, reverse in FLAGS] + [
+    (scan, False, reverse) for scan in ("cummax", "cummin") for reverse in (False, True)]
+
+
+@pytest.mark.parametrize("scan, exclusive, reverse", FAMILY_FLAGS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("shape, axis", [((600, 50), 0), ((3, 600, 40), 1)])
+def test_family_off_the_last_axis_is_torchs(accelerator, torch_scan, scan, dtype, shape, axis, exclusive, reverse):
+    """cumprod (float64 / int64 products), cummax and cummin (ties: the later index) through their kernels,
+    with the accelerator's row loops and without."""
+    kernel = scan_kernel(scan)
+    rng = np.random.RandomState(8)
+    if dtype == np.int64:
+        x = rng.randint(-3, 4, size=shape).astype(np.int64)  # products wrap around
+    else:
+        x = rng.uniform(0.9, 1.1, size=shape).astype(dtype)
+        x.reshape(-1)[rng.randint(x.size, size=20)] = np.nan
+        x.reshape(-1)[rng.randint(x.size, size=20)] = 1.0  # ties
+    spec = ScanSpec(kernel.op_name, axis, exclusive, reverse) if exclusive else ScanSpec(kernel.op_name, axis,
+                                                                                          reverse=reverse)
+    plan = kernel.plan(spec, x)
+    assert (engine.compiled_views(axis, x, np.empty(shape, plan.result_dtype)) is not None) is accelerator
+    actual = kernel.forward(x, spec, None, plan)
+    expected = torch_scan(torch.from_numpy(x), axis, exclusive, reverse, None, scan)
+    for got, want in zip(actual, expected) if isinstance(actual, tuple) else [(actual, expected)]:
+        assert_same(got, want.numpy())
+
+
+def test_a_broken_numba_counts_as_none(tmp_path):
+    """A numba that fails to import (here: one raising as numba does for a numpy it was not built for) turns
+    the accelerator off; the scans still run, by the other paths."""
+    (tmp_path / "numba").mkdir()
+    (tmp_path / "numba" / "__init__.py").write_text("raise ImportError('Numba needs NumPy 1.22 or less')\n")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    env.pop(compiled.SWITCH, None)
+    code = ("import numpy as np\n"
+            "from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine\n"
+            "x = np.ones((1000, 200), np.float32)\n"
+            "print(compiled.enabled(), engine.choose_path(x, x.copy(), 0, False, False)[0],\n"
+            "      cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, 0])\n")
+    assert python(code, env) == "False lanes 1000.0\n"
