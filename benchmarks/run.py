@@ -34,7 +34,7 @@ import torch
 
 import nets
 import sweep
-from pycumsum_op.cli import whole_number
+from pycumsum_op.commands._common import whole_number
 from pycumsum_op.kernels import engine
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -5,7 +5,7 @@ repaired net), 2 on bad input (unreadable or unparsable file, unknown blob, a fa
 no net edit can cure), with a one-line reason on stderr. Needs Caffe2 only: torch and
 pycumsum_op's kernels load only for ``--strategy pycumsum``.
 """
-from ..cli import _BadInput, read_net, write_file
+from ._common import _BadInput, read_net, write_file
 
 EXIT_HEALTHY, EXIT_FINDINGS = 0, 1
 

@@ -19,7 +19,7 @@ import contextlib
 import io
 import warnings
 
-from ..cli import _BadInput, parse_dims, write_file
+from ._common import _BadInput, parse_dims, write_file
 
 
 def _parse_input(text: str):
