@@ -19,6 +19,8 @@ from doctor_support import gradient_ops_work
 from pycumsum_op.doctor.fix import STRATEGIES
 from pycumsum_op.idioms import add_sparse_lengths_cumsum
 
+pytestmark = pytest.mark.slow  # a pycumsum-op process per run
+
 CLI = os.path.join(os.path.dirname(sys.executable), "pycumsum-op")
 
 

@@ -73,6 +73,7 @@ def assert_same_result(actual, reference):
         np.testing.assert_array_equal(actual, reference)
 
 
+@pytest.mark.slow  # 500 nets
 @settings(max_examples=500)
 @given(case=scan_cases(), in_place=st.booleans())
 def test_matches_torch_cumsum(case, in_place, torch_scan, to_torch_dtype):
@@ -160,6 +161,7 @@ def test_the_engine_cases_reach_every_forward_path(path):
     assert forward_path(*case) == path
 
 
+@pytest.mark.slow  # inputs of up to 128K elements
 @settings(max_examples=150, deadline=None)
 @given(case=engine_cases(), in_place=st.booleans())
 def test_matches_torch_cumsum_bit_for_bit_on_every_engine_path(case, in_place, torch_scan):

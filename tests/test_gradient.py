@@ -62,6 +62,7 @@ def assert_gradient_close(actual, reference, dtype):
     np.testing.assert_allclose(actual, reference, rtol=tolerance, atol=tolerance * 100)
 
 
+@pytest.mark.slow  # 400 nets
 @settings(max_examples=400)
 @given(case=gradient_cases(), in_place=st.booleans())
 def test_gradient_matches_torch_autograd(case, in_place, torch_scan):
@@ -133,6 +134,7 @@ def test_the_engine_cases_reach_every_backward_path(path):
     assert backward_path(*case) == path
 
 
+@pytest.mark.slow  # inputs of up to 128K elements
 @settings(max_examples=100, deadline=None)
 @given(case=engine_cases(ENGINE_FLOAT_DTYPES), in_place=st.booleans())
 def test_gradient_matches_torch_autograd_on_every_engine_path(case, in_place, torch_scan):

@@ -62,6 +62,7 @@ def assert_lowered_result(actual, reference, target, x, axis):
     assert np.all(np.abs(actual.astype(np.float64) - reference) <= bound)
 
 
+@pytest.mark.slow  # 150 lowered nets
 @settings(max_examples=150)
 @given(case=scan_cases(), target=st.sampled_from(TARGETS), known_from=st.sampled_from(["workspace", "arguments"]),
        in_place=st.booleans())
@@ -88,6 +89,7 @@ def long_lane_cases(draw):
     return x, axis, draw(st.booleans()), draw(st.booleans())
 
 
+@pytest.mark.slow  # long lanes
 @settings(max_examples=60)
 @given(case=long_lane_cases(), target=st.sampled_from(TARGETS))
 def test_long_lanes_match_torch(case, target, torch_scan, to_torch_dtype):
@@ -117,6 +119,7 @@ def run_lowered_gradient(x, w, target, lowered_gradient_ops, **kwargs):
     return workspace.FetchBlob("lg_y"), workspace.FetchBlob("lg_x_grad")
 
 
+@pytest.mark.slow  # 100 lowered nets with gradients
 @settings(max_examples=100)
 @given(case=gradient_cases(), target=st.sampled_from(TARGETS), lowered_gradient_ops=st.booleans())
 def test_gradient_matches_torch_autograd(case, target, lowered_gradient_ops, torch_scan):
@@ -360,6 +363,7 @@ def grid_axes(shape):
     return range(-span, span)
 
 
+@pytest.mark.slow  # every dtype, flag and axis
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
 def test_forward_grid_every_dtype_flag_and_axis(target, dtype, clean_workspace, torch_scan, to_torch_dtype):
@@ -375,6 +379,7 @@ def test_forward_grid_every_dtype_flag_and_axis(target, dtype, clean_workspace, 
                 assert_lowered_result(actual, reference, target, x, axis)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lowered_gradient_ops", [False, True])
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -122,6 +122,7 @@ def _example_id(example: Example) -> str:
                                  re.sub(r"[^a-z0-9]+", "-", example.heading.lower()).strip("-"))
 
 
+@pytest.mark.slow  # a fresh interpreter per example
 @pytest.mark.parametrize("example", EXAMPLES, ids=[_example_id(example) for example in EXAMPLES])
 def test_readme_example_prints_what_the_readme_shows(example, tmp_path):
     problem = check_example(example, tmp_path)
