@@ -1,17 +1,20 @@
-# make demo / make test / make bench: each creates or reuses .venv on CPython 3.9 (found by
+# make demo / make test / make test-fast / make bench: each creates or reuses .venv on CPython 3.9 (found by
 # scripts/find-python.sh: $PYTHON, python3.9 on PATH, pyenv's 3.9),
 # installs the pinned Caffe2 runtime (torch==1.10.2) and this package, then runs.
 VENV      := .venv
 VPY       := $(VENV)/bin/python
 STAMP     := $(VENV)/.pycumsum-installed
 
-.PHONY: demo test bench install clean deploy-test
+.PHONY: demo test test-fast bench install clean deploy-test
 
 demo: $(STAMP)
 	$(VENV)/bin/pycumsum-op demo
 
 test: $(STAMP)
 	$(VPY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(VPY) -m pytest -q -m "not slow"
 
 bench: $(STAMP)
 	$(VPY) benchmarks/run.py

@@ -38,7 +38,7 @@ import classes
 import nets
 import sweep
 import timing
-from pycumsum_op.cli import whole_number
+from pycumsum_op.commands._common import whole_number
 from pycumsum_op.kernels import engine
 from timing import duration, measure, median, table
 

@@ -22,7 +22,7 @@ import numpy as np
 
 import nets
 import timing
-from pycumsum_op.cli import whole_number
+from pycumsum_op.commands._common import whole_number
 
 MIN_SIZE, MAX_SIZE = 1 << 16, 1 << 22
 MAX_LANES, MAX_LENGTH = 10 ** 5, 10 ** 6

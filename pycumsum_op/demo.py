@@ -1,5 +1,5 @@
-"""``pycumsum-op demo`` (``make demo``): the question's net, its error, the diagnosis, both fixes,
-then an ordinal classifier trained with an Earth Mover's Distance loss through PyCumSum.
+"""``pycumsum-op demo`` (``make demo``): the legacy SparseLengthsSum cumsum net, its error, the diagnosis,
+both fixes, then an ordinal classifier trained with an Earth Mover's Distance loss through PyCumSum.
 
 Every number is checked against PyTorch in the same process; `run_demo` returns 0
 when all checks pass, 1 otherwise, and ends with a summary table.
@@ -13,14 +13,14 @@ import numpy as np
 import torch
 from caffe2.python import core, workspace
 
-from .commands.demo import DEFAULT_STEPS
 from .doctor import diagnose, fix
 from .doctor.diagnose import caffe2_error_summary
 from .examples import Caffe2OrdinalEMD, TorchOrdinalEMD, init_params, make_ordinal_data
 from .idioms import add_sparse_lengths_cumsum
 from .ops import cumsum
+from .progress import ProgressBar
 
-ROWS, COLUMNS = 256, 128           # the question's `prediction`: (N, C)
+ROWS, COLUMNS = 256, 128           # the legacy net's `prediction`: (N, C)
 TIMING_RUNS = 15
 TRAINING = {"samples": 1024, "features": 8, "hidden": 32, "classes": 6, "batch": 128, "learning_rate": 1.0}
 GRADIENT_TOLERANCE = 1e-4          # max |caffe2 - torch| / max |torch| over all parameter gradients
@@ -32,34 +32,6 @@ class Check(NamedTuple):
     what: str
     result: str
     passed: bool
-
-
-class ProgressBar:
-    """A one-line progress bar: redrawn in place on a terminal, a line per quarter otherwise.
-
-    >>> import io
-    >>> out = io.StringIO()
-    >>> bar = ProgressBar(4, out, width=8)
-    >>> for done in range(1, 5):
-    ...     bar.update(done, "loss 0.1")
-    >>> print(out.getvalue().splitlines()[-1])
-      [########] 4/4 loss 0.1
-    """
-
-    def __init__(self, total: int, out, width: int = 30):
-        self.total, self.out, self.width = total, out, width
-        self.live = hasattr(out, "isatty") and out.isatty()
-        self._quarters_shown = 0
-
-    def update(self, done: int, note: str = "") -> None:
-        filled = self.width * done // self.total
-        line = "  [{}{}] {}/{} {}".format("#" * filled, "." * (self.width - filled), done, self.total, note)
-        if self.live:
-            self.out.write("\r" + line + ("\n" if done == self.total else ""))
-            self.out.flush()
-        elif 4 * done // self.total > self._quarters_shown:
-            self._quarters_shown = 4 * done // self.total
-            self.out.write(line + "\n")
 
 
 def _steps(count: int) -> str:
@@ -75,9 +47,9 @@ def _section(out, title: str) -> None:
     out.write("\n== {} ==\n".format(title))
 
 
-def _question_net():
-    """The question's net over blob "prediction", with loss = sum(weights * pred_cdist)."""
-    net = core.Net("demo_question")
+def _legacy_net():
+    """The legacy SparseLengthsSum cumsum net over blob "prediction", with loss = sum(weights * pred_cdist)."""
+    net = core.Net("demo_legacy")
     pred_cdist = add_sparse_lengths_cumsum(net, "prediction", COLUMNS, blob_out="pred_cdist")
     net.AddExternalInput("weights")
     net.SumElements(net.Mul([pred_cdist, "weights"], "weighted"), "loss")
@@ -85,7 +57,7 @@ def _question_net():
 
 
 def _pycumsum_net():
-    """What the question asked for: torch.cumsum(prediction, 1) as one net.PyCumSum."""
+    """torch.cumsum(prediction, 1) as one net.PyCumSum."""
     net = core.Net("demo_pycumsum")
     net.AddExternalInput("prediction", "weights")
     pred_cdist = cumsum(net, "prediction", "pred_cdist", axis=1)
@@ -115,7 +87,7 @@ def _forward_backward(netdef, name: str) -> _Measured:
 
 
 def _torch_references(prediction: np.ndarray, weights: np.ndarray):
-    """torch.cumsum, its exclusive shift (what the question's net computes) and their autograd gradients."""
+    """torch.cumsum, its exclusive shift (what the legacy net computes) and their autograd gradients."""
     x = torch.tensor(prediction, requires_grad=True)
     inclusive = torch.cumsum(x, 1)
     exclusive = torch.cat([torch.zeros_like(inclusive[:, :1]), inclusive[:, :-1]], 1)
@@ -131,7 +103,7 @@ def _max_error(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _reproduce(out, net) -> Check:
-    _section(out, "1. The question's net: Transpose -> SparseLengthsSum(triangular indices) -> Transpose")
+    _section(out, "1. The legacy net: Transpose -> SparseLengthsSum(triangular indices) -> Transpose")
     workspace.RunNetOnce(net)
     out.write("prediction: {} x {}; forward runs: pred_cdist[0, :4] = {}\n".format(
         ROWS, COLUMNS, np.round(workspace.FetchBlob("pred_cdist")[0, :4], 3)))
@@ -143,7 +115,7 @@ def _reproduce(out, net) -> Check:
     out.write("backward: net.AddGradientOperators(['loss']) raises:\n  {}\n".format(
         str(error).strip().splitlines()[0] if error else "nothing (unexpected)"))
     summary = caffe2_error_summary(error) if error else "no error"
-    return Check("the question's net, backward", "fails: " + summary, "is sparse (expected dense)" in summary)
+    return Check("the legacy net, backward", "fails: " + summary, "is sparse (expected dense)" in summary)
 
 
 def _diagnosis(out, net) -> Check:
@@ -180,7 +152,7 @@ def _fixes(out, net, prediction: np.ndarray, weights: np.ndarray) -> List[Check]
         checks.append(Check(label, "backward works; {} cumsum, max err {:.1e}, grad err {:.1e}, {:.2f} ms".format(
             kind, value_error, gradient_error, measured.milliseconds),
             value_error < CUMSUM_TOLERANCE and gradient_error < CUMSUM_TOLERANCE))
-    out.write("The question's net is an EXCLUSIVE cumsum (column 0 is 0), off by one against torch.cumsum.\n"
+    out.write("The legacy net is an EXCLUSIVE cumsum (column 0 is 0), off by one against torch.cumsum.\n"
               "strategy='pycumsum' keeps that meaning with one PyCumSum(exclusive=True), {:.0f}x faster here "
               "(O(N*C) instead of O(N*C^2));\nfor torch.cumsum itself use net.PyCumSum(x, y, axis=1).\n"
               .format(milliseconds[0] / milliseconds[1]))
@@ -234,7 +206,7 @@ def _summary(out, checks: List[Check]) -> None:
                                                   width=width))
 
 
-def run_demo(steps: int = DEFAULT_STEPS, seed: int = 0, out=None) -> int:
+def run_demo(steps: int, seed: int = 0, out=None) -> int:
     """Run the demo, writing to ``out`` (default stdout); 0 when every check passes, else 1."""
     out = out or sys.stdout
     out.write("pycumsum_op demo: torch.cumsum for Caffe2, and the cure for "
@@ -244,7 +216,7 @@ def run_demo(steps: int = DEFAULT_STEPS, seed: int = 0, out=None) -> int:
     weights = rng.randn(ROWS, COLUMNS).astype(np.float32)
     workspace.FeedBlob("prediction", prediction)
     workspace.FeedBlob("weights", weights)
-    net = _question_net()
+    net = _legacy_net()
     checks = [_reproduce(out, net), _diagnosis(out, net)] + _fixes(out, net, prediction, weights)
     checks += _train(out, steps, seed)
     _summary(out, checks)

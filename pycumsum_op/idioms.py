@@ -1,7 +1,7 @@
-"""The cumsum idiom users wrote before PyCumSum, as in the original question.
+"""The cumsum idiom users wrote before PyCumSum, a Transpose -> SparseLengthsSum -> Transpose net.
 
 ``Transpose → SparseLengthsSum(DATA, triangular INDICES, LENGTHS) → Transpose``
-over a (N, C) blob. With lengths 0..C-1 (the question's net) it is an
+over a (N, C) blob. With lengths 0..C-1 (the usual form) it is an
 *exclusive* cumsum along axis 1; with lengths 1..C it is inclusive. It gathers
 C·(C±1)/2 rows: O(N·C²) time and memory. Its backward fails with "Gradient of
 output …/Transpose is sparse (expected dense)" unless ``ensure_dense=True``
@@ -29,7 +29,7 @@ def add_sparse_lengths_cumsum(net, blob_in, columns: int, blob_out=None, exclusi
     """Append the idiom over (N, ``columns``) blob ``blob_in`` to ``net``; returns the output blob.
 
     The constant INDICES and LENGTHS blobs are GivenTensorIntFill ops in ``init_net``
-    when given, else fed into the current workspace (the question's ``as_blob``).
+    when given, else fed into the current workspace (as an ``as_blob`` helper does).
     """
     prefix = prefix or str(blob_in)
     indices, lengths = sparse_lengths_cumsum_constants(columns, exclusive)

@@ -98,6 +98,7 @@ print(json.dumps(messages))
 """
 
 
+@pytest.mark.slow  # a Caffe2 child process
 def test_other_aten_ops_raise_exactly_what_caffe2_raises():
     child = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(OTHER_ATEN_OPS)], stdout=subprocess.PIPE,
                            universal_newlines=True, check=True, timeout=120)

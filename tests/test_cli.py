@@ -19,6 +19,8 @@ from doctor_support import gradient_ops_work
 from pycumsum_op.doctor.fix import STRATEGIES
 from pycumsum_op.idioms import add_sparse_lengths_cumsum
 
+pytestmark = pytest.mark.slow  # a pycumsum-op process per run
+
 CLI = os.path.join(os.path.dirname(sys.executable), "pycumsum-op")
 
 
@@ -45,9 +47,9 @@ def load(path):
 
 
 @pytest.fixture
-def question_files(tmp_path):
-    """The question's net (.pb) and its init net holding the constants (.pbtxt)."""
-    net, init = core.Net("question"), core.Net("question_init")
+def legacy_files(tmp_path):
+    """The legacy SparseLengthsSum cumsum net (.pb) and its init net holding the constants (.pbtxt)."""
+    net, init = core.Net("legacy"), core.Net("legacy_init")
     add_sparse_lengths_cumsum(net, "prediction", 5, blob_out="pred_cdist", init_net=init)
     net.SumElements("pred_cdist", "loss")
     return save(net.Proto(), tmp_path / "predict.pb"), save(init.Proto(), tmp_path / "init.pbtxt")
@@ -69,8 +71,8 @@ def test_a_healthy_net_exits_0(tmp_path):
     assert "healthy" in result.stdout
 
 
-def test_the_question_net_exits_1_with_the_finding_and_fix_writes_a_working_net(question_files, tmp_path):
-    predict, init = question_files
+def test_the_legacy_net_exits_1_with_the_finding_and_fix_writes_a_working_net(legacy_files, tmp_path):
+    predict, init = legacy_files
     out = tmp_path / "fixed.pbtxt"
     result = run_cli("doctor", predict, "--init-net", init, "--loss", "loss", "--fix", out, "--strategy", "pycumsum")
     assert result.returncode == 1, result.stderr
@@ -83,8 +85,8 @@ def test_the_question_net_exits_1_with_the_finding_and_fix_writes_a_working_net(
     assert gradient_ops_work(fixed, ["loss"])
 
 
-def test_fix_with_ensure_dense_writes_binary(question_files, tmp_path):
-    predict, init = question_files
+def test_fix_with_ensure_dense_writes_binary(legacy_files, tmp_path):
+    predict, init = legacy_files
     out = tmp_path / "fixed.pb"
     result = run_cli("doctor", predict, "--init-net", init, "--loss", "loss", "--fix", out)
     assert result.returncode == 1, result.stderr
@@ -94,8 +96,8 @@ def test_fix_with_ensure_dense_writes_binary(question_files, tmp_path):
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
 
 
-def test_bad_input_exits_2_with_one_line(question_files, tmp_path):
-    predict, _ = question_files
+def test_bad_input_exits_2_with_one_line(legacy_files, tmp_path):
+    predict, _ = legacy_files
     assert_one_line_error(run_cli("doctor", tmp_path / "missing.pb", "--loss", "loss"), "missing.pb")
     garbage = tmp_path / "garbage.pbtxt"
     garbage.write_text("this is { not a net")
@@ -119,7 +121,8 @@ def test_version_and_no_command():
     assert (version.returncode, version.stdout) == (0, "pycumsum-op {}\n".format(pycumsum_op.__version__))
     bare = run_cli()
     assert bare.returncode == 2 and "Traceback" not in bare.stderr
-    commands = sorted(module.name for module in pkgutil.iter_modules(pycumsum_op.commands.__path__))
+    commands = sorted(module.name for module in pkgutil.iter_modules(pycumsum_op.commands.__path__)
+                      if not module.name.startswith("_"))  # _common: what the commands share
     assert bare.stderr.splitlines()[-1] == "pycumsum-op: error: no command given; choose one of: {}".format(
         ", ".join(commands))
 
@@ -147,16 +150,16 @@ def test_unusable_net_files_exit_2_with_one_line_saying_which_and_why(tmp_path, 
     assert "Warning" not in result.stderr and result.stdout == ""
 
 
-def test_a_garbage_init_net_exits_2_naming_it(question_files, tmp_path):
-    predict, _ = question_files
+def test_a_garbage_init_net_exits_2_naming_it(legacy_files, tmp_path):
+    predict, _ = legacy_files
     garbage = tmp_path / "init.pb"
     garbage.write_bytes(b"\x0c\x01\x02")
     assert_one_line_error(run_cli("doctor", predict, "--init-net", garbage, "--loss", "loss"),
                           "cannot read init net {!r}".format(str(garbage)), "end-group tag")
 
 
-def test_fix_to_pbtext_writes_text_that_the_doctor_reads_back(question_files, tmp_path):
-    predict, init = question_files
+def test_fix_to_pbtext_writes_text_that_the_doctor_reads_back(legacy_files, tmp_path):
+    predict, init = legacy_files
     out = tmp_path / "fixed.pbtext"
     result = run_cli("doctor", predict, "--init-net", init, "--loss", "loss", "--fix", out)
     assert result.returncode == 1, result.stderr
@@ -168,8 +171,8 @@ def test_fix_to_pbtext_writes_text_that_the_doctor_reads_back(question_files, tm
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
 
 
-def test_each_repaired_site_is_reported(question_files, tmp_path):
-    predict, init = question_files
+def test_each_repaired_site_is_reported(legacy_files, tmp_path):
+    predict, init = legacy_files
     result = run_cli("doctor", predict, "--init-net", init, "--loss", "loss", "--fix", tmp_path / "f.pb",
                      "--strategy", "pycumsum")
     assert result.stdout.rstrip().endswith(
@@ -178,8 +181,8 @@ def test_each_repaired_site_is_reported(question_files, tmp_path):
     assert "binary format" in result.stdout
 
 
-def test_pycumsum_strategy_without_the_init_net_says_why_it_used_ensure_dense(question_files, tmp_path):
-    predict, _ = question_files
+def test_pycumsum_strategy_without_the_init_net_says_why_it_used_ensure_dense(legacy_files, tmp_path):
+    predict, _ = legacy_files
     out = tmp_path / "fixed.pb"
     result = run_cli("doctor", predict, "--loss", "loss", "--fix", out, "--strategy", "pycumsum")
     assert result.returncode == 1, result.stderr
@@ -193,8 +196,8 @@ def test_pycumsum_strategy_without_the_init_net_says_why_it_used_ensure_dense(qu
     assert "EnsureDense" in [op.type for op in fixed.op] and gradient_ops_work(fixed, ["loss"])
 
 
-def test_an_unknown_strategy_lists_fix_strategies(question_files):
-    predict, _ = question_files
+def test_an_unknown_strategy_lists_fix_strategies(legacy_files):
+    predict, _ = legacy_files
     result = run_cli("doctor", predict, "--loss", "loss", "--fix", "x.pb", "--strategy", "magic")
     assert_one_line_error(result, "--strategy 'magic': choose one of " + ", ".join(STRATEGIES))
 
@@ -214,8 +217,8 @@ def test_help_imports_neither_caffe2_nor_numpy():
     assert "pycumsum_op.commands.doctor" in modules
 
 
-def test_doctor_imports_caffe2_but_not_torch_or_the_demo(question_files):
-    predict, init = question_files
+def test_doctor_imports_caffe2_but_not_torch_or_the_demo(legacy_files):
+    predict, init = legacy_files
     result, modules = imported_modules("doctor", predict, "--init-net", init, "--loss", "loss")
     assert result.returncode == 1 and "1 finding" in result.stdout
     assert {"caffe2.python.core", "pycumsum_op.doctor.diagnose"} <= modules

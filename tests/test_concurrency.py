@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # hundreds of threaded runs in a child process
+
 CHILD_TIMEOUT = 240
 
 CHILD = r'''

@@ -25,6 +25,7 @@ def batches(data):
         yield data.features[rows], data.one_hot[rows]
 
 
+@pytest.mark.slow  # trains 2 and 4 replicas
 @pytest.mark.parametrize("devices", [[0, 1], [0, 1, 2, 3]])
 def test_devices_of_one_process_take_the_torch_twin_s_steps_over_the_global_batch(devices):
     data = make_ordinal_data(SAMPLES, FEATURES, CLASSES, seed=3)

@@ -4,6 +4,10 @@ import re
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.slow  # the whole demo in a process
+
 CLI = os.path.join(os.path.dirname(sys.executable), "pycumsum-op")
 
 

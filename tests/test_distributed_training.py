@@ -22,6 +22,8 @@ from pycumsum_op.examples import TorchOrdinalEMD, init_params, make_ordinal_data
 from pycumsum_op.examples.ordinal_emd import PARAMETERS
 from pycumsum_op.training.run_directory import RunConfig
 
+pytestmark = pytest.mark.slow  # worker processes over Gloo, seconds each
+
 CLI = os.path.join(os.path.dirname(sys.executable), "pycumsum-op")
 LOOPBACK = ["--interface", "lo", "--timeout", "20", "--join-timeout", "60", "--deadline", "120"]
 

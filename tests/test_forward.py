@@ -2,7 +2,8 @@
 
 Covers rank 0-4, sizes 0 and 1, every axis (positive and negative), exclusive/reverse,
 input dtypes float32/float64/int32/int64/bool (and int16/uint8), ``dtype=`` given as a numpy
-dtype or a Caffe2 name, result dtypes exactly as torch's, and in-place runs.
+dtype or a Caffe2 name, result dtypes exactly as torch's, and in-place runs; inputs of up to 128K
+elements drawn around the engine's thresholds reach each of its paths (tests/engine_support.py).
 """
 import hypothesis.extra.numpy as hnp
 import hypothesis.strategies as st
@@ -10,9 +11,10 @@ import numpy as np
 import pytest
 import torch
 from caffe2.python import core, workspace
-from hypothesis import given, settings
+from hypothesis import Phase, find, given, settings
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
+from engine_support import engine_cases, engine_input, forward_path
 
 INPUT_DTYPES = [np.float32, np.float64, np.int32, np.int64, np.bool_, np.int16, np.uint8]
 #: dtype= as users write it -> the numpy dtype torch would produce (written out here, not read from the package).
@@ -71,6 +73,7 @@ def assert_same_result(actual, reference):
         np.testing.assert_array_equal(actual, reference)
 
 
+@pytest.mark.slow  # 500 nets
 @settings(max_examples=500)
 @given(case=scan_cases(), in_place=st.booleans())
 def test_matches_torch_cumsum(case, in_place, torch_scan, to_torch_dtype):
@@ -148,3 +151,24 @@ def test_runs_repeatedly_in_one_net(clean_workspace, run_net):
         run_net(net, {"rep_x": x})
         np.testing.assert_allclose(workspace.FetchBlob("rep_y"), torch.cumsum(torch.from_numpy(x), -1).numpy(),
                                    rtol=1e-6)
+
+
+@pytest.mark.parametrize("path", ["numpy", "torch", "lanes", "rows"])
+def test_the_engine_cases_reach_every_forward_path(path):
+    """`engine_cases` draws inputs for each path the engine has (the thresholds are the engine's own)."""
+    case = find(engine_cases(), lambda case: forward_path(*case) == path,
+                settings=settings(max_examples=2000, database=None, phases=[Phase.generate]))  # no shrinking
+    assert forward_path(*case) == path
+
+
+@pytest.mark.slow  # inputs of up to 128K elements
+@settings(max_examples=150, deadline=None)
+@given(case=engine_cases(), in_place=st.booleans())
+def test_matches_torch_cumsum_bit_for_bit_on_every_engine_path(case, in_place, torch_scan):
+    dtype, shape, axis, exclusive, reverse, seed = case
+    x = engine_input(dtype, shape, seed)
+    in_place = in_place and dtype.kind == "f"  # an integer input in place becomes int64 (tested above)
+    actual = run_pycumsum(x, in_place, axis=axis, exclusive=exclusive, reverse=reverse)
+    reference = torch_scan(torch.from_numpy(x), axis, exclusive, reverse).numpy()
+    assert actual.dtype == reference.dtype and actual.shape == reference.shape
+    np.testing.assert_array_equal(actual, reference)

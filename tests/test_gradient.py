@@ -2,7 +2,8 @@
 
 The gradient fed into the net is a random w, so the net computes d/dx sum(w * y); torch
 computes the same with autograd through torch.cumsum (plus flips and a shift for
-reverse/exclusive). Floating inputs get grad_x in their own dtype, as in torch.
+reverse/exclusive). Floating inputs get grad_x in their own dtype, as in torch. Inputs of up to 128K
+elements drawn around the engine's thresholds run the backward's reverse scan on each engine path.
 """
 import hypothesis.extra.numpy as hnp
 import hypothesis.strategies as st
@@ -10,9 +11,10 @@ import numpy as np
 import pytest
 import torch
 from caffe2.python import core, workspace
-from hypothesis import given, settings
+from hypothesis import Phase, find, given, settings
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
+from engine_support import backward_path, engine_cases, engine_input
 
 #: dtype= override -> torch dtype of y (floating only: torch has no gradient through integer results).
 FLOAT_OVERRIDES = {None: None, "float": torch.float32, "double": torch.float64, np.float64: torch.float64}
@@ -60,6 +62,7 @@ def assert_gradient_close(actual, reference, dtype):
     np.testing.assert_allclose(actual, reference, rtol=tolerance, atol=tolerance * 100)
 
 
+@pytest.mark.slow  # 400 nets
 @settings(max_examples=400)
 @given(case=gradient_cases(), in_place=st.booleans())
 def test_gradient_matches_torch_autograd(case, in_place, torch_scan):
@@ -118,3 +121,26 @@ def test_gradient_op_in_place_on_its_gradient_blob(x_dtype, clean_workspace, tor
     (z * torch.from_numpy(w)).sum().backward()
     np.testing.assert_allclose(workspace.FetchBlob("ip_z"), z.detach().numpy(), rtol=1e-6)
     assert_gradient_close(workspace.FetchBlob(str(grad_map["ip_x"])), x_tensor.grad.numpy(), x_dtype)
+
+
+ENGINE_FLOAT_DTYPES = [np.float32, np.float64]
+
+
+@pytest.mark.parametrize("path", ["numpy", "torch", "lanes", "rows"])
+def test_the_engine_cases_reach_every_backward_path(path):
+    """`engine_cases` draws gradients for each path the engine has (the thresholds are the engine's own)."""
+    case = find(engine_cases(ENGINE_FLOAT_DTYPES), lambda case: backward_path(*case) == path,
+                settings=settings(max_examples=2000, database=None, phases=[Phase.generate]))  # no shrinking
+    assert backward_path(*case) == path
+
+
+@pytest.mark.slow  # inputs of up to 128K elements
+@settings(max_examples=100, deadline=None)
+@given(case=engine_cases(ENGINE_FLOAT_DTYPES), in_place=st.booleans())
+def test_gradient_matches_torch_autograd_on_every_engine_path(case, in_place, torch_scan):
+    dtype, shape, axis, exclusive, reverse, seed = case
+    x = engine_input(dtype, shape, seed)
+    w = engine_input(dtype, shape, seed + 1)
+    y, grad_x = run_pycumsum_gradient(x, w, in_place, axis=axis, exclusive=exclusive, reverse=reverse)
+    np.testing.assert_array_equal(y, torch_scan(torch.from_numpy(x), axis, exclusive, reverse).numpy())
+    assert_gradient_close(grad_x, torch_gradient(torch_scan, x, w, axis, exclusive, reverse), dtype)

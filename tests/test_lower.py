@@ -62,6 +62,7 @@ def assert_lowered_result(actual, reference, target, x, axis):
     assert np.all(np.abs(actual.astype(np.float64) - reference) <= bound)
 
 
+@pytest.mark.slow  # 150 lowered nets
 @settings(max_examples=150)
 @given(case=scan_cases(), target=st.sampled_from(TARGETS), known_from=st.sampled_from(["workspace", "arguments"]),
        in_place=st.booleans())
@@ -88,6 +89,7 @@ def long_lane_cases(draw):
     return x, axis, draw(st.booleans()), draw(st.booleans())
 
 
+@pytest.mark.slow  # long lanes
 @settings(max_examples=60)
 @given(case=long_lane_cases(), target=st.sampled_from(TARGETS))
 def test_long_lanes_match_torch(case, target, torch_scan, to_torch_dtype):
@@ -117,6 +119,7 @@ def run_lowered_gradient(x, w, target, lowered_gradient_ops, **kwargs):
     return workspace.FetchBlob("lg_y"), workspace.FetchBlob("lg_x_grad")
 
 
+@pytest.mark.slow  # 100 lowered nets with gradients
 @settings(max_examples=100)
 @given(case=gradient_cases(), target=st.sampled_from(TARGETS), lowered_gradient_ops=st.booleans())
 def test_gradient_matches_torch_autograd(case, target, lowered_gradient_ops, torch_scan):
@@ -292,33 +295,38 @@ def test_unknown_target_is_refused():
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_build_time_form_has_no_python_op_and_a_gradient(target, clean_workspace, torch_scan):
+def test_built_then_lowered_has_no_python_op_and_a_gradient(target, clean_workspace, torch_scan):
+    """Build with net.PyCumSum, then lower: the one way to a net without Python ops."""
     x = np.random.RandomState(5).randn(3, 6).astype(np.float32)
     w = np.random.RandomState(6).randn(3, 6).astype(np.float32)
     net = core.Net("lower_build")
-    y = net.PyCumSum("lb_x", "lb_y", axis=1, reverse=True, implementation=target, input_shape=x.shape,
-                     input_dtype=x.dtype)
-    assert str(y) == "lb_y" and python_ops(net.Proto()) == []
-    net.AddGradientOperators({y: "lb_w"})
-    net.AddExternalInput("lb_w")
+    y = net.PyCumSum("lb_x", "lb_y", axis=1, reverse=True)
+    lowered = core.Net(pycumsum_op.lower(net, target, shapes={"lb_x": x.shape}, dtypes={"lb_x": x.dtype}))
+    assert python_ops(lowered.Proto()) == []
+    lowered.AddGradientOperators({y: "lb_w"})
+    lowered.AddExternalInput("lb_w")
     workspace.FeedBlob("lb_x", x)
     workspace.FeedBlob("lb_w", w)
-    workspace.RunNetOnce(net)
+    workspace.RunNetOnce(lowered)
     reference = torch_gradient(torch_scan, x, w, 1, False, True)
     np.testing.assert_allclose(workspace.FetchBlob("lb_y"), torch_scan(torch.from_numpy(x), 1, reverse=True).numpy(),
                                rtol=1e-5, atol=1e-5)
     assert_gradient_close(workspace.FetchBlob("lb_x_grad"), reference, np.float32)
 
 
-def test_bad_shapes_dtypes_and_implementation_are_refused_by_name(clean_workspace):
+def test_the_build_api_has_no_algorithm_switch():
+    """net.PyCumSum builds the Python op; C++ operators come from lower(), not from a flag."""
+    with pytest.raises(TypeError, match="implementation"):
+        core.Net("lower_no_impl").PyCumSum("lb3_x", "lb3_y", axis=0, implementation="aten")
+
+
+def test_bad_shapes_and_dtypes_are_refused_by_name(clean_workspace):
     net = core.Net("lower_bad_args")
     net.PyCumSum("lb2_x", "lb2_y", axis=0)
     with pytest.raises(LoweringError, match=r"shapes\['lb2_x'\] = \(3, -1\) is not a shape"):
         pycumsum_op.lower(net, "portable", shapes={"lb2_x": (3, -1)}, dtypes={"lb2_x": "float"})
     with pytest.raises(LoweringError, match=r"dtypes\['lb2_x'\] = 'complex' is not a tensor dtype"):
         pycumsum_op.lower(net, "portable", shapes={"lb2_x": (3,)}, dtypes={"lb2_x": "complex"})
-    with pytest.raises(pycumsum_op.ScanArgumentError, match="PyCumSum: implementation='cuda'; use 'python', "):
-        core.Net("lower_bad_impl").PyCumSum("lb2_x", "lb2_y", axis=0, implementation="cuda")
 
 
 def test_caffe2_dtype_names_mean_what_they_mean_in_pycumsum(clean_workspace):
@@ -357,6 +365,7 @@ def grid_axes(shape):
     return range(-span, span)
 
 
+@pytest.mark.slow  # every dtype, flag and axis
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
 def test_forward_grid_every_dtype_flag_and_axis(target, dtype, clean_workspace, torch_scan, to_torch_dtype):
@@ -372,6 +381,7 @@ def test_forward_grid_every_dtype_flag_and_axis(target, dtype, clean_workspace, 
                 assert_lowered_result(actual, reference, target, x, axis)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lowered_gradient_ops", [False, True])
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -11,6 +11,8 @@ import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op.cli import main
 from test_cli import load, run_cli, save
 
+pytestmark = pytest.mark.slow  # a pycumsum-op process per run
+
 
 def assert_one_line_error(result, *words):
     assert result.returncode == 2, result.stdout + result.stderr

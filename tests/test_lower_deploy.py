@@ -13,6 +13,8 @@ from caffe2.python import core, workspace
 import pycumsum_op
 from test_serialization import MINIDB_BODY, W, X_DEPLOY, own_workspace, predictor_net, run_child  # noqa: F401
 
+pytestmark = pytest.mark.slow  # a fresh process per deploy flow
+
 BLOCK_PYCUMSUM_OP = r'''
 class _NoPycumsumOp(object):
     def find_spec(self, name, path=None, target=None):

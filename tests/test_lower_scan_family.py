@@ -71,6 +71,7 @@ def axes(shape):
     return range(-span, span)
 
 
+@pytest.mark.slow  # every dtype, flag and axis
 @pytest.mark.parametrize("scan", SCANS)
 def test_forward_every_dtype_flag_and_axis_equals_torch(scan, torch_scan):
     rng = np.random.RandomState(7)
@@ -127,6 +128,7 @@ def lowered_gradient(scan, x, w, lowered_gradient_ops, **kwargs):
     return workspace.FetchBlob("lf_x_grad")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lowered_gradient_ops", [False, True])
 @pytest.mark.parametrize("scan", GRADIENT_SCANS)
 def test_gradient_every_flag_and_axis_equals_torch_autograd(scan, lowered_gradient_ops, torch_scan):
@@ -156,6 +158,7 @@ def test_cumprod_gradient_with_zeros_and_dtype(lowered_gradient_ops, torch_scan)
         assert_gradient_close(actual, reference, np.float32)
 
 
+@pytest.mark.slow  # 64K elements
 @pytest.mark.parametrize("lowered_gradient_ops", [False, True])
 @pytest.mark.parametrize("scan", GRADIENT_SCANS)
 def test_gradient_on_64k_elements_equals_torch_autograd(scan, lowered_gradient_ops, torch_scan):

@@ -156,6 +156,7 @@ def run_in_fresh_caffe2(tmp_path, nets, check=True):
     return json.loads(proc.stdout.decode("utf-8").split("REPORT", 1)[1])
 
 
+@pytest.mark.slow  # a Caffe2 child process
 def test_verify_net_sees_exactly_the_step_nets_caffe2_runs(tmp_path):
     good = forward_builder_pickle()
     all_variants = dict(VARIANTS, **REFUSED_THOUGH_CAFFE2_RUNS)

@@ -14,6 +14,8 @@ import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from onnx_support import LinearSoftmaxCumSum, cumsum_model, onnxruntime_outputs, run_saved_nets, torch_model
 from pycumsum_op.serialization import load_net
 
+pytestmark = pytest.mark.slow  # a pycumsum-op process per run
+
 CLI = os.path.join(os.path.dirname(sys.executable), "pycumsum-op")
 
 

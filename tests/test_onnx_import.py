@@ -176,6 +176,7 @@ INSTALL_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a fresh process
 def test_install_is_an_explicit_idempotent_opt_in():
     """In a fresh process: importing pycumsum_op.onnx changes nothing; install() (twice) makes stock prepare work."""
     result = subprocess.run([sys.executable, "-c", INSTALL_SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -13,6 +13,8 @@ from email.parser import Parser
 
 import pytest
 
+pytestmark = pytest.mark.slow  # builds and installs wheels
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILDERS = os.path.join("pycumsum_op", "ops", "builders.py")
 

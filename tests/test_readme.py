@@ -1,11 +1,13 @@
-"""README.md's examples, run as a new user would: every ```python block in a fresh Python process
-(cwd: an empty temporary directory), its stdout compared with the ```text block right after it.
+"""The examples of README.md and docs/*.md, run as a new user would: every ```python block in a fresh
+Python process (cwd: an empty temporary directory), its stdout compared with the ```text block right
+after it.
 
-The convention for README.md: each ```python block is followed (only blank lines between) by a
-```text block holding its exact output; a python block without one fails here. Shell examples go
-in ```sh blocks and are not run.
+The convention for every Markdown file there: each ```python block is followed (only blank lines
+between) by a ```text block holding its exact output; a python block without one fails here. Shell
+examples go in ```sh blocks and are not run.
 """
 import difflib
+import glob
 import os
 import re
 import subprocess
@@ -14,13 +16,15 @@ from typing import List, NamedTuple, Optional
 
 import pytest
 
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCUMENTS = ["README.md"] + sorted(os.path.relpath(path, ROOT) for path in glob.glob(os.path.join(ROOT, "docs", "*.md")))
 TIMEOUT_SECONDS = 120
 _FENCE = re.compile(r"^```(\S*)\s*$")
 
 
 class Example(NamedTuple):
     """A ```python block: where it is, its code, and the output its ```text block promises."""
+    document: str              # the Markdown file, relative to the repository
     line: int                  # 1-based line of the opening fence
     heading: str               # the last Markdown heading above it
     code: str
@@ -29,10 +33,10 @@ class Example(NamedTuple):
     @property
     def label(self) -> str:
         first = next((line.strip() for line in self.code.splitlines() if line.strip()), "")
-        return "README.md:{} ({!r}, first line {!r})".format(self.line, self.heading, first)
+        return "{}:{} ({!r}, first line {!r})".format(self.document, self.line, self.heading, first)
 
 
-def _fenced_blocks(text: str):
+def _fenced_blocks(text: str, document: str):
     """(opening line, language, body) of each fenced block, and the headings outside them."""
     blocks, headings = [], []
     lines = text.splitlines()
@@ -48,20 +52,20 @@ def _fenced_blocks(text: str):
         while end < len(lines) and lines[end].strip() != "```":
             end += 1
         if end == len(lines):
-            raise ValueError("README.md:{}: a ``` fence is never closed".format(number + 1))
+            raise ValueError("{}:{}: a ``` fence is never closed".format(document, number + 1))
         blocks.append((number + 1, end + 1, fence.group(1), "\n".join(lines[number + 1:end]) + "\n"))
         number = end + 1
     return blocks, headings, lines
 
 
-def readme_examples(text: str) -> List[Example]:
+def readme_examples(text: str, document: str = "README.md") -> List[Example]:
     """The ```python blocks of a Markdown text, each with the ```text block that follows it.
 
     >>> doc = "# A\\n```python\\nprint(1)\\n```\\n\\n```text\\n1\\n```\\n## B\\n```python\\npass\\n```\\n"
     >>> [(e.line, e.heading, e.code, e.expected) for e in readme_examples(doc)]
     [(2, 'A', 'print(1)\\n', '1\\n'), (10, 'B', 'pass\\n', None)]
     """
-    blocks, headings, lines = _fenced_blocks(text)
+    blocks, headings, lines = _fenced_blocks(text, document)
     examples = []
     for position, (start, end, language, body) in enumerate(blocks):
         if language != "python":
@@ -73,16 +77,25 @@ def readme_examples(text: str) -> List[Example]:
             if next_language == "text" and only_blank_between:
                 expected = next_body
         heading = ([title for line, title in headings if line < start] or ["(top)"])[-1]
-        examples.append(Example(start, heading, body, expected))
+        examples.append(Example(document, start, heading, body, expected))
     return examples
 
 
-with open(README) as _handle:
-    EXAMPLES = readme_examples(_handle.read())
+def _document_examples(document: str) -> List[Example]:
+    with open(os.path.join(ROOT, document), encoding="utf-8") as handle:
+        return readme_examples(handle.read(), document)
 
 
-def test_the_readme_has_examples():
-    assert len(EXAMPLES) >= 5, [example.label for example in EXAMPLES]
+EXAMPLES = [example for document in DOCUMENTS for example in _document_examples(document)]
+
+
+def test_the_readme_and_the_manual_have_examples():
+    """README.md has its quickstart; each chapter of docs/ about an API shows it running."""
+    with_examples = {example.document for example in EXAMPLES}
+    chapters = {"README.md", "docs/ops.md", "docs/saving.md", "docs/onnx.md", "docs/lowering.md", "docs/doctor.md",
+                "docs/training.md", "docs/security.md", "docs/input-limits.md", "docs/deploy.md",
+                "docs/performance.md"}
+    assert chapters <= with_examples, sorted(chapters - with_examples)
 
 
 def check_example(example: Example, cwd) -> Optional[str]:
@@ -100,15 +113,17 @@ def check_example(example: Example, cwd) -> Optional[str]:
             example.label, result.returncode, "\n".join(result.stderr.splitlines()[-15:]))
     if result.stdout != example.expected:
         diff = difflib.unified_diff(example.expected.splitlines(), result.stdout.splitlines(),
-                                    "README.md (expected)", "printed", lineterm="")
+                                    example.document + " (expected)", "printed", lineterm="")
         return "{}: prints something else than its ```text block:\n{}".format(example.label, "\n".join(diff))
     return None
 
 
 def _example_id(example: Example) -> str:
-    return "line{}-{}".format(example.line, re.sub(r"[^a-z0-9]+", "-", example.heading.lower()).strip("-"))
+    return "{}:line{}-{}".format(example.document, example.line,
+                                 re.sub(r"[^a-z0-9]+", "-", example.heading.lower()).strip("-"))
 
 
+@pytest.mark.slow  # a fresh interpreter per example
 @pytest.mark.parametrize("example", EXAMPLES, ids=[_example_id(example) for example in EXAMPLES])
 def test_readme_example_prints_what_the_readme_shows(example, tmp_path):
     problem = check_example(example, tmp_path)
@@ -128,4 +143,18 @@ def test_the_checker_names_the_block_and_shows_the_difference(tmp_path):
     assert "status 1" in check_example(crash, tmp_path) and "boom" in check_example(crash, tmp_path)
     assert "must be followed by a ```text block" in check_example(alone, tmp_path)
     assert check_example(wrong._replace(expected="2\nsame\n"), tmp_path) is None
+    assert readme_examples(text, "docs/sums.md")[0].label.startswith("docs/sums.md:2 ('Sums'")
     assert os.listdir(str(tmp_path)) == []
+
+
+_LINK = re.compile(r"\]\(([^)\s#]+)(#[^)\s]*)?\)")
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_relative_links_name_files_that_exist(document):
+    with open(os.path.join(ROOT, document), encoding="utf-8") as handle:
+        targets = [match.group(1) for match in _LINK.finditer(handle.read())]
+    here = os.path.dirname(os.path.join(ROOT, document))
+    missing = [target for target in targets if "://" not in target
+               and not os.path.exists(os.path.join(here, target))]
+    assert missing == [], "{} links to files that do not exist: {}".format(document, missing)

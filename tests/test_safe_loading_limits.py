@@ -80,6 +80,7 @@ print("REPORT" + json.dumps(report))
 '''
 
 
+@pytest.mark.slow  # child processes with memory and time limits
 def test_tiny_crafted_pickles_cost_little_memory_and_no_time(tmp_path):
     """In a fresh process (ru_maxrss is per process): peak memory grows < 64 MiB over all bombs, and
     the 2**150-node tuple tree is refused without being walked (the child would never finish)."""
@@ -207,6 +208,7 @@ def count_pickled_ops(net, depth=0):
     return total
 
 
+@pytest.mark.slow
 @settings(max_examples=400)
 @given(st.data())
 def test_fuzzed_nets_and_pickles_get_accepted_fully_verified_or_refused(data):

@@ -123,6 +123,7 @@ def family_cases(draw, scan):
     return x, w, draw(st.integers(-span, span - 1)), flags
 
 
+@pytest.mark.slow  # 120 examples of each scan
 @pytest.mark.parametrize("scan", SCANS)
 @settings(max_examples=120)
 @given(data=st.data())
@@ -183,6 +184,7 @@ def large_cases(draw):
     return scan, x, rng.standard_normal(sides).astype(dtype), draw(st.integers(-rank, rank - 1)), flags
 
 
+@pytest.mark.slow  # large inputs
 @settings(max_examples=16)
 @given(case=large_cases())
 def test_large_random_inputs_match_torch(case, torch_scan):

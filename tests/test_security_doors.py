@@ -498,19 +498,6 @@ def test_fuzz_nested_nets_verify_and_lower(tree):
     assert not os.path.exists(FUZZ_MARKER)
 
 
-# -- docs/security.md ----------------------------------------------------------------------------------
-
-def test_the_security_document_examples_print_what_it_shows(tmp_path):
-    from test_readme import check_example, readme_examples
-
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "security.md")
-    with open(path) as handle:
-        examples = readme_examples(handle.read())
-    assert len(examples) == 4
-    problems = [check_example(example, tmp_path) for example in examples]
-    assert [problem for problem in problems if problem] == []
-
-
 def test_backend_run_node_still_runs_standard_nodes_like_torch():
     x = np.random.RandomState(0).randn(2, 5).astype(np.float32)
     y, = CumSumBackend.run_node(helper.make_node("Relu", ["x"], ["y"]), [x])

@@ -1,9 +1,9 @@
-"""The original question's net, reproduced on the real Caffe2 runtime, and its EnsureDense fix.
+"""The legacy cumsum net, reproduced on the real Caffe2 runtime, and its EnsureDense fix.
 
-The question: Transpose -> SparseLengthsSum(triangular indices, lengths 0..C-1) -> Transpose
-over `prediction` (N, C) runs forward but fails in backward with "Gradient of output
-…/Transpose is sparse (expected dense)". It also computes an EXCLUSIVE cumsum: off by one
-against torch.cumsum. The answers the question was given (ToDense, a native CumSum) do not exist.
+Transpose -> SparseLengthsSum(triangular indices, lengths 0..C-1) -> Transpose over `prediction`
+(N, C) runs forward but fails in backward with "Gradient of output …/Transpose is sparse (expected
+dense)". It also computes an EXCLUSIVE cumsum: off by one against torch.cumsum. The operators often
+suggested instead (ToDense, a native CumSum) do not exist.
 """
 import numpy as np
 import pytest
@@ -18,8 +18,8 @@ pytestmark = pytest.mark.usefixtures("clean_workspace")
 N, C = 4, 6
 
 
-def question_net(ensure_dense=False, exclusive=True):
-    net = core.Net("question")
+def legacy_net(ensure_dense=False, exclusive=True):
+    net = core.Net("legacy")
     add_sparse_lengths_cumsum(net, "prediction", C, blob_out="pred_cdist", exclusive=exclusive,
                               ensure_dense=ensure_dense)
     add_weighted_loss(net, "pred_cdist")
@@ -36,9 +36,9 @@ def exclusive_torch_cumsum(x):
     return torch.cat([torch.zeros_like(inclusive[:, :1]), inclusive[:, :-1]], 1)
 
 
-def test_the_question_net_runs_forward_but_its_backward_fails_as_reported():
+def test_the_legacy_net_runs_forward_but_its_backward_fails_as_reported():
     prediction, w = data()
-    net = question_net()
+    net = legacy_net()
     workspace.FeedBlob("prediction", prediction)
     workspace.FeedBlob("w", w)
     workspace.RunNetOnce(net)  # forward works
@@ -46,11 +46,11 @@ def test_the_question_net_runs_forward_but_its_backward_fails_as_reported():
         net.AddGradientOperators(["loss"])
 
 
-def test_the_question_net_is_an_exclusive_cumsum_off_by_one_against_torch():
+def test_the_legacy_net_is_an_exclusive_cumsum_off_by_one_against_torch():
     prediction, w = data(1)
     workspace.FeedBlob("prediction", prediction)
     workspace.FeedBlob("w", w)
-    workspace.RunNetOnce(question_net())
+    workspace.RunNetOnce(legacy_net())
     got = workspace.FetchBlob("pred_cdist")
     np.testing.assert_allclose(got, exclusive_torch_cumsum(torch.from_numpy(prediction)).numpy(), rtol=1e-5, atol=1e-5)
     inclusive = torch.cumsum(torch.from_numpy(prediction), 1).numpy()
@@ -61,7 +61,7 @@ def test_the_question_net_is_an_exclusive_cumsum_off_by_one_against_torch():
 @pytest.mark.parametrize("exclusive", [True, False])
 def test_ensure_dense_on_the_data_input_fixes_the_backward(exclusive):
     prediction, w = data(2)
-    values, gradients = run_with_gradients(question_net(ensure_dense=True, exclusive=exclusive).Proto(),
+    values, gradients = run_with_gradients(legacy_net(ensure_dense=True, exclusive=exclusive).Proto(),
                                            {"prediction": prediction, "w": w}, wrt=["prediction"],
                                            fetch=["pred_cdist"])
     reference = exclusive_torch_cumsum if exclusive else (lambda x: torch.cumsum(x, 1))
@@ -71,7 +71,7 @@ def test_ensure_dense_on_the_data_input_fixes_the_backward(exclusive):
 
 
 @pytest.mark.parametrize("operator", ["ToDense", "CumSum"])
-def test_the_operators_the_question_was_told_to_use_do_not_exist(operator):
+def test_the_operators_often_suggested_do_not_exist(operator):
     net = core.Net("answers")
     with pytest.raises(AttributeError, match="not a registered operator"):
         getattr(net, operator)("prediction", "out")

@@ -221,11 +221,13 @@ def reloaded(request, tmp_path_factory, torch_scan):
     return parent, report, child, oracle(feeds, torch_scan), outputs
 
 
+@pytest.mark.slow  # the reloaded fixture: a fresh process per saved-net version
 def test_building_process_matches_torch(reloaded):
     parent, _, _, oracle, _ = reloaded
     assert_matches_oracle(parent, oracle)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", ["fresh_pb", "fresh_pbtxt", "golden_pb", "golden_pbtxt"])
 def test_reloaded_net_in_fresh_process_is_identical(reloaded, label):
     parent, report, child, oracle, outputs = reloaded
@@ -344,6 +346,7 @@ results = {"by_list": predictor.run([x])[0], "by_dict": predictor.run({"x": x})[
 '''
 
 
+@pytest.mark.slow
 def test_mobile_exporter_and_predictor_in_fresh_process(own_workspace, tmp_path, torch_scan):
     from caffe2.python.predictor import mobile_exporter
 
@@ -394,6 +397,7 @@ def save_minidb(path):
     return net
 
 
+@pytest.mark.slow
 def test_predictor_exporter_minidb_in_fresh_process(own_workspace, tmp_path, torch_scan):
     save_minidb(tmp_path / "model.minidb")
     xs = [X_DEPLOY, 10 * X_DEPLOY[::-1].copy()]

@@ -11,7 +11,7 @@ import torch
 from pycumsum_op.examples import Caffe2OrdinalEMD, TorchOrdinalEMD, init_params, make_ordinal_data
 from pycumsum_op.examples.ordinal_emd import PARAMETERS
 
-pytestmark = pytest.mark.usefixtures("clean_workspace")
+pytestmark = [pytest.mark.usefixtures("clean_workspace"), pytest.mark.slow]  # each test trains the model
 STEPS, BATCH, LEARNING_RATE = 25, 32, 1.0
 
 

@@ -1,5 +1,5 @@
 """``pycumsum-op demo`` (``make demo``): see `pycumsum_op.demo`."""
-from ..cli import whole_number
+from ._common import whole_number
 
 DEFAULT_STEPS = 1000
 
@@ -10,7 +10,7 @@ def _run(args) -> int:
 
 
 def add_parser(subparsers) -> None:
-    demo = subparsers.add_parser("demo", help="the question's net, its diagnosis and fixes, then EMD training")
+    demo = subparsers.add_parser("demo", help="the legacy SparseLengthsSum cumsum net, its diagnosis and fixes, then EMD training")
     demo.add_argument("--steps", type=whole_number(1), default=DEFAULT_STEPS, metavar="N",
                       help="SGD steps of the EMD training (default: %(default)s)")
     demo.add_argument("--seed", type=whole_number(0), default=0, metavar="S",

@@ -5,7 +5,7 @@ repaired net), 2 on bad input (unreadable or unparsable file, a net `verify_net`
 unknown blob, a failure no net edit can cure), with a one-line reason on stderr. Needs Caffe2 only: torch and
 pycumsum_op's kernels load only for ``--strategy pycumsum``.
 """
-from ..cli import _BadInput, _first_line, read_net, require_ops, write_file
+from ._common import _BadInput, _first_line, read_net, require_ops, write_file
 
 EXIT_HEALTHY, EXIT_FINDINGS = 0, 1
 

@@ -7,6 +7,7 @@ Reads binary (.pb) or text (.pbtxt) nets, writes them as `save_net` does (text f
 Nothing in the net is created or run: PyCumSum's parameters are read from its builder pickle by the
 restricted reader. Exit 0: written; 2: bad input (one line on stderr).
 """
+from ._common import _BadInput, parse_dims, read_net, require_ops, write_file
 
 
 def _blob_value(text: str, what: str):
@@ -18,7 +19,6 @@ def _blob_value(text: str, what: str):
 
 
 def _shape(text: str):
-    from ..cli import parse_dims
     blob, value = _blob_value(text, "4,10")
     try:
         return blob, parse_dims(value)
@@ -37,7 +37,6 @@ def _dtype(text: str):
 
 
 def _pairs(texts, parse):
-    from ..cli import _BadInput
     try:
         return dict(parse(text) for text in texts or ())
     except ValueError as error:
@@ -45,7 +44,6 @@ def _pairs(texts, parse):
 
 
 def run(args) -> int:
-    from ..cli import _BadInput, read_net, require_ops, write_file
     from ..converters import LoweringError, lower
 
     netdef = read_net(args.net, "net")

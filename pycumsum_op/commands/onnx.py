@@ -20,7 +20,7 @@ import io
 import os
 import warnings
 
-from ..cli import _BadInput, _first_line, parse_dims, require_ops, write_file
+from ._common import _BadInput, _first_line, parse_dims, require_ops, write_file
 
 
 def _parse_input(text: str):

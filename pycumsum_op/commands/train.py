@@ -11,6 +11,8 @@ the check failed; 2 for a configuration that cannot work, with one line on stder
 import argparse
 import sys
 
+from ._common import _BadInput, whole_number
+
 
 def _positive_float(text: str) -> float:
     try:
@@ -24,7 +26,6 @@ def _positive_float(text: str) -> float:
 
 def add_parser(subparsers) -> None:
     """Register ``train`` on the ``pycumsum-op`` subcommand parser."""
-    from ..cli import whole_number
     _positive_int = whole_number(1)
     train = subparsers.add_parser(
         "train", help="train the demo's EMD model data-parallel over N processes (Caffe2 data_parallel_model, Gloo)",
@@ -62,7 +63,6 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     from ..demo import TRAINING
-    from ..cli import _BadInput
     from ..training.launcher import launch
     from ..training.rendezvous import TrainingSetupError
     from ..training.run_directory import RunConfig

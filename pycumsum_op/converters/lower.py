@@ -350,25 +350,3 @@ def _lower_net(netdef, target, facts, taken, prefix, depth) -> caffe2_pb2.NetDef
     del lowered.op[:]
     lowered.op.extend(new_ops)
     return lowered
-
-
-def append_scan(net, scan, spec, blob_in, blob_out, target, input_shape=None, input_dtype=None):
-    """The build-time form: append ``scan`` of ``blob_in`` in ``target``'s operators to ``net``; returns blob_out.
-
-    ``input_shape`` / ``input_dtype`` describe ``blob_in`` (the workspace and the net's shape inference
-    fill in what is not given); "portable" needs both.
-    """
-    if target not in TARGETS:
-        raise ScanArgumentError("{}: implementation={!r}; use 'python', {}".format(
-            spec.op_name, target, " or ".join(repr(name) for name in sorted(TARGETS))))
-    netdef = net.Proto()
-    facts = _BlobFacts(netdef, None, None if input_shape is None else {str(blob_in): input_shape},
-                       None if input_dtype is None else {str(blob_in): input_dtype}).of(str(blob_in))
-    label = "{}({} -> {}, implementation={!r})".format(spec.op_name, blob_in, blob_out, target)
-    emitter = OpEmitter(blob_names(netdef) | {str(blob_out)}, str(blob_out))
-    scratch = core.Net(netdef.name + "_" + target)
-    scratch.Proto().external_input.append(str(blob_in))  # AppendNet declares it where nothing makes it
-    scratch.Proto().op.extend(forward_ops(scan, spec, str(blob_in), [str(blob_out)], target, facts, emitter,
-                                          Site(label, str(blob_in))))
-    net.AppendNet(scratch)
-    return core.BlobReference(str(blob_out), net)

@@ -1,6 +1,6 @@
 """Recognises the cumsum idiom: Transpose → SparseLengthsSum(DATA, triangular INDICES, LENGTHS) → Transpose.
 
-With LENGTHS 0..C-1 (the original question's net) it is an exclusive cumsum, with
+With LENGTHS 0..C-1 (the usual form of the idiom) it is an exclusive cumsum, with
 1..C an inclusive one, along the axis the first Transpose brings to the front.
 INDICES and LENGTHS must be constants: GivenTensorIntFill / GivenTensorInt64Fill
 ops (in ``init_net`` or in the net itself) or blobs in the current workspace.

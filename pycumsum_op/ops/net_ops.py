@@ -71,14 +71,13 @@ def _check_arguments(kernel, **given) -> None:
 
 
 def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False,
-                dtype=None, dim=None, implementation="python", input_shape=None, input_dtype=None):
+                dtype=None, dim=None):
     """Append scan ``scan``'s Python op (forward + gradient builders) to ``net``; returns the output
     blob, or a tuple of them for a scan with several outputs (cummax: values, indices).
 
     ``blob_in`` is the input blob, or ``[input, axis_blob]`` for ONNX CumSum's form, whose axis
     (a 0-d int32/int64 tensor) is read on every run; its gradient flows to the input only.
-    ``implementation="aten"`` / ``"portable"`` appends C++ operators instead (see `pycumsum_op.lower`;
-    "portable" needs ``input_shape`` and ``input_dtype`` unless the workspace holds the input).
+    For a net without Python ops, build it with these ops and then lower it (`pycumsum_op.lower`).
     """
     kernel = scan_kernel(scan, "add_scan_op")
     op_name = kernel.op_name
@@ -101,16 +100,6 @@ def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, r
             "dtype is needed for its gradient; write to a new blob".format(op_name, spec.dtype.name, str(blob_in)))
     if kernel.gradient_reads_input and in_place:
         raise in_place_error(op_name, "blob_out == blob_in == {!r}".format(str(blob_in)))
-    if implementation != "python":
-        if axis_input:
-            raise ScanArgumentError("{}: implementation={!r} needs the axis when the net is built; the axis "
-                                    "input blob {!r} is read at run time".format(op_name, implementation,
-                                                                                str(axis_blob)))
-        if len(blobs_out) != 1:
-            raise ScanArgumentError("{}: implementation={!r} is for single-output scans; lower the net with "
-                                    "pycumsum_op.lower instead".format(op_name, implementation))
-        from ..converters.lower import append_scan  # converters import this module
-        return append_scan(net, scan, spec, blob_in, blobs_out[0], implementation, input_shape, input_dtype)
     params = {"scan": scan, "axis": None if axis_input else spec.axis, "exclusive": spec.exclusive,
               "reverse": spec.reverse, "dtype": None if spec.dtype is None else spec.dtype.name}
     inputs = [blob_in]
@@ -126,8 +115,7 @@ def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, r
     return make_op(inputs, blobs_out, name=op_name)
 
 
-def cumsum(net, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False, dtype=None, dim=None,
-           implementation="python", input_shape=None, input_dtype=None):
+def cumsum(net, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False, dtype=None, dim=None):
     """Append ``blob_out = torch.cumsum(blob_in, axis)`` to ``net``; returns the output BlobReference.
 
     axis (or its alias dim) is required; negative values count from the end. ONNX
@@ -137,13 +125,11 @@ def cumsum(net, blob_in, blob_out=None, axis=None, exclusive=False, reverse=Fals
     "double", "int32", "int64") sets the result type; by default bool and
     integer inputs give int64 and floats keep theirs, as in torch. In place
     (blob_out == blob_in) works, except together with dtype=.
-    The op has a gradient, so ``net.AddGradientOperators`` works through it.
-    implementation="aten" or "portable" builds C++ operators instead of the Python op
-    (no Python in the net; "portable" also needs input_shape= and input_dtype=).
+    The op has a gradient, so ``net.AddGradientOperators`` works through it; `pycumsum_op.lower`
+    turns it into C++ operators.
     """
     return add_scan_op(net, "cumsum", blob_in, blob_out, axis=axis, exclusive=exclusive, reverse=reverse,
-                       dtype=dtype, dim=dim, implementation=implementation, input_shape=input_shape,
-                       input_dtype=input_dtype)
+                       dtype=dtype, dim=dim)
 
 
 def cumprod(net, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False, dtype=None, dim=None):

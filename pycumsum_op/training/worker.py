@@ -12,8 +12,8 @@ import sys
 
 import numpy as np
 
-from ..demo import ProgressBar
 from ..examples import init_params, make_ordinal_data
+from ..progress import ProgressBar
 from .model import DataParallelEMD
 from .rendezvous import file_store_rendezvous
 from .run_directory import RunDirectory, RunResult, max_parameter_difference

@@ -1,0 +1,59 @@
+"""Scan inputs drawn around the engine's own thresholds (read from `pycumsum_op.kernels.engine`, not
+copied), so that every path runs: numpy below SMALL_SIZE elements; torch where torch's strided loop
+stays in cache; lanes for narrow rows of long lanes, reverse scans and dtype changes; rows for
+ROWS_MIN_WIDTH-wide rows and aliased strides. Shared by tests/test_forward.py and tests/test_gradient.py.
+"""
+import hypothesis.strategies as st
+import numpy as np
+
+from pycumsum_op.kernels import engine
+
+ENGINE_DTYPES = [np.float32, np.float64, np.int32, np.int64]
+ENGINE_MAX_SIZE = 32 * engine.SMALL_SIZE
+
+
+@st.composite
+def engine_shapes(draw, dtype):
+    """(shape, axis): rank 1-4, up to ENGINE_MAX_SIZE elements, drawn as (outer, length, inner) around the axis."""
+    itemsize = np.dtype(dtype).itemsize
+    inner = draw(st.one_of(
+        st.just(1),                                                       # the last axis
+        st.integers(2, engine.CACHE_LINE // itemsize - 1),                # rows narrower than a cache line
+        st.integers(engine.CACHE_LINE // itemsize, engine.ROWS_MIN_WIDTH - 1),
+        st.just(max(engine.ROWS_MIN_ALIASED_WIDTH, engine.ALIASED_STRIDE // itemsize)),  # an aliased stride
+        st.integers(engine.ROWS_MIN_WIDTH, engine.ROWS_MIN_WIDTH + 64)))  # wide rows
+    length = draw(st.integers(2, max(2, ENGINE_MAX_SIZE // inner)))
+    outer = draw(st.integers(1, max(1, min(64, ENGINE_MAX_SIZE // (length * inner)))))
+    outer_dims = [] if outer == 1 and draw(st.booleans()) else [outer]
+    if outer % 2 == 0 and draw(st.booleans()):
+        outer_dims = [2, outer // 2]
+    inner_dims = [] if inner == 1 and draw(st.booleans()) else [inner]
+    shape = tuple(outer_dims + [length] + inner_dims)
+    axis = len(outer_dims) - (len(shape) if draw(st.booleans()) else 0)
+    return shape, axis
+
+
+@st.composite
+def engine_cases(draw, dtypes=ENGINE_DTYPES):
+    """(dtype, shape, axis, exclusive, reverse, seed): hypothesis draws the layout, `engine_input` the data."""
+    dtype = np.dtype(draw(st.sampled_from(dtypes)))
+    shape, axis = draw(engine_shapes(dtype))
+    return dtype, shape, axis, draw(st.booleans()), draw(st.booleans()), draw(st.integers(0, 2 ** 31))
+
+
+def engine_input(dtype, shape, seed):
+    rng = np.random.RandomState(seed)
+    values = rng.uniform(-1000, 1000, shape) if dtype.kind == "f" else rng.randint(-1000, 1000, shape)
+    return values.astype(dtype)
+
+
+def forward_path(dtype, shape, axis, exclusive, reverse, seed=None):
+    """The engine path a PyCumSum forward takes (its result dtype is torch's: int64 for integers)."""
+    out = np.empty(shape, dtype if dtype.kind == "f" else np.int64)
+    return engine.choose_path(np.empty(shape, dtype), out, axis % len(shape), exclusive, reverse)[0]
+
+
+def backward_path(dtype, shape, axis, exclusive, reverse, seed=None):
+    """The engine path the gradient of a float PyCumSum takes: the reverse scan of the output gradient."""
+    return engine.choose_path(np.empty(shape, dtype), np.empty(shape, dtype), axis % len(shape), exclusive,
+                              not reverse)[0]
