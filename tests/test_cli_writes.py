@@ -15,7 +15,7 @@ import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op._atomic_files import write_atomically
 from pycumsum_op.cli import main
 from pycumsum_op.serialization import load_net
-from test_cli import question_files, save  # noqa: F401 (a fixture)
+from test_cli import legacy_files, save  # noqa: F401 (a fixture)
 
 CLI = os.path.join(os.path.dirname(sys.executable), "pycumsum-op")
 
@@ -74,9 +74,9 @@ def test_outputs_are_never_written_through_a_symlink(files, capsys, command):
     assert not marker.exists() and os.path.islink(str(link))
 
 
-def test_doctor_fix_is_never_written_through_a_symlink(question_files, tmp_path, capsys):
+def test_doctor_fix_is_never_written_through_a_symlink(legacy_files, tmp_path, capsys):
     """The doctor's --fix output too (a net with the sparse-gradient error, so that there is a fix to write)."""
-    predict, init = question_files
+    predict, init = legacy_files
     marker, link = tmp_path / "marker", tmp_path / "fixed.pb"
     os.symlink(str(marker), str(link))
     status = main(["doctor", str(predict), "--init-net", str(init), "--loss", "loss", "--fix", str(link)])
