@@ -1,12 +1,17 @@
 """Scan inputs drawn around the engine's own thresholds (read from `pycumsum_op.kernels.engine`, not
 copied), so that every path runs: numpy below SMALL_SIZE elements; torch where torch's strided loop
 stays in cache; lanes for narrow rows of long lanes, reverse scans and dtype changes; rows for
-ROWS_MIN_WIDTH-wide rows and aliased strides. Shared by tests/test_forward.py and tests/test_gradient.py.
+ROWS_MIN_WIDTH-wide rows and aliased strides; compiled off the last axis where the accelerator is on. Each
+case says whether the accelerator is on (`accelerator`), so both engines are drawn. Shared by
+tests/test_forward.py and tests/test_gradient.py.
 """
+import contextlib
+import os
+
 import hypothesis.strategies as st
 import numpy as np
 
-from pycumsum_op.kernels import engine
+from pycumsum_op.kernels import compiled, engine
 
 ENGINE_DTYPES = [np.float32, np.float64, np.int32, np.int64]
 ENGINE_MAX_SIZE = 32 * engine.SMALL_SIZE
@@ -35,10 +40,26 @@ def engine_shapes(draw, dtype):
 
 @st.composite
 def engine_cases(draw, dtypes=ENGINE_DTYPES):
-    """(dtype, shape, axis, exclusive, reverse, seed): hypothesis draws the layout, `engine_input` the data."""
+    """(dtype, shape, axis, exclusive, reverse, seed, accelerated): hypothesis draws the layout and whether
+    the accelerator is on, `engine_input` the data."""
     dtype = np.dtype(draw(st.sampled_from(dtypes)))
     shape, axis = draw(engine_shapes(dtype))
-    return dtype, shape, axis, draw(st.booleans()), draw(st.booleans()), draw(st.integers(0, 2 ** 31))
+    return (dtype, shape, axis, draw(st.booleans()), draw(st.booleans()), draw(st.integers(0, 2 ** 31)),
+            draw(st.booleans()))
+
+
+@contextlib.contextmanager
+def accelerator(on: bool):
+    """The accelerator on (it is a test dependency) or turned off by its switch, inside the block."""
+    saved = os.environ.get(compiled.SWITCH)
+    os.environ[compiled.SWITCH] = "1" if on else "0"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ[compiled.SWITCH]
+        else:
+            os.environ[compiled.SWITCH] = saved
 
 
 def engine_input(dtype, shape, seed):
@@ -47,13 +68,15 @@ def engine_input(dtype, shape, seed):
     return values.astype(dtype)
 
 
-def forward_path(dtype, shape, axis, exclusive, reverse, seed=None):
+def forward_path(dtype, shape, axis, exclusive, reverse, seed=None, accelerated=True):
     """The engine path a PyCumSum forward takes (its result dtype is torch's: int64 for integers)."""
     out = np.empty(shape, dtype if dtype.kind == "f" else np.int64)
-    return engine.choose_path(np.empty(shape, dtype), out, axis % len(shape), exclusive, reverse)[0]
+    with accelerator(accelerated):
+        return engine.choose_path(np.empty(shape, dtype), out, axis % len(shape), exclusive, reverse)[0]
 
 
-def backward_path(dtype, shape, axis, exclusive, reverse, seed=None):
+def backward_path(dtype, shape, axis, exclusive, reverse, seed=None, accelerated=True):
     """The engine path the gradient of a float PyCumSum takes: the reverse scan of the output gradient."""
-    return engine.choose_path(np.empty(shape, dtype), np.empty(shape, dtype), axis % len(shape), exclusive,
-                              not reverse)[0]
+    with accelerator(accelerated):
+        return engine.choose_path(np.empty(shape, dtype), np.empty(shape, dtype), axis % len(shape), exclusive,
+                                  not reverse)[0]

@@ -14,7 +14,7 @@ from caffe2.python import core, workspace
 from hypothesis import Phase, find, given, settings
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
-from engine_support import engine_cases, engine_input, forward_path
+from engine_support import accelerator, engine_cases, engine_input, forward_path
 
 INPUT_DTYPES = [np.float32, np.float64, np.int32, np.int64, np.bool_, np.int16, np.uint8]
 #: dtype= as users write it -> the numpy dtype torch would produce (written out here, not read from the package).
@@ -153,7 +153,7 @@ def test_runs_repeatedly_in_one_net(clean_workspace, run_net):
                                    rtol=1e-6)
 
 
-@pytest.mark.parametrize("path", ["numpy", "torch", "lanes", "rows"])
+@pytest.mark.parametrize("path", ["numpy", "torch", "lanes", "rows", "compiled"])
 def test_the_engine_cases_reach_every_forward_path(path):
     """`engine_cases` draws inputs for each path the engine has (the thresholds are the engine's own)."""
     case = find(engine_cases(), lambda case: forward_path(*case) == path,
@@ -165,10 +165,11 @@ def test_the_engine_cases_reach_every_forward_path(path):
 @settings(max_examples=150, deadline=None)
 @given(case=engine_cases(), in_place=st.booleans())
 def test_matches_torch_cumsum_bit_for_bit_on_every_engine_path(case, in_place, torch_scan):
-    dtype, shape, axis, exclusive, reverse, seed = case
+    dtype, shape, axis, exclusive, reverse, seed, accelerated = case
     x = engine_input(dtype, shape, seed)
     in_place = in_place and dtype.kind == "f"  # an integer input in place becomes int64 (tested above)
-    actual = run_pycumsum(x, in_place, axis=axis, exclusive=exclusive, reverse=reverse)
+    with accelerator(accelerated):
+        actual = run_pycumsum(x, in_place, axis=axis, exclusive=exclusive, reverse=reverse)
     reference = torch_scan(torch.from_numpy(x), axis, exclusive, reverse).numpy()
     assert actual.dtype == reference.dtype and actual.shape == reference.shape
     np.testing.assert_array_equal(actual, reference)

@@ -14,7 +14,7 @@ from caffe2.python import core, workspace
 from hypothesis import Phase, find, given, settings
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
-from engine_support import backward_path, engine_cases, engine_input
+from engine_support import accelerator, backward_path, engine_cases, engine_input
 
 #: dtype= override -> torch dtype of y (floating only: torch has no gradient through integer results).
 FLOAT_OVERRIDES = {None: None, "float": torch.float32, "double": torch.float64, np.float64: torch.float64}
@@ -126,7 +126,7 @@ def test_gradient_op_in_place_on_its_gradient_blob(x_dtype, clean_workspace, tor
 ENGINE_FLOAT_DTYPES = [np.float32, np.float64]
 
 
-@pytest.mark.parametrize("path", ["numpy", "torch", "lanes", "rows"])
+@pytest.mark.parametrize("path", ["numpy", "torch", "lanes", "rows", "compiled"])
 def test_the_engine_cases_reach_every_backward_path(path):
     """`engine_cases` draws gradients for each path the engine has (the thresholds are the engine's own)."""
     case = find(engine_cases(ENGINE_FLOAT_DTYPES), lambda case: backward_path(*case) == path,
@@ -138,9 +138,10 @@ def test_the_engine_cases_reach_every_backward_path(path):
 @settings(max_examples=100, deadline=None)
 @given(case=engine_cases(ENGINE_FLOAT_DTYPES), in_place=st.booleans())
 def test_gradient_matches_torch_autograd_on_every_engine_path(case, in_place, torch_scan):
-    dtype, shape, axis, exclusive, reverse, seed = case
+    dtype, shape, axis, exclusive, reverse, seed, accelerated = case
     x = engine_input(dtype, shape, seed)
     w = engine_input(dtype, shape, seed + 1)
-    y, grad_x = run_pycumsum_gradient(x, w, in_place, axis=axis, exclusive=exclusive, reverse=reverse)
+    with accelerator(accelerated):
+        y, grad_x = run_pycumsum_gradient(x, w, in_place, axis=axis, exclusive=exclusive, reverse=reverse)
     np.testing.assert_array_equal(y, torch_scan(torch.from_numpy(x), axis, exclusive, reverse).numpy())
     assert_gradient_close(grad_x, torch_gradient(torch_scan, x, w, axis, exclusive, reverse), dtype)

@@ -69,23 +69,3 @@ def test_training_net_lowered_exports_the_same_outputs(length, target, clean_wor
     lowered = pycumsum_op.lower(net, target)
     assert not [op for op in lowered.op if op.type.startswith("Python")]
     assert sorted(exported_outputs(lowered)) == sorted(exported_outputs(net.Proto())) == ["lt_w_grad", "lt_x_grad"]
-
-
-@pytest.mark.parametrize("target", ["aten", "portable"])
-def test_build_time_form_exports_its_output_and_keeps_its_gradient(target, clean_workspace, torch_scan):
-    """``PyCumSum(implementation=...)``: the same rule, and AddGradientOperators still works on it."""
-    x = np.random.RandomState(2).uniform(-1, 1, (3, 40)).astype(np.float32)
-    workspace.FeedBlob("lb_x", x)
-    net = core.Net("lower_export_build")
-    net.PyCumSum("lb_x", "lb_y", axis=1, implementation=target)
-    assert exported_outputs(net.Proto()) == ["lb_y"]
-    net.AddExternalInput("lb_dy")
-    net.AddGradientOperators({"lb_y": "lb_dy"})
-    w = np.random.RandomState(3).uniform(-1, 1, x.shape).astype(np.float32)
-    workspace.FeedBlob("lb_dy", w)
-    workspace.RunNetOnce(net)
-    tx = torch.from_numpy(x.astype(np.float64)).requires_grad_()
-    (grad,) = torch.autograd.grad(torch_scan(tx, 1), tx, torch.from_numpy(w.astype(np.float64)))
-    np.testing.assert_allclose(workspace.FetchBlob("lb_y"), torch_scan(torch.from_numpy(x), 1).numpy(),
-                               rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(workspace.FetchBlob("lb_x_grad"), grad.numpy(), rtol=1e-5, atol=1e-5)
