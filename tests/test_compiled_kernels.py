@@ -123,6 +123,15 @@ def test_lanes_torch_keeps_in_cache_stay_torchs(accelerator):
     assert (engine.choose_path(x, np.empty_like(x), 1, False, True)[0] == "compiled") is accelerator
 
 
+def test_wide_rows_take_the_accelerator_where_torch_would_run(accelerator):
+    """Rows of engine.ROWS_MIN_WIDTH lanes or more: the compiled loop even where torch's lanes stay in cache (it
+    measured 0.60-0.80x torch there), and the op makes no direct torch call for them; torch's bits either way."""
+    x = values((40, 600), np.float32)
+    assert engine.direct_torch(x.shape, x.dtype, 0) is not accelerator
+    assert engine.choose_path(x, np.empty_like(x), 0, False, False)[0] == ("compiled" if accelerator else "torch")
+    assert_same(cumsum_forward(x, ScanSpec("PyCumSum", 0)), oracle(x, 0, False, False))
+
+
 def test_threads_split_the_compiled_scan(monkeypatch, accelerator):
     """Split over two threads (by outer slices, then by runs of lanes), the compiled scan is still torch's."""
     monkeypatch.setattr(engine, "PARALLEL_MIN_SIZE", 0)

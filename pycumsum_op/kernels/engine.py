@@ -25,10 +25,11 @@ other, and with torch for float32, float64, int32 and int64. The array is seen a
   the next: where torch's loop misses the cache and rows are wide (or their stride is
   aliased, which the buffer would keep).
 - ``compiled``: with the accelerator (`compiled`, the ``fast`` extra) every scan off the last
-  axis that would take ``lanes`` or ``rows``: its compiled loop adds whole rows into a row of
-  float64 (int64) accumulators, reading the input once. The last axis keeps torch's call and
-  ``lanes`` (a lane is one add chain either way; the compiled loop measured 4.7-12.6x torch there),
-  and so do lanes torch's strided loop keeps in cache (as fast as the compiled loop, measured).
+  axis that would take ``lanes`` or ``rows``, and rows of `ROWS_MIN_WIDTH` lanes or more: its
+  compiled loop adds whole rows into a row of float64 (int64) accumulators, reading the input once.
+  The last axis keeps torch's call and ``lanes`` (a lane is one add chain either way; the compiled
+  loop measured 4.7-12.6x torch there), and so do narrower rows whose lanes torch's strided loop keeps
+  in cache (thread CPU time, compiled / torch: 0.60-0.80x from 788 lanes on, 0.87-1.79x at 2-341).
 
 Memory: besides the output, one buffer of at most `BUFFER_ELEMENTS` accumulation-dtype
 elements (512 KiB in float64) per thread, plus a carry row. The ``torch`` and ``lanes`` paths
@@ -66,7 +67,7 @@ SMALL_SIZE = 1 << 12
 #: Elements in one thread's block buffer.
 BUFFER_ELEMENTS = 1 << 16
 #: Where torch's loop is slow, rows of at least this many lanes take the rows path (a numpy call
-#: per row pays off) ...
+#: per row pays off); with the accelerator, they take its loop wherever torch's would run ...
 ROWS_MIN_WIDTH = 512
 #: ... and so do rows of at least this many whose byte stride is a multiple of `ALIASED_STRIDE`
 #: (torch's strided loop then maps a lane to few cache sets and misses: 4-7 ns an element, not 1.5).
@@ -185,13 +186,14 @@ def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, re
         return "numpy", src, dst, axis
     _, length, inner = src3.shape
     slow = _torch_strided_slow(length, inner, src.itemsize)
+    accelerated = inner > 1 and compiled.enabled() and compiled.accepts(src, dst)
     if reverse:  # lanes are independent: flipping all three axes reverses each lane and keeps
         # a contiguous input one contiguous (reversed) run for the copies
         src3, dst3 = src3[::-1, ::-1, ::-1], dst3[::-1, ::-1, ::-1]
-    elif (not slow and src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
-          and _torch_may_write(src3, dst3, exclusive, in_place)):
+    elif (not slow and not (accelerated and inner >= ROWS_MIN_WIDTH) and src.dtype == dst.dtype
+          and src.dtype in TORCH_EXACT_DTYPES and _torch_may_write(src3, dst3, exclusive, in_place)):
         return "torch", src3, dst3, 1
-    if inner > 1 and compiled.enabled() and compiled.accepts(src, dst):
+    if accelerated:
         path = "compiled"
     else:
         path = "rows" if slow and _rows_win(inner, src.itemsize) else "lanes"
@@ -206,8 +208,8 @@ def compiled_views(axis: int, src: np.ndarray, dst: np.ndarray, *others: np.ndar
     if src.ndim == 0 or src.size < SMALL_SIZE:
         return None
     shape = _shape_3d(src.shape, axis)
-    if not (shape[2] > 1 and _torch_strided_slow(shape[1], shape[2], src.itemsize) and compiled.enabled()
-            and compiled.accepts(src, dst)):
+    wins = shape[2] >= ROWS_MIN_WIDTH or (shape[2] > 1 and _torch_strided_slow(shape[1], shape[2], src.itemsize))
+    if not (wins and compiled.enabled() and compiled.accepts(src, dst)):
         return None
     views = tuple(_as_3d(array, shape) for array in (src, dst) + others)
     return None if any(view is None for view in views) else views
@@ -227,6 +229,7 @@ def direct_torch(shape: tuple, dtype: np.dtype, axis: int) -> bool:
     size = outer * length * inner
     return (size >= SMALL_SIZE and length > 1 and dtype in TORCH_EXACT_DTYPES
             and not _torch_strided_slow(length, inner, dtype.itemsize)
+            and not (inner >= ROWS_MIN_WIDTH and dtype in compiled.DTYPES and compiled.enabled())
             and (size < PARALLEL_MIN_SIZE or outer * inner < 2))
 
 
