@@ -5,7 +5,7 @@ VENV      := .venv
 VPY       := $(VENV)/bin/python
 STAMP     := $(VENV)/.pycumsum-installed
 
-.PHONY: demo test bench install clean
+.PHONY: demo test test-matrix bench install clean
 
 demo: $(STAMP)
 	$(VENV)/bin/pycumsum-op demo
@@ -13,12 +13,16 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(VPY) -m pytest -q
 
+# Not CI: venvs under .matrix/ for torch 1.4-1.10.2 on CPython 3.6-3.9 (scripts/test-matrix.sh; docs/versions.md).
+test-matrix:
+	scripts/test-matrix.sh
+
 bench: $(STAMP)
 	$(VPY) benchmarks/run.py
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml setup.py build_hooks.py requirements-dev.txt scripts/find-python.sh
+$(STAMP): pyproject.toml setup.cfg setup.py build_hooks.py requirements-dev.txt scripts/find-python.sh
 	@if [ ! -x "$(VPY)" ]; then \
 	  py=$$(scripts/find-python.sh) || exit 1; \
 	  echo "creating $(VENV) with $$py"; \
