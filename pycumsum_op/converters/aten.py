@@ -17,6 +17,7 @@ A new scan maps to an ATen operator with one entry in `ATEN_SCAN_OPERATORS`.
 """
 import numpy as np
 
+from ..torch_versions import has, require, torch_version
 from .emitter import TENSOR_TYPES
 from .facts import LoweringError, normalized_axis, result_dtype
 
@@ -53,8 +54,19 @@ def _reversed_indices(emitter, indices, blob_in, spec, facts, where):
     return emitter.step("Sub", [last, flipped])
 
 
+#: scan -> the torch capability (`torch_versions`) its ATen operator needs.
+NEEDS = {"cummax": "aten cummax", "cummin": "aten cummax", "logcumsumexp": "aten logcumsumexp"}
+
+
 def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
     """Append the ATen form of ``scan`` (``spec``) of ``blob_in``; returns the blobs holding its outputs."""
+    if scan in NEEDS:
+        require(NEEDS[scan], "{}: target 'aten' (ATen operator {!r})".format(where, ATEN_SCAN_OPERATORS[scan]),
+                LoweringError)
+    if facts.rank is None and not has("torch.flip 0-d"):
+        raise LoweringError("{}: target 'aten' on torch {} needs the rank of its input {!r} (this torch's flip of a "
+                            "0-d tensor crashes the process); give shapes={{{!r}: (...)}} or feed the blob into the "
+                            "workspace".format(where, torch_version(), blob_in, blob_in))
     float16 = np.dtype(np.float16)
     if spec.dtype == float16:
         _refuse_float16(scan, where, "dtype=float16")
@@ -63,8 +75,8 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
     if facts.rank == 0:  # one element: reversing it changes nothing (and Shape cannot index a 0-d tensor)
         spec = spec._replace(reverse=False)
     current = blob_in
-    rank_zero = facts.rank == 0 and spec.exclusive
-    if rank_zero:  # roll needs an axis: scan the 0-d tensor as a 1-element vector
+    rank_zero = facts.rank == 0
+    if rank_zero:  # roll needs an axis (and torch 1.9 crashes flipping a 0-d gradient): a 1-element vector
         current = emitter.step("ExpandDims", [current], dims=[0])
     working = spec.dtype if spec.dtype is not None else facts.dtype  # the dtype the scan reads
     if spec.dtype is not None:
