@@ -35,7 +35,6 @@ SINCE = {
     "aten logcumsumexp": (1, 6, 0),
     "aten cumprod_backward(grad, input, output)": (1, 9, 0),  # before: (grad, input), see below
     "aten cumprod_backward(grad, input)": (1, 8, 0),
-    "aten cummaxmin_backward": (1, 8, 0),
     # Caffe2 operators
     "caffe2 Slice short starts": (1, 8, 0),  # before: starts/ends shorter than the rank are misread
     "caffe2 Sum double": (1, 7, 0),

@@ -1,11 +1,15 @@
 """Shared test fixtures: a clean Caffe2 workspace, running nets, and the torch oracle."""
 
 import caffe2.python.hypothesis_test_util  # noqa: F401  (imported first: it loads its own hypothesis profile)
+from functools import partial
+
 import numpy as np
 import pytest
 import torch
 from caffe2.python import workspace
 from hypothesis import HealthCheck, Verbosity, settings
+
+from pycumsum_op.torch_versions import has
 
 # Loaded after Caffe2's test utilities so that their verbose "dev" profile does not win.
 settings.register_profile("pycumsum_op", deadline=None, database=None, verbosity=Verbosity.normal,
@@ -35,13 +39,44 @@ def run_net():
     return _run_net
 
 
+def _prefix_logcumsumexp(x, dim):
+    """logcumsumexp from torch's elementwise ops, one prefix at a time (the oracle where torch's logcumsumexp
+    is missing, before 1.6, or NaN after a leading -inf, before 1.9): log(sum(exp(prefix - m))) + m, m the
+    prefix's maximum held constant (0 where infinite); differentiable, so autograd gives its gradient."""
+    results = []
+    for end in range(1, x.shape[dim] + 1):
+        prefix = x.narrow(dim, 0, end)
+        top = prefix.max(dim, keepdim=True)[0].detach()
+        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
+        results.append(torch.log(torch.exp(prefix - top).sum(dim)) + top.squeeze(dim))
+    return torch.stack(results, dim) if results else x.clone()
+
+
+def _prefix_extremum(maximum, x, dim):
+    """cummax / cummin (values, indices) from each prefix's torch.max / torch.min (the oracle before torch 1.5):
+    the index is the last position holding the prefix's extremum (a tie goes to the later element; NaN wins)."""
+    values, indices = [], []
+    for end in range(1, x.shape[dim] + 1):
+        prefix = x.narrow(dim, 0, end)
+        value = (prefix.max(dim, keepdim=True) if maximum else prefix.min(dim, keepdim=True))[0]
+        nan = value != value
+        hits = (prefix == value) | (nan & (prefix != prefix))
+        positions = torch.arange(end).reshape((-1,) + (1,) * (x.dim() - dim - 1))
+        last = torch.where(hits, positions.expand_as(prefix), torch.full_like(positions, -1).expand_as(prefix))
+        values.append(value.squeeze(dim))
+        indices.append(last.max(dim)[0])
+    if not values:
+        return x.clone(), torch.zeros(x.shape, dtype=torch.int64)
+    return torch.stack(values, dim), torch.stack(indices, dim)
+
+
 #: scan name -> (torch function, the identity an exclusive scan starts with; None: no exclusive form).
 TORCH_SCANS = {
     "cumsum": (torch.cumsum, 0),
     "cumprod": (torch.cumprod, 1),
-    "logcumsumexp": (torch.logcumsumexp, -float("inf")),
-    "cummax": (torch.cummax, None),
-    "cummin": (torch.cummin, None),
+    "logcumsumexp": (torch.logcumsumexp if has("torch.logcumsumexp -inf") else _prefix_logcumsumexp, -float("inf")),
+    "cummax": (torch.cummax if has("torch.cummax") else partial(_prefix_extremum, True), None),
+    "cummin": (torch.cummin if has("torch.cummax") else partial(_prefix_extremum, False), None),
 }
 
 

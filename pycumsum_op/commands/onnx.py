@@ -49,11 +49,20 @@ def _value_info(inputs) -> dict:
     return value_info
 
 
+def _converters():
+    """pycumsum_op.onnx, or bad input when this torch's Caffe2 cannot load it (one line naming the torch needed)."""
+    try:
+        from .. import onnx as converters
+    except ImportError as error:
+        raise _BadInput(str(error))
+    return converters
+
+
 def _import(args) -> int:
     import onnx
     from google.protobuf.message import DecodeError
 
-    from ..onnx import to_caffe2
+    to_caffe2 = _converters().to_caffe2
 
     with warnings.catch_warnings():  # protobuf's and Caffe2's backend's (opset > 9) warnings
         warnings.simplefilter("ignore")
@@ -80,8 +89,9 @@ def _import(args) -> int:
 def _export(args) -> int:
     from onnx import save as onnx_save
 
-    from ..onnx import export
     from ..serialization import load_net
+
+    export = _converters().export
 
     try:
         predict_net = load_net(args.predict_net)

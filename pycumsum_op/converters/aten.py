@@ -113,4 +113,6 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
     indices = outputs[1]
     if spec.reverse:
         indices = _reversed_indices(emitter, indices, blob_in, spec, facts, where)
+    if rank_zero:
+        indices = emitter.step("Squeeze", [indices], dims=[0])
     return [current, indices]

@@ -8,8 +8,8 @@ for "ATen" there. It handles exactly these forms (exactly these arguments, input
 - ``cumprod`` (``dim``): torch's own ``cumprod_backward(grad, input, output, dim)``, exact with zeros
   (torch 1.8: ``cumprod_backward(grad, input, dim)``; older torch has none: `torch_versions`);
 - ``cummax`` / ``cummin`` (``dim``; outputs values, indices): torch's ``cummaxmin_backward(grad, input,
-  indices, dim)``, each gradient sent to the index that won (the indices output has no gradient);
-  a torch without it refuses by name;
+  indices, dim)`` as its ATen ops (masked_fill to zeros, scatter_add: each gradient sent to the index that
+  won; the indices output has no gradient);
 - ``logcumsumexp`` (``dim``): torch 1.10.2 has no ATen operator for its gradient, so it is built from
   ATen's abs, log, gt/lt/eq, logical_not, masked_fill, sub, logcumsumexp, flip, add, exp, cumsum,
   type_as, clamp_min, div and where: torch's log-space formula with PyLogCumSumExp's repairs (0 at
@@ -110,9 +110,10 @@ def _gradient_ops(operator, values, grad_out, grad_in, op, device):
     elif operator == "cumprod":
         require("aten cumprod_backward(grad, input)", "the gradient of ATen cumprod", _GradientError)
         step(None, [grad_out, x], operator="cumprod_backward", dim=values["dim"])
-    elif operator in ("cummax", "cummin"):
-        require("aten cummaxmin_backward", "the gradient of ATen {}".format(operator), _GradientError)
-        step(None, [grad_out, x, op.output[1]], operator="cummaxmin_backward", dim=values["dim"])
+    elif operator in ("cummax", "cummin"):  # torch's cummaxmin_backward, an ATen operator only from 1.8
+        zeros = step("zeros", [grad_out, step("all", [op.output[1]], operator="ge", other=0.0)],
+                     operator="masked_fill", value=0.0)
+        step(None, [zeros, op.output[1], grad_out], operator="scatter_add", dim=values["dim"])
     elif operator == "flip":
         step(None, [grad_out], operator="flip", dims=values["dims"])
     elif operator == "roll":

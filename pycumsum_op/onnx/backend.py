@@ -40,10 +40,19 @@ import onnx.defs
 import onnx.numpy_helper
 from caffe2.proto import caffe2_pb2
 from caffe2.python import core
-from caffe2.python.onnx.backend import Caffe2Backend
 from onnx import TensorProto, helper
 
 from ..converters import TARGETS, LoweringError, lower as _lower
+from ..torch_versions import has, needs
+
+try:
+    from caffe2.python.onnx.backend import Caffe2Backend
+except ImportError as error:  # torch <= 1.9's backend imports onnx.optimizer, which onnx 1.9 removed
+    if has("caffe2 onnx backend without onnx.optimizer") or "onnx.optimizer" not in str(error):
+        raise
+    raise ImportError(needs("caffe2 onnx backend without onnx.optimizer", "pycumsum_op.onnx with onnx {} (Caffe2's "
+                            "ONNX backend of older torch imports onnx.optimizer, which onnx 1.9 removed)".format(
+                                onnx.__version__))) from None
 from ..ops.net_ops import cumsum as _net_cumsum
 
 #: ONNX element types CumSum may get -> PyCumSum's dtype= that keeps the result in that type.
