@@ -3,7 +3,7 @@
 # torch wheel and an older numpy where the wheel's era had one (the user's environment), then this package
 # installed from source with the venv's own pip (`pip install -U "pip<24"`, `pip install .`), a check that
 # torch and numpy were kept, the test tools of scripts/matrix-requirements.txt, and the test suite.
-# One summary line per combination at the end (also in .matrix/summary.txt).
+# One summary line per combination at the end (also in .matrix/<combination>.result).
 #
 #   scripts/test-matrix.sh                      # every combination, the whole suite
 #   scripts/test-matrix.sh 1.4.0:3.6            # one combination
@@ -30,8 +30,7 @@ python_for() {  # python_for 3.6 -> an interpreter path, or nothing
 
 wanted="${*:-}"
 mkdir -p "$MATRIX"
-summary="$MATRIX/summary.txt"
-: > "$summary"
+ran=""
 for combination in $COMBINATIONS; do
   IFS=: read -r torch_version python_version numpy_version <<< "$combination"
   if [ -n "$wanted" ] && ! [[ " $wanted " == *" $torch_version:$python_version "* ]]; then
@@ -40,13 +39,16 @@ for combination in $COMBINATIONS; do
   name="torch$torch_version-py$python_version"
   venv="$MATRIX/$name"
   log="$MATRIX/$name.log"
+  summary="$MATRIX/$name.result"  # one line; several invocations may run side by side
+  : > "$summary"
+  ran="$ran $summary"
   python=$(python_for "$python_version")
   if [ -z "$python" ]; then
     echo "$name: SKIPPED (no CPython $python_version found)" | tee -a "$summary"
     continue
   fi
   echo "== $name: $python (log: $log)"
-  {
+  (
     set -e
     [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
     vpy="$venv/bin/python"
@@ -61,7 +63,7 @@ for combination in $COMBINATIONS; do
       exit 3
     fi
     "$vpy" -m pip install --quiet -r scripts/matrix-requirements.txt "torch==$torch_version" "numpy==$numpy_version"
-  } > "$log" 2>&1
+  ) > "$log" 2>&1
   status=$?
   if [ $status -ne 0 ]; then
     echo "$name: INSTALL FAILED (exit $status; see $log)" | tee -a "$summary"
@@ -78,4 +80,5 @@ for combination in $COMBINATIONS; do
   echo "$name: pytest exit $status: ${result:-no summary line (see $log)}" | tee -a "$summary"
 done
 echo "== summary"
-cat "$summary"
+# shellcheck disable=SC2086
+cat $ran

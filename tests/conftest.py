@@ -70,6 +70,11 @@ def _prefix_extremum(maximum, x, dim):
     return torch.stack(values, dim), torch.stack(indices, dim)
 
 
+def _flip(tensor, dim):
+    """tensor.flip(dim); bool through uint8 (torch < 1.5 has no bool flip)."""
+    return tensor.to(torch.uint8).flip(dim).to(torch.bool) if tensor.dtype == torch.bool else tensor.flip(dim)
+
+
 #: scan name -> (torch function, the identity an exclusive scan starts with; None: no exclusive form).
 TORCH_SCANS = {
     "cumsum": (torch.cumsum, 0),
@@ -93,18 +98,18 @@ def _torch_scan(x, axis, exclusive=False, reverse=False, dtype=None, scan="cumsu
     flat = x.reshape(1) if x.dim() == 0 else x
     dim = axis % flat.dim()
     if reverse:
-        flat = flat.flip(dim)
+        flat = _flip(flat, dim)
     result = function(flat, dim) if dtype is None else function(flat, dim, dtype=dtype)
     if identity is None:  # values and indices
         values, indices = result
         if reverse:
-            values, indices = values.flip(dim), (flat.shape[dim] - 1) - indices.flip(dim)
+            values, indices = _flip(values, dim), (flat.shape[dim] - 1) - _flip(indices, dim)
         return values.reshape(x.shape), indices.reshape(x.shape)
-    if exclusive:
+    if exclusive and result.shape[dim] > 0:  # (torch 1.4 cannot differentiate an empty narrow)
         leading = torch.full_like(result.narrow(dim, 0, min(1, result.shape[dim])), identity)
         result = torch.cat([leading, result.narrow(dim, 0, max(result.shape[dim] - 1, 0))], dim)
     if reverse:
-        result = result.flip(dim)
+        result = _flip(result, dim)
     return result.reshape(x.shape)
 
 

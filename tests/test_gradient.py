@@ -47,6 +47,8 @@ def run_pycumsum_gradient(x, w, in_place=False, **kwargs):
 
 def torch_gradient(torch_scan, x, w, axis, exclusive, reverse, y_dtype=None):
     """d/dx sum(w * scan(x)) by torch.autograd; x keeps its dtype (float64 stands in for integers)."""
+    if x.size == 0:  # torch 1.4's autograd cannot differentiate cumsum of an empty tensor; nothing to compare
+        return np.zeros(x.shape, x.dtype if x.dtype.kind == "f" else np.float64)
     x_tensor = torch.tensor(x if x.dtype.kind == "f" else x.astype(np.float64), requires_grad=True)
     y = torch_scan(x_tensor, axis, exclusive, reverse, y_dtype)
     (y * torch.from_numpy(w)).sum().backward()
@@ -91,7 +93,7 @@ def test_gradient_of_integer_input_takes_the_incoming_dtype(x_dtype, in_place, c
     w = np.random.RandomState(2).randn(2, 4).astype(np.float32)
     y, grad_x = run_pycumsum_gradient(x, w, in_place, axis=-1, reverse=True)
     assert y.dtype == np.int64
-    np.testing.assert_array_equal(y, torch.cumsum(torch.from_numpy(x).flip(-1), -1).flip(-1).numpy())
+    np.testing.assert_array_equal(y, torch.cumsum(torch.from_numpy(np.flip(x, -1).copy()), -1).flip(-1).numpy())
     assert_gradient_close(grad_x, torch_gradient(torch_scan, x, w, -1, False, True).astype(np.float32),
                           np.float32)
 

@@ -23,6 +23,7 @@ For any other ATen op it raises the very exception Caffe2 raised before (same ty
 from caffe2.python import core
 
 from ..torch_versions import has, require
+from .facts import LoweringError
 
 #: ATen operator -> (its argument names, its number of inputs, of outputs) for the forms differentiated here.
 _FORMS = {"cumsum": ({"dim"}, 1, 1), "cumprod": ({"dim"}, 1, 1), "logcumsumexp": ({"dim"}, 1, 1),
@@ -44,10 +45,6 @@ def emitted_form(op):
     values = {name: (list(args[name].ints) if args[name].ints else
                      args[name].i if args[name].HasField("i") else args[name].f) for name in names}
     return operator, values
-
-
-class _GradientError(Exception):
-    """No gradient for an emitted form on this torch (the message says which torch has one)."""
 
 
 def _caffe2_error(op, g_output):
@@ -108,7 +105,8 @@ def _gradient_ops(operator, values, grad_out, grad_in, op, device):
     elif operator == "cumprod" and has("aten cumprod_backward(grad, input, output)"):
         step(None, [grad_out, x, op.output[0]], operator="cumprod_backward", dim=values["dim"])
     elif operator == "cumprod":
-        require("aten cumprod_backward(grad, input)", "the gradient of ATen cumprod", _GradientError)
+        require("aten cumprod_backward(grad, input)", "the gradient of ATen cumprod (torch's cumprod_backward)",
+                LoweringError)
         step(None, [grad_out, x], operator="cumprod_backward", dim=values["dim"])
     elif operator in ("cummax", "cummin"):  # torch's cummaxmin_backward, an ATen operator only from 1.8
         zeros = step("zeros", [grad_out, step("all", [op.output[1]], operator="ge", other=0.0)],
