@@ -160,7 +160,8 @@ LARGE_CASES = [  # shape, axis, flags; x along the scan axis is in [0.9, 1.1) so
 
 @pytest.mark.parametrize("scan", SCANS)
 @pytest.mark.parametrize("shape, axis, flags", LARGE_CASES)
-def test_large_inputs_on_both_paths(scan, shape, axis, flags, torch_scan, clean_workspace):
+def test_large_inputs_on_both_paths(scan, shape, axis, flags, torch_scan, clean_workspace, large_oracle):
+    large_oracle(scan)
     if "exclusive" in flags and "exclusive" not in SCAN_KERNELS[scan].arguments:
         flags = {"reverse": True}
     rng = np.random.RandomState(len(shape) + axis)
@@ -193,8 +194,9 @@ def large_cases(draw):
 
 @settings(max_examples=16)
 @given(case=large_cases())
-def test_large_random_inputs_match_torch(case, torch_scan):
+def test_large_random_inputs_match_torch(case, torch_scan, large_oracle):
     scan, x, w, axis, flags = case
+    large_oracle(scan)
     outputs, grad_x = run_scan(scan, x, w, axis=axis, **flags)
     expected, reference = oracle(torch_scan, scan, x, w, axis=axis, **flags)
     assert_outputs_equal(outputs, expected, 1e-5 if x.dtype == np.float32 else 1e-12)

@@ -58,15 +58,23 @@ def _reversed_indices(emitter, indices, blob_in, spec, facts, where):
 NEEDS = {"cummax": "aten cummax", "cummin": "aten cummax", "logcumsumexp": "aten logcumsumexp"}
 
 
+def _refuse_rank_zero_at_run_time(emitter, blob_in, where):
+    """An input of unknown rank on a torch whose flip of a 0-d tensor crashes the process: an Assert fails the
+    net with a message when it is 0-d (a known rank 0 is scanned as a 1-element vector instead)."""
+    rank = emitter.step("Shape", [emitter.step("Shape", [blob_in])])
+    zero = emitter.step("GivenTensorInt64Fill", [], values=[0], shape=[1])
+    emitter.op("Assert", [emitter.step("GT", [rank, zero])], [], error_msg=(
+        "{}: a 0-d input {!r} on torch {}, whose flip of a 0-d tensor crashes the process; lower with "
+        "shapes={{{!r}: ()}}".format(where, blob_in, torch_version(), blob_in)))
+
+
 def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
     """Append the ATen form of ``scan`` (``spec``) of ``blob_in``; returns the blobs holding its outputs."""
     if scan in NEEDS:
         require(NEEDS[scan], "{}: target 'aten' (ATen operator {!r})".format(where, ATEN_SCAN_OPERATORS[scan]),
                 LoweringError)
     if facts.rank is None and not has("torch.flip 0-d"):
-        raise LoweringError("{}: target 'aten' on torch {} needs the rank of its input {!r} (this torch's flip of a "
-                            "0-d tensor crashes the process); give shapes={{{!r}: (...)}} or feed the blob into the "
-                            "workspace".format(where, torch_version(), blob_in, blob_in))
+        _refuse_rank_zero_at_run_time(emitter, blob_in, where)
     float16 = np.dtype(np.float16)
     if spec.dtype == float16:
         _refuse_float16(scan, where, "dtype=float16")
