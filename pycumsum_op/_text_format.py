@@ -112,7 +112,7 @@ def _tokens(data: bytes) -> Iterator[Tuple[str, bytes]]:
 
 def _escaped(value: bytes) -> bytes:
     """A string literal of ``value`` in which every byte is a two-digit ``\\x`` escape (pure ASCII)."""
-    return b'"' + (b"\\x" + value.hex(":").replace(":", "\\x").encode("ascii") if value else b"") + b'"'
+    return b'"' + "".join("\\x{:02x}".format(byte) for byte in value).encode("ascii") + b'"'
 
 
 def _ascii_text(data: bytes) -> str:
