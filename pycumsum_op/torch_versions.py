@@ -32,7 +32,7 @@ SINCE = {
     "torch.logcumsumexp -inf": (1, 9, 0),  # before: NaN from a leading -inf (and in its gradient)
     # ATen operators (Caffe2's ATen op runs only what its torch was built with)
     "aten cummax": (1, 5, 0),           # cummax / cummin, two outputs
-    "aten logcumsumexp": (1, 6, 0),
+    "aten logcumsumexp": (1, 9, 0),     # an ATen operator from 1.6, but NaN after a leading -inf before 1.9
     "aten cumprod_backward(grad, input, output)": (1, 9, 0),  # before: (grad, input), see below
     "aten cumprod_backward(grad, input)": (1, 8, 0),
     # Caffe2 operators

@@ -16,8 +16,9 @@ set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MATRIX="$ROOT/.matrix"
-# torch:python:numpy — numpy as environments of that torch release had it (the package's floor or above).
-COMBINATIONS="1.4.0:3.6:1.17.5 1.6.0:3.7:1.18.5 1.8.1:3.9:1.19.5 1.9.1:3.9:1.21.6 1.10.2:3.6:1.19.5 1.10.2:3.9:1.23.5"
+# torch:python:numpy — an older numpy where the test tools allow it (the package's floor, 1.17, on torch 1.4;
+# onnxruntime 1.19.2, the 3.9 oracle, needs numpy >= 1.21.6).
+COMBINATIONS="1.4.0:3.6:1.17.5 1.6.0:3.7:1.18.5 1.8.1:3.9:1.21.6 1.9.1:3.9:1.21.6 1.10.2:3.6:1.19.5 1.10.2:3.9:1.23.5"
 
 python_for() {  # python_for 3.6 -> an interpreter path, or nothing
   local root candidate
@@ -74,7 +75,8 @@ for combination in $COMBINATIONS; do
     continue
   fi
   # shellcheck disable=SC2086
-  (cd "$ROOT" && "$venv/bin/python" -m pytest -q -p no:randomly ${PYTEST_ARGS:-} ) >> "$log" 2>&1
+  # The suite runs on the source tree that was installed (PYTHONPATH: its child processes import it too).
+  (cd "$ROOT" && PYTHONPATH="$ROOT" "$venv/bin/python" -m pytest -q -p no:randomly ${PYTEST_ARGS:-} ) >> "$log" 2>&1
   status=$?
   result=$(grep -E '^(=+ )?[0-9]+ (passed|failed|error)|no tests ran' "$log" | tail -n 1 | sed 's/=//g; s/^ *//; s/ *$//')
   echo "$name: pytest exit $status: ${result:-no summary line (see $log)}" | tee -a "$summary"
