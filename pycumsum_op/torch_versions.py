@@ -33,6 +33,7 @@ SINCE = {
     # ATen operators (Caffe2's ATen op runs only what its torch was built with)
     "aten cummax": (1, 5, 0),           # cummax / cummin, two outputs
     "aten logcumsumexp": (1, 9, 0),     # an ATen operator from 1.6, but NaN after a leading -inf before 1.9
+    "aten flip bool": (1, 6, 0),        # 1.4: "flip_cpu" not implemented for 'Bool' (1.5 not measured)
     "aten cumprod_backward(grad, input, output)": (1, 9, 0),  # before: (grad, input), see below
     "aten cumprod_backward(grad, input)": (1, 8, 0),
     # Caffe2 operators

@@ -92,8 +92,10 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
         if facts.dtype is not None:
             cast["from_type"] = TENSOR_TYPES[facts.dtype]  # Caffe2's Cast gradient needs it
         current = emitter.step("Cast", [current], **cast)
-    if working == np.dtype(np.uint16):  # not an ATen dtype: widen exactly
-        working_to = np.dtype(np.int32) if scan in KEEP_INPUT_DTYPE else np.dtype(np.int64)
+    bool_flip = working == np.dtype(np.bool_) and spec.reverse and not has("aten flip bool")
+    if working == np.dtype(np.uint16) or bool_flip:  # not an ATen dtype (or no bool flip): widen exactly
+        kept = np.dtype(np.int32) if working == np.dtype(np.uint16) else np.dtype(np.uint8)
+        working_to = kept if scan in KEEP_INPUT_DTYPE else np.dtype(np.int64)
         current = emitter.step("Cast", [current], to=TENSOR_TYPES[working_to], from_type=TENSOR_TYPES[working])
         aten_dtype = working_to
     else:
