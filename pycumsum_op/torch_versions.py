@@ -38,7 +38,8 @@ SINCE = {
     "aten cumprod_backward(grad, input)": (1, 8, 0),
     # Caffe2 operators
     "caffe2 Slice short starts": (1, 8, 0),  # before: starts/ends shorter than the rank are misread
-    "caffe2 Sum double": (1, 7, 0),
+    "caffe2 Scale double": (1, 8, 0),        # (1.6: none; 1.7 not measured)
+    "caffe2 Sum double": (1, 8, 0),          # float64 and int64 (1.6: none; 1.7 not measured)
     # Caffe2's ONNX backend without onnx.optimizer (removed in onnx 1.9)
     "caffe2 onnx backend without onnx.optimizer": (1, 10, 0),
 }

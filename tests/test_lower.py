@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from caffe2.python import core, workspace
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 
 import pycumsum_op
 from pycumsum_op.converters import LoweringError
@@ -125,6 +125,9 @@ def test_gradient_matches_torch_autograd(case, target, lowered_gradient_ops, tor
     x, w, axis, exclusive, reverse, override = case
     if target == "aten" and exclusive and x.ndim and x.shape[axis] == 0:
         return  # refused at run time: test_aten_exclusive_on_an_empty_scan_axis_fails_at_run_time
+    # no float64 Sum in Caffe2 before torch 1.8: asserted by test_gradient_grid_every_flag_and_axis
+    assume(target == "aten" or lowered_gradient_ops or has("caffe2 Sum double")
+           or (x.dtype != np.float64 and override != "double"))
     _, actual = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
                                      reverse=reverse, dtype=override)
     reference = torch_gradient(torch_scan, x, w, axis, exclusive, reverse, FLOAT_OVERRIDES[override])
@@ -216,7 +219,8 @@ def test_other_ops_arguments_and_external_blobs_unchanged(clean_workspace):
     assert lowered.op[0] == net.Proto().op[0] and lowered.op[-1] == net.Proto().op[-1]
     assert (lowered.name, lowered.external_input, lowered.external_output) == (
         net.Proto().name, net.Proto().external_input, net.Proto().external_output)
-    assert [op.type for op in lowered.op] == ["Relu", "ATen", "Scale"]
+    rank_guard = [] if has("torch.flip 0-d") else ["Shape", "Shape", "GivenTensorInt64Fill", "GT", "Assert"]
+    assert [op.type for op in lowered.op] == ["Relu"] + rank_guard + ["ATen", "Scale"]
     assert pycumsum_op.verify_net(lowered) == []  # no Python op: portable for verify_net
 
 

@@ -117,7 +117,8 @@ def test_forward_every_dtype_flag_and_axis_equals_torch(scan, torch_scan):
 
 @pytest.mark.parametrize("scan", SCANS)
 @pytest.mark.parametrize("shape, axis", [((70000,), 0), ((3, 30000), -1), ((40000, 2), 0)])
-def test_forward_on_64k_elements_equals_torch(scan, shape, axis, torch_scan):
+def test_forward_on_64k_elements_equals_torch(scan, shape, axis, torch_scan, large_oracle):
+    large_oracle(scan)
     rng = np.random.RandomState(8)
     x = rng.uniform(0.9, 1.1, shape).astype(np.float64 if scan == "cumprod" else np.float32)
     x[tuple(rng.randint(0, n, 5) for n in shape)] = 1.0  # ties for cummax / cummin
@@ -181,7 +182,8 @@ def test_cumprod_gradient_with_zeros_and_dtype(lowered_gradient_ops, torch_scan)
 
 @pytest.mark.parametrize("lowered_gradient_ops", [False, True])
 @pytest.mark.parametrize("scan", GRADIENT_SCANS)
-def test_gradient_on_64k_elements_equals_torch_autograd(scan, lowered_gradient_ops, torch_scan):
+def test_gradient_on_64k_elements_equals_torch_autograd(scan, lowered_gradient_ops, torch_scan, large_oracle):
+    large_oracle(scan)
     rng = np.random.RandomState(11)
     x = rng.uniform(0.99, 1.01, (2, 33000)).astype(np.float64)
     x[:, ::997] = 1.0  # ties
