@@ -70,9 +70,6 @@ def _refuse_rank_zero_at_run_time(emitter, blob_in, where):
 
 def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
     """Append the ATen form of ``scan`` (``spec``) of ``blob_in``; returns the blobs holding its outputs."""
-    if scan in NEEDS:
-        require(NEEDS[scan], "{}: target 'aten' (ATen operator {!r})".format(where, ATEN_SCAN_OPERATORS[scan]),
-                LoweringError)
     if facts.rank is None and not has("torch.flip 0-d"):
         _refuse_rank_zero_at_run_time(emitter, blob_in, where)
     float16 = np.dtype(np.float16)
@@ -80,6 +77,9 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
         _refuse_float16(scan, where, "dtype=float16")
     if facts.dtype == float16 and spec.dtype is None:
         _refuse_float16(scan, where, "its float16 input {!r}".format(blob_in))
+    if scan in NEEDS:
+        require(NEEDS[scan], "{}: target 'aten' (ATen operator {!r})".format(where, ATEN_SCAN_OPERATORS[scan]),
+                LoweringError)
     if facts.rank == 0:  # one element: reversing it changes nothing (and Shape cannot index a 0-d tensor)
         spec = spec._replace(reverse=False)
     current = blob_in
