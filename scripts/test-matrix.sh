@@ -76,7 +76,11 @@ for combination in $COMBINATIONS; do
   fi
   # shellcheck disable=SC2086
   # The suite runs on the source tree that was installed (PYTHONPATH: its child processes import it too).
-  (cd "$ROOT" && PYTHONPATH="$ROOT" "$venv/bin/python" -m pytest -q -p no:randomly ${PYTEST_ARGS:-} ) >> "$log" 2>&1
+  # Before torch 1.10, pycumsum_op.onnx refuses to load (tests/test_torch_versions.py): no doctests there.
+  ignore=""
+  case "$torch_version" in 1.10.*) ;; *) ignore="--ignore=pycumsum_op/onnx" ;; esac
+  (cd "$ROOT" && PYTHONPATH="$ROOT" "$venv/bin/python" -m pytest -q -p no:randomly $ignore ${PYTEST_ARGS:-} ) \
+    >> "$log" 2>&1
   status=$?
   result=$(grep -E '^(=+ )?[0-9]+ (passed|failed|error)|no tests ran' "$log" | tail -n 1 | sed 's/=//g; s/^ *//; s/ *$//')
   echo "$name: pytest exit $status: ${result:-no summary line (see $log)}" | tee -a "$summary"

@@ -20,7 +20,7 @@ BUILDERS = os.path.join("pycumsum_op", "ops", "builders.py")
 def copy_source_tree(destination):
     """The repository's sources (no venv, git or build output) copied to ``destination``."""
     shutil.copytree(REPO, destination, ignore=shutil.ignore_patterns(
-        ".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".hypothesis", ".pytest_cache"))
+        ".venv", ".matrix", ".git", "build", "dist", "*.egg-info", "__pycache__", ".hypothesis", ".pytest_cache"))
     return str(destination)
 
 
