@@ -40,6 +40,7 @@ SINCE = {
     "caffe2 Slice short starts": (1, 8, 0),  # before: starts/ends shorter than the rank are misread
     "caffe2 Scale double": (1, 8, 0),        # (1.6: none; 1.7 not measured)
     "caffe2 Sum double": (1, 8, 0),          # float64 and int64 (1.6: none; 1.7 not measured)
+    "caffe2 python op exception type": (1, 6, 0),  # before: a RuntimeError with the message (1.5 not measured)
     # Caffe2's ONNX backend without onnx.optimizer (removed in onnx 1.9)
     "caffe2 onnx backend without onnx.optimizer": (1, 10, 0),
 }

@@ -58,13 +58,14 @@ def _prefix_extremum(maximum, x, dim):
     values, indices = [], []
     for end in range(1, x.shape[dim] + 1):
         prefix = x.narrow(dim, 0, end)
-        value = (prefix.max(dim, keepdim=True) if maximum else prefix.min(dim, keepdim=True))[0]
+        value = (prefix.max(dim, keepdim=True) if maximum else prefix.min(dim, keepdim=True))[0].detach()
         nan = value != value
-        hits = (prefix == value) | (nan & (prefix != prefix))
+        hits = (prefix.detach() == value) | (nan & (prefix.detach() != prefix.detach()))
         positions = torch.arange(end).reshape((-1,) + (1,) * (x.dim() - dim - 1))
         last = torch.where(hits, positions.expand_as(prefix), torch.full_like(positions, -1).expand_as(prefix))
-        values.append(value.squeeze(dim))
-        indices.append(last.max(dim)[0])
+        last = last.max(dim, keepdim=True)[0]
+        values.append(prefix.gather(dim, last).squeeze(dim))  # the gradient goes to the winner
+        indices.append(last.squeeze(dim))
     if not values:
         return x.clone(), torch.zeros(x.shape, dtype=torch.int64)
     return torch.stack(values, dim), torch.stack(indices, dim)

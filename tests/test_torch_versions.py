@@ -11,6 +11,7 @@ import torch
 from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
+from pycumsum_op import ScanArgumentError
 from onnx_support import ONNX_BACKEND, onnx_backend_refusal
 from pycumsum_op.torch_versions import SINCE, TORCH, has, needs, require, version_tuple
 
@@ -50,6 +51,23 @@ def slice_reads_short_starts():
                           timeout=300).returncode == 0
 
 
+def python_op_error_keeps_its_type():
+    """Whether a net run raises a Python op's own exception (ScanArgumentError), not a RuntimeError."""
+    net = core.Net("tv_raise")
+    net.PyCumSum("tv_x", "tv_y", axis=3)
+    workspace.FeedBlob("tv_x", np.zeros(2, np.float32))
+    try:
+        workspace.RunNetOnce(net)
+    except ScanArgumentError:
+        return True
+    except RuntimeError as error:
+        assert "ScanArgumentError: PyCumSum: axis=3 is out of range" in str(error)
+        return False
+    finally:
+        workspace.ResetWorkspace()
+    raise AssertionError("axis=3 on a vector ran")
+
+
 PROBES = {
     "torch.cummax": lambda: hasattr(torch, "cummax") and hasattr(torch, "cummin"),
     "torch.logcumsumexp": lambda: hasattr(torch, "logcumsumexp"),
@@ -64,6 +82,7 @@ PROBES = {
     "caffe2 Slice short starts": slice_reads_short_starts,
     "caffe2 Scale double": lambda: runs("Scale", [X], scale=2.0),
     "caffe2 Sum double": lambda: runs("Sum", [X, X]),
+    "caffe2 python op exception type": python_op_error_keeps_its_type,
     "caffe2 onnx backend without onnx.optimizer": lambda: onnx_backend_refusal() is None,
 }
 

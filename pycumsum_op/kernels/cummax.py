@@ -43,10 +43,11 @@ def sequential_extremum(maximum: bool, tensor: torch.Tensor, axis: int, out=None
     NaN wins and stays until the next NaN, a tie goes to the later element."""
     x = tensor.numpy()
     values, indices = np.empty_like(x), np.empty(x.shape, np.int64)
-    best, winner = x[along(axis, 0)].copy(), np.zeros(x[along(axis, 0)].shape, np.int64)
+    best = np.array(x[along(axis, 0)])  # an array also where the lanes are one element (1-d x)
+    winner = np.zeros(best.shape, np.int64)
     for position in range(x.shape[axis]):
         current = x[along(axis, position)]
-        wins = (current != current) | ((best == best) & (current >= best if maximum else current <= best))
+        wins = np.asarray((current != current) | ((best == best) & (current >= best if maximum else current <= best)))
         np.copyto(best, current, where=wins)
         winner[wins] = position
         values[along(axis, position)], indices[along(axis, position)] = best, winner
