@@ -43,18 +43,22 @@ def _prefix_logcumsumexp(x, dim):
     """logcumsumexp from torch's elementwise ops, one prefix at a time (the oracle where torch's logcumsumexp
     is missing, before 1.6, or NaN after a leading -inf, before 1.9): log(sum(exp(prefix - m))) + m, m the
     prefix's maximum held constant (0 where infinite); differentiable, so autograd gives its gradient."""
+    if x.numel() == 0:
+        return x.clone()
     results = []
     for end in range(1, x.shape[dim] + 1):
         prefix = x.narrow(dim, 0, end)
         top = prefix.max(dim, keepdim=True)[0].detach()
         top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
         results.append(torch.log(torch.exp(prefix - top).sum(dim)) + top.squeeze(dim))
-    return torch.stack(results, dim) if results else x.clone()
+    return torch.stack(results, dim)
 
 
 def _prefix_extremum(maximum, x, dim):
     """cummax / cummin (values, indices) from each prefix's torch.max / torch.min (the oracle before torch 1.5):
     the index is the last position holding the prefix's extremum (a tie goes to the later element; NaN wins)."""
+    if x.numel() == 0:
+        return x.clone(), torch.zeros(x.shape, dtype=torch.int64)
     values, indices = [], []
     for end in range(1, x.shape[dim] + 1):
         prefix = x.narrow(dim, 0, end)
@@ -66,8 +70,6 @@ def _prefix_extremum(maximum, x, dim):
         last = last.max(dim, keepdim=True)[0]
         values.append(prefix.gather(dim, last).squeeze(dim))  # the gradient goes to the winner
         indices.append(last.squeeze(dim))
-    if not values:
-        return x.clone(), torch.zeros(x.shape, dtype=torch.int64)
     return torch.stack(values, dim), torch.stack(indices, dim)
 
 
