@@ -5,7 +5,7 @@ VENV      := .venv
 VPY       := $(VENV)/bin/python
 STAMP     := $(VENV)/.pycumsum-installed
 
-.PHONY: demo test test-fast bench install clean deploy-test
+.PHONY: demo test test-fast test-matrix bench install clean deploy-test
 
 demo: $(STAMP)
 	$(VENV)/bin/pycumsum-op demo
@@ -15,6 +15,10 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(VPY) -m pytest -q -m "not slow"
+
+# Not CI: venvs under .matrix/ for torch 1.4-1.10.2 on CPython 3.6-3.9 (scripts/test-matrix.sh; docs/versions.md).
+test-matrix:
+	scripts/test-matrix.sh
 
 bench: $(STAMP)
 	$(VPY) benchmarks/run.py
@@ -52,7 +56,7 @@ $(PREDICTOR): examples/cpp_predictor/predictor.cc examples/cpp_predictor/include
 	  -I $(PROTOBUF) -I examples/cpp_predictor/include $< -o $@ \
 	  -L$(TORCH_DIR)/lib -Wl,-rpath,$(TORCH_DIR)/lib -Wl,--allow-shlib-undefined -ltorch_cpu -lc10
 
-$(STAMP): pyproject.toml setup.py build_hooks.py requirements-dev.txt scripts/find-python.sh
+$(STAMP): pyproject.toml setup.cfg setup.py build_hooks.py requirements-dev.txt scripts/find-python.sh
 	@if [ ! -x "$(VPY)" ]; then \
 	  py=$$(scripts/find-python.sh) || exit 1; \
 	  echo "creating $(VENV) with $$py"; \

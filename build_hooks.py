@@ -1,4 +1,4 @@
-"""setup.py's build customisation (the metadata is in pyproject.toml). Imports neither torch
+"""setup.py's build customisation (the metadata is in setup.cfg). Imports neither torch
 nor caffe2: pip's isolated build environment has neither.
 
 Saved Caffe2 nets name ``pycumsum_op.ops.builders.scan_forward`` / ``scan_backward``

@@ -1,4 +1,4 @@
-"""All metadata is in pyproject.toml; this adds build_hooks.py's checked build_py step."""
+"""All metadata is in setup.cfg; this adds build_hooks.py's checked build_py step."""
 import os
 import sys
 

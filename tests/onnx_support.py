@@ -10,6 +10,10 @@ from caffe2.python import workspace
 from onnx import TensorProto, helper
 
 from pycumsum_op.serialization import load_net
+from pycumsum_op.torch_versions import has
+
+#: The torch capability pycumsum_op.onnx needs with onnx >= 1.9 (`pycumsum_op.torch_versions`).
+ONNX_BACKEND = "caffe2 onnx backend without onnx.optimizer"
 
 
 def torch_model(module, example, opset):
@@ -92,3 +96,15 @@ def cumsum_model(elem_type, shape, axis, axis_source, opset, **flags):
 
 FLAGS = [{}, {"exclusive": 1}, {"reverse": 1}, {"exclusive": 1, "reverse": 1}]
 ONNX_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64]
+
+
+def onnx_backend_refusal():
+    """The ImportError message of ``import pycumsum_op.onnx`` where this torch's Caffe2 ONNX backend cannot load
+    with this onnx (torch < 1.10 with onnx >= 1.9; asserted by tests/test_torch_versions.py), else None."""
+    try:
+        import pycumsum_op.onnx  # noqa: F401
+    except ImportError as error:
+        if has(ONNX_BACKEND):
+            raise
+        return str(error)
+    return None

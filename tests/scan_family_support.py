@@ -5,6 +5,12 @@ import torch
 from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs the net methods)
+from pycumsum_op.kernels import ScanArgumentError
+from pycumsum_op.torch_versions import has
+
+#: What a net run raises when a Python op refuses its input: the op's own ScanArgumentError, or, before torch 1.6,
+#: Caffe2's RuntimeError carrying its message ("... PythonOp function: ScanArgumentError: <message>").
+RUN_ERROR = ScanArgumentError if has("caffe2 python op exception type") else (ScanArgumentError, RuntimeError)
 
 #: scan name -> the net method users call.
 NET_METHODS = {"cumprod": "PyCumProd", "cummax": "PyCumMax", "cummin": "PyCumMin",

@@ -6,7 +6,7 @@ import torch
 from caffe2.python import brew, core, model_helper, workspace
 
 import pycumsum_op
-from pycumsum_op import ScanArgumentError
+from scan_family_support import RUN_ERROR
 
 X = np.array([[1., -2., 3., 0.5], [4., 5., -6., 2.]], np.float32)
 W = np.array([[1., 2., 3., 4.], [-1., 0.5, 2., -3.]], np.float32)
@@ -71,14 +71,14 @@ def test_dim_is_an_alias_for_axis(clean_workspace):
 
 
 def test_axis_is_required():
-    with pytest.raises(ScanArgumentError, match=r"PyCumSum: axis is required.*dim"):
+    with pytest.raises(RUN_ERROR, match=r"PyCumSum: axis is required.*dim"):
         core.Net("no_axis").PyCumSum("api_x", "api_y")
-    with pytest.raises(ScanArgumentError, match="axis is required"):
+    with pytest.raises(RUN_ERROR, match="axis is required"):
         pycumsum_op.cumsum(core.Net("no_axis_fn"), "api_x")
 
 
 def test_axis_and_dim_must_agree():
-    with pytest.raises(ScanArgumentError, match=r"PyCumSum: got both axis=1 and dim=0"):
+    with pytest.raises(RUN_ERROR, match=r"PyCumSum: got both axis=1 and dim=0"):
         core.Net("conflict").PyCumSum("api_x", "api_y", axis=1, dim=0)
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from caffe2.python import core, workspace
 
-from pycumsum_op import ScanArgumentError
+from scan_family_support import RUN_ERROR
 
 
 def build(*args, **kwargs):
@@ -19,7 +19,7 @@ def build(*args, **kwargs):
 
 @pytest.mark.parametrize("axis", [1.0, "1", True, [0], np.float32(0)])
 def test_non_integer_axis(axis):
-    with pytest.raises(ScanArgumentError, match=r"PyCumSum: axis must be an integer.*axis="):
+    with pytest.raises(RUN_ERROR, match=r"PyCumSum: axis must be an integer.*axis="):
         build("err_x", "err_y", axis=axis)
 
 
@@ -36,31 +36,31 @@ def test_numpy_integer_axis_is_accepted(clean_workspace, run_net):
     ("err_x", 2, "1 output blob, got blob_out=2"),
 ])
 def test_wrong_number_of_blobs(blobs_in, blobs_out, count):
-    with pytest.raises(ScanArgumentError, match="PyCumSum: takes exactly " + count):
+    with pytest.raises(RUN_ERROR, match="PyCumSum: takes exactly " + count):
         build(blobs_in, blobs_out, axis=0)
 
 
 def test_axis_given_twice_in_the_onnx_form():
-    with pytest.raises(ScanArgumentError, match=r"PyCumSum: the axis is the second input blob 'err_axis'; "
+    with pytest.raises(RUN_ERROR, match=r"PyCumSum: the axis is the second input blob 'err_axis'; "
                                                  r"axis=/dim= cannot be given too"):
         build(["err_x", "err_axis"], "err_y", axis=0)
 
 
 @pytest.mark.parametrize("dtype", ["foo", "complex64", "bool", np.int8, object, "S5"])
 def test_unknown_dtype(dtype):
-    with pytest.raises(ScanArgumentError, match=r"PyCumSum: unknown dtype=.*double, float, int32, int64"):
+    with pytest.raises(RUN_ERROR, match=r"PyCumSum: unknown dtype=.*double, float, int32, int64"):
         build("err_x", "err_y", axis=0, dtype=dtype)
 
 
 @pytest.mark.parametrize("flag", ["exclusive", "reverse"])
 def test_flags_must_be_booleans(flag):
-    with pytest.raises(ScanArgumentError, match=r"PyCumSum: {} must be True or False, got {}='no'".format(flag, flag)):
+    with pytest.raises(RUN_ERROR, match=r"PyCumSum: {} must be True or False, got {}='no'".format(flag, flag)):
         build("err_x", "err_y", axis=0, **{flag: "no"})
 
 
 def test_dtype_override_in_place_is_refused():
     """In place, the input's dtype would be gone when the gradient needs it."""
-    with pytest.raises(ScanArgumentError, match=r"PyCumSum: dtype=float64 cannot be used in place.*'err_x'"):
+    with pytest.raises(RUN_ERROR, match=r"PyCumSum: dtype=float64 cannot be used in place.*'err_x'"):
         build("err_x", "err_x", axis=0, dtype="double")
 
 
@@ -74,13 +74,13 @@ def test_dtype_override_in_place_is_refused():
 ])
 def test_axis_out_of_range(shape, axis, rank_text, clean_workspace, run_net):
     net = build("err_x", "err_y", axis=axis)
-    with pytest.raises(ScanArgumentError, match=r"PyCumSum: axis={} is out of range .*{}".format(axis, rank_text)):
+    with pytest.raises(RUN_ERROR, match=r"PyCumSum: axis={} is out of range .*{}".format(axis, rank_text)):
         run_net(net, {"err_x": np.zeros(shape, np.float32)})
 
 
 def test_string_tensor(clean_workspace, run_net):
     net = build("err_x", "err_y", axis=0)
-    with pytest.raises(ScanArgumentError, match=r"PyCumSum: input of shape \(2,\) has dtype object; expected a "
+    with pytest.raises(RUN_ERROR, match=r"PyCumSum: input of shape \(2,\) has dtype object; expected a "
                                                 r"numeric or bool tensor"):
         run_net(net, {"err_x": np.array(["a", "b"], dtype=object)})
 
@@ -90,7 +90,7 @@ def test_edited_operator_with_two_inputs_fails_at_run(clean_workspace, run_net):
     net = build("err_x", "err_y", axis=0)
     net.Proto().op[0].input.append("err_extra")
     net.AddExternalInput("err_extra")
-    with pytest.raises(ScanArgumentError, match=r"PyCumSum: expected 1 input blob\(s\), got 2"):
+    with pytest.raises(RUN_ERROR, match=r"PyCumSum: expected 1 input blob\(s\), got 2"):
         run_net(net, {"err_x": np.ones(3, np.float32), "err_extra": np.ones(3, np.float32)})
 
 
@@ -99,7 +99,7 @@ def test_gradient_of_the_wrong_shape(clean_workspace, run_net):
     y = net.PyCumSum("err_x", "err_y", axis=1)
     net.AddGradientOperators({y: "err_w"})
     net.AddExternalInput("err_w")
-    with pytest.raises(ScanArgumentError, match=r"PyCumSumGradient: .*gradient has shape \(2, 4\), the input "
+    with pytest.raises(RUN_ERROR, match=r"PyCumSumGradient: .*gradient has shape \(2, 4\), the input "
                                                 r"has shape \(2, 3\)"):
         run_net(net, {"err_x": np.ones((2, 3), np.float32), "err_w": np.ones((2, 4), np.float32)})
 
@@ -112,7 +112,7 @@ def test_workspace_and_other_nets_keep_working_after_a_failed_run(clean_workspac
     run_net(good, {"ok_x": np.array([1, 2, 3], np.int32)})
     workspace.CreateNet(bad)
     for attempt in range(2):
-        with pytest.raises(ScanArgumentError, match="axis=3 is out of range"):
+        with pytest.raises(RUN_ERROR, match="axis=3 is out of range"):
             workspace.RunNet(bad.Proto().name)
         assert workspace.RunNet(good.Proto().name)
         np.testing.assert_array_equal(workspace.FetchBlob("ok_y"), [1, 3, 6])

@@ -9,14 +9,14 @@ from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op.cli import main
-from test_cli import load, run_cli, save
+from test_cli import load, own_stderr_lines, run_cli, save
 
 pytestmark = pytest.mark.slow  # a pycumsum-op process per run
 
 
 def assert_one_line_error(result, *words):
     assert result.returncode == 2, result.stdout + result.stderr
-    lines = result.stderr.strip().splitlines()
+    lines = own_stderr_lines(result.stderr)
     assert "Traceback" not in result.stderr and len(lines) == 1 and lines[0].startswith("pycumsum-op lower: error:")
     for word in words:
         assert word in lines[0], lines[0]

@@ -22,7 +22,7 @@ BUILDERS = os.path.join("pycumsum_op", "ops", "builders.py")
 def copy_source_tree(destination):
     """The repository's sources (no venv, git or build output) copied to ``destination``."""
     shutil.copytree(REPO, destination, ignore=shutil.ignore_patterns(
-        ".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", ".hypothesis", ".pytest_cache"))
+        ".venv", ".matrix", ".git", "build", "dist", "*.egg-info", "__pycache__", ".hypothesis", ".pytest_cache"))
     return str(destination)
 
 
@@ -98,11 +98,13 @@ def test_pip_wheel_prints_no_deprecation_warning(wheel):
 
 def test_the_wheel_carries_the_license_version_and_command(wheel):
     names, metadata = wheel_metadata(wheel[0])
-    assert metadata["License-Expression"] == "BSD-3-Clause" and metadata["Version"] == "0.2.0"
-    (license_name,) = [name for name in names if name.endswith(".dist-info/licenses/LICENSE")]
+    assert metadata["License"] == "BSD-3-Clause" and metadata["Version"] == "0.2.0"
+    # setuptools >= 77 puts license files in .dist-info/licenses/, older ones (CPython 3.6's) in .dist-info/
+    (license_name,) = [name for name in names if re.search(r"\.dist-info/(licenses/)?LICENSE$", name)]
     with zipfile.ZipFile(wheel[0]) as archive:
         license_text = archive.read(license_name).decode("utf-8")
-        entry_points = archive.read(license_name.replace("licenses/LICENSE", "entry_points.txt")).decode("utf-8")
+        dist_info = license_name[:license_name.index(".dist-info/") + len(".dist-info/")]
+        entry_points = archive.read(dist_info + "entry_points.txt").decode("utf-8")
     with open(os.path.join(REPO, "LICENSE")) as handle:
         assert license_text == handle.read()
     assert license_text.startswith("BSD 3-Clause License") and "the pycumsum_op authors" in license_text

@@ -17,12 +17,17 @@ import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
-from torch.testing._internal.common_methods_invocations import op_db
 
-from pycumsum_op.kernels import SCAN_KERNELS, ScanArgumentError, ScanSpec
+try:
+    from torch.testing._internal.common_methods_invocations import op_db
+except ImportError:  # torch < 1.5 has no torch.testing._internal
+    op_db = []
+
+from pycumsum_op.kernels import SCAN_KERNELS, ScanSpec
 from pycumsum_op.kernels.flagged import forward_path
 from pycumsum_op.kernels.spec import RESULT_DTYPES
-from scan_family_support import (TWO_OUTPUTS, assert_gradient_close, assert_outputs_equal, run_scan,
+from pycumsum_op.torch_versions import has
+from scan_family_support import (RUN_ERROR, TWO_OUTPUTS, assert_gradient_close, assert_outputs_equal, run_scan,
                                  torch_reference)
 
 SCANS = ["cumprod", "cummax", "cummin", "logcumsumexp"]
@@ -50,15 +55,19 @@ def oracle(torch_scan, scan, x, w=None, **flags):
 # --- torch's OpInfo samples -------------------------------------------------------------------
 
 OPINFOS = {op.name: op for op in op_db if op.name in SCANS}
+needs_opinfos = pytest.mark.skipif(
+    len(OPINFOS) < len(SCANS), reason="torch {}'s OpInfo database (torch.testing._internal) has no samples for {} "
+    "(the scans are tested by the property tests below)".format(torch.__version__, sorted(set(SCANS) - set(OPINFOS))))
 
 
 def opinfo_cases():
     """(scan, torch dtype) for each dtype the OpInfo tests on CPU that Caffe2 blobs hold."""
     blob_dtypes = [torch.float32, torch.float64, torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8,
                    torch.bool]
-    return [(name, dtype) for name in SCANS for dtype in blob_dtypes if dtype in OPINFOS[name].dtypesIfCPU]
+    return [(name, dtype) for name in OPINFOS for dtype in blob_dtypes if dtype in OPINFOS[name].dtypesIfCPU]
 
 
+@needs_opinfos
 def test_every_scan_has_opinfo_samples():
     assert sorted(OPINFOS) == sorted(SCANS)
     assert len(opinfo_cases()) >= 20
@@ -78,7 +87,7 @@ def test_torch_opinfo_samples(scan, dtype, clean_workspace):
         if "dtype" in keywords:
             keywords["dtype"] = np.dtype(str(keywords["dtype"])[len("torch."):])
             if keywords["dtype"] not in RESULT_DTYPES:  # dtype= takes float16/32/64 and int32/64 only
-                with pytest.raises(ScanArgumentError, match="PyCumProd: unknown dtype='{}'".format(
+                with pytest.raises(RUN_ERROR, match="PyCumProd: unknown dtype='{}'".format(
                         keywords["dtype"].name)):
                     run_scan(scan, x, axis=axis, **keywords)
                 continue
@@ -153,7 +162,8 @@ LARGE_CASES = [  # shape, axis, flags; x along the scan axis is in [0.9, 1.1) so
 
 @pytest.mark.parametrize("scan", SCANS)
 @pytest.mark.parametrize("shape, axis, flags", LARGE_CASES)
-def test_large_inputs_on_both_paths(scan, shape, axis, flags, torch_scan, clean_workspace):
+def test_large_inputs_on_both_paths(scan, shape, axis, flags, torch_scan, clean_workspace, large_oracle):
+    large_oracle(scan)
     if "exclusive" in flags and "exclusive" not in SCAN_KERNELS[scan].arguments:
         flags = {"reverse": True}
     rng = np.random.RandomState(len(shape) + axis)
@@ -187,8 +197,9 @@ def large_cases(draw):
 @pytest.mark.slow  # large inputs
 @settings(max_examples=16)
 @given(case=large_cases())
-def test_large_random_inputs_match_torch(case, torch_scan):
+def test_large_random_inputs_match_torch(case, torch_scan, large_oracle):
     scan, x, w, axis, flags = case
+    large_oracle(scan)
     outputs, grad_x = run_scan(scan, x, w, axis=axis, **flags)
     expected, reference = oracle(torch_scan, scan, x, w, axis=axis, **flags)
     assert_outputs_equal(outputs, expected, 1e-5 if x.dtype == np.float32 else 1e-12)
@@ -302,6 +313,9 @@ def test_logcumsumexp_positive_infinity_gets_its_limit(exclusive, reverse, torch
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_logcumsumexp_is_stable_at_1e4(dtype, torch_scan, clean_workspace):
+    if dtype == np.float32 and not has("torch.logcumsumexp -inf"):
+        pytest.skip("torch {}: the float32 prefix oracle rounds differently from the kernel by up to 0.4% at "
+                    "magnitudes of 1e4 (float64 is checked)".format(torch.__version__))
     rng = np.random.RandomState(4)
     x = (rng.standard_normal((3, 50)) * 1e4).astype(dtype)
     w = rng.standard_normal((3, 50)).astype(dtype)

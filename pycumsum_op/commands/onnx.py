@@ -65,13 +65,24 @@ def _quiet_stderr():
         os.close(saved)
 
 
+def _converters():
+    """pycumsum_op.onnx, or bad input when this torch's Caffe2 cannot load it (one line naming the torch needed)."""
+    try:
+        from .. import onnx as converters
+    except ImportError as error:
+        raise _BadInput(str(error))
+    return converters
+
+
 def _import(args) -> int:
     import onnx
     from google.protobuf.message import DecodeError
 
     from .._atomic_files import distinct_outputs
-    from ..onnx import load_model, to_caffe2
     from ..serialization import UnsafeNetError
+
+    converters = _converters()
+    to_caffe2, load_model = converters.to_caffe2, converters.load_model
 
     try:
         distinct_outputs([args.predict_net, args.init_net])
@@ -103,8 +114,9 @@ def _import(args) -> int:
 
 
 def _export(args) -> int:
-    from ..onnx import export
     from ..serialization import load_net
+
+    export = _converters().export
 
     try:
         predict_net = load_net(args.predict_net)

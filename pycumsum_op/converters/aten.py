@@ -17,6 +17,7 @@ A new scan maps to an ATen operator with one entry in `ATEN_SCAN_OPERATORS`.
 """
 import numpy as np
 
+from ..torch_versions import has, require, torch_version
 from .emitter import TENSOR_TYPES
 from .facts import LoweringError, normalized_axis, result_dtype
 
@@ -53,18 +54,37 @@ def _reversed_indices(emitter, indices, blob_in, spec, facts, where):
     return emitter.step("Sub", [last, flipped])
 
 
+#: scan -> the torch capability (`torch_versions`) its ATen operator needs.
+NEEDS = {"cummax": "aten cummax", "cummin": "aten cummax", "logcumsumexp": "aten logcumsumexp"}
+
+
+def _refuse_rank_zero_at_run_time(emitter, blob_in, where):
+    """An input of unknown rank on a torch whose flip of a 0-d tensor crashes the process: an Assert fails the
+    net with a message when it is 0-d (a known rank 0 is scanned as a 1-element vector instead)."""
+    rank = emitter.step("Shape", [emitter.step("Shape", [blob_in])])
+    zero = emitter.step("GivenTensorInt64Fill", [], values=[0], shape=[1])
+    emitter.op("Assert", [emitter.step("GT", [rank, zero])], [], error_msg=(
+        "{}: a 0-d input {!r} on torch {}, whose flip of a 0-d tensor crashes the process; lower with "
+        "shapes={{{!r}: ()}}".format(where, blob_in, torch_version(), blob_in)))
+
+
 def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
     """Append the ATen form of ``scan`` (``spec``) of ``blob_in``; returns the blobs holding its outputs."""
+    if facts.rank is None and not has("torch.flip 0-d"):
+        _refuse_rank_zero_at_run_time(emitter, blob_in, where)
     float16 = np.dtype(np.float16)
     if spec.dtype == float16:
         _refuse_float16(scan, where, "dtype=float16")
     if facts.dtype == float16 and spec.dtype is None:
         _refuse_float16(scan, where, "its float16 input {!r}".format(blob_in))
+    if scan in NEEDS:
+        require(NEEDS[scan], "{}: target 'aten' (ATen operator {!r})".format(where, ATEN_SCAN_OPERATORS[scan]),
+                LoweringError)
     if facts.rank == 0:  # one element: reversing it changes nothing (and Shape cannot index a 0-d tensor)
         spec = spec._replace(reverse=False)
     current = blob_in
-    rank_zero = facts.rank == 0 and spec.exclusive
-    if rank_zero:  # roll needs an axis: scan the 0-d tensor as a 1-element vector
+    rank_zero = facts.rank == 0
+    if rank_zero:  # roll needs an axis (and torch 1.9 crashes flipping a 0-d gradient): a 1-element vector
         current = emitter.step("ExpandDims", [current], dims=[0])
     working = spec.dtype if spec.dtype is not None else facts.dtype  # the dtype the scan reads
     if spec.dtype is not None:
@@ -72,8 +92,10 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
         if facts.dtype is not None:
             cast["from_type"] = TENSOR_TYPES[facts.dtype]  # Caffe2's Cast gradient needs it
         current = emitter.step("Cast", [current], **cast)
-    if working == np.dtype(np.uint16):  # not an ATen dtype: widen exactly
-        working_to = np.dtype(np.int32) if scan in KEEP_INPUT_DTYPE else np.dtype(np.int64)
+    bool_flip = working == np.dtype(np.bool_) and spec.reverse and not has("aten flip bool")
+    if working == np.dtype(np.uint16) or bool_flip:  # not an ATen dtype (or no bool flip): widen exactly
+        kept = np.dtype(np.int32) if working == np.dtype(np.uint16) else np.dtype(np.uint8)
+        working_to = kept if scan in KEEP_INPUT_DTYPE else np.dtype(np.int64)
         current = emitter.step("Cast", [current], to=TENSOR_TYPES[working_to], from_type=TENSOR_TYPES[working])
         aten_dtype = working_to
     else:
@@ -101,4 +123,6 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
     indices = outputs[1]
     if spec.reverse:
         indices = _reversed_indices(emitter, indices, blob_in, spec, facts, where)
+    if rank_zero:
+        indices = emitter.step("Squeeze", [indices], dims=[0])
     return [current, indices]

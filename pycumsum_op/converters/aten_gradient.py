@@ -5,11 +5,13 @@ C++ first and, when that fails, the Python registry by op type; `install` regist
 for "ATen" there. It handles exactly these forms (exactly these arguments, inputs and outputs):
 
 - ``cumsum`` (``dim``): the gradient is the reverse cumsum of the output's gradient (flip, cumsum, flip);
-- ``cumprod`` (``dim``): torch's own ``cumprod_backward(grad, input, output, dim)``, exact with zeros;
+- ``cumprod`` (``dim``): torch's own ``cumprod_backward(grad, input, output, dim)``, exact with zeros
+  (torch 1.8: ``cumprod_backward(grad, input, dim)``; older torch has none: `torch_versions`);
 - ``cummax`` / ``cummin`` (``dim``; outputs values, indices): torch's ``cummaxmin_backward(grad, input,
-  indices, dim)``, each gradient sent to the index that won (the indices output has no gradient);
+  indices, dim)`` as its ATen ops (masked_fill to zeros, scatter_add: each gradient sent to the index that
+  won; the indices output has no gradient);
 - ``logcumsumexp`` (``dim``): torch 1.10.2 has no ATen operator for its gradient, so it is built from
-  ATen's abs, log, gt/lt, logical_not, masked_fill, sub, logcumsumexp, flip, add, exp, isneginf/isposinf, cumsum,
+  ATen's abs, log, gt/lt/eq, logical_not, masked_fill, sub, logcumsumexp, flip, add, exp, cumsum,
   type_as, clamp_min, div and where: torch's log-space formula with PyLogCumSumExp's repairs (0 at
   x = -inf, the +inf limit) — see `_logcumsumexp_ops`;
 - ``flip`` (``dims``): flip the gradient the same way;
@@ -19,6 +21,9 @@ for "ATen" there. It handles exactly these forms (exactly these arguments, input
 For any other ATen op it raises the very exception Caffe2 raised before (same type and message).
 """
 from caffe2.python import core
+
+from ..torch_versions import has, require
+from .facts import LoweringError
 
 #: ATen operator -> (its argument names, its number of inputs, of outputs) for the forms differentiated here.
 _FORMS = {"cumsum": ({"dim"}, 1, 1), "cumprod": ({"dim"}, 1, 1), "logcumsumexp": ({"dim"}, 1, 1),
@@ -83,8 +88,9 @@ def _logcumsumexp_ops(step, x, y, grad, dim):
         summed = step.reversed_scan(sign + "_sum", shifted, "logcumsumexp", dim)
         parts.append(step(sign + "_exp", [step(sign + "_plus_x", [summed, x], operator="add")], operator="exp"))
     finite = step("finite", parts, operator="sub")
-    finite = step("zeroed", [finite, step("neg_inf", [x], operator="isneginf")], operator="masked_fill", value=0.0)
-    infinite = step("pos_inf", [x], operator="isposinf")
+    neg_inf = step("neg_inf", [x], operator="eq", other=float("-inf"))  # isneginf: an ATen operator from 1.7
+    finite = step("zeroed", [finite, neg_inf], operator="masked_fill", value=0.0)
+    infinite = step("pos_inf", [x], operator="eq", other=float("inf"))
     counts = step("inf_counts", [step("inf_count", [infinite], operator="cumsum", dim=dim), grad], operator="type_as")
     shares = step("shares", [grad, step("at_least_one", [counts], operator="clamp_min", min=1.0)], operator="div")
     return step(None, [infinite, step.reversed_scan("share_sum", shares, "cumsum", dim), finite], operator="where")
@@ -96,10 +102,16 @@ def _gradient_ops(operator, values, grad_out, grad_in, op, device):
         _logcumsumexp_ops(step, x, op.output[0], grad_out, values["dim"])
     elif operator == "cumsum":
         step.reversed_scan("rcumsum", grad_out, "cumsum", values["dim"], last=True)
-    elif operator == "cumprod":
+    elif operator == "cumprod" and has("aten cumprod_backward(grad, input, output)"):
         step(None, [grad_out, x, op.output[0]], operator="cumprod_backward", dim=values["dim"])
-    elif operator in ("cummax", "cummin"):
-        step(None, [grad_out, x, op.output[1]], operator="cummaxmin_backward", dim=values["dim"])
+    elif operator == "cumprod":
+        require("aten cumprod_backward(grad, input)", "the gradient of ATen cumprod (torch's cumprod_backward)",
+                LoweringError)
+        step(None, [grad_out, x], operator="cumprod_backward", dim=values["dim"])
+    elif operator in ("cummax", "cummin"):  # torch's cummaxmin_backward, an ATen operator only from 1.8
+        zeros = step("zeros", [grad_out, step("all", [op.output[1]], operator="ge", other=0.0)],
+                     operator="masked_fill", value=0.0)
+        step(None, [zeros, op.output[1], grad_out], operator="scatter_add", dim=values["dim"])
     elif operator == "flip":
         step(None, [grad_out], operator="flip", dims=values["dims"])
     elif operator == "roll":

@@ -94,13 +94,13 @@ def _matrix(emitter, matrix):
     return emitter.step("GivenTensorFill", [], values=matrix.ravel().tolist(), shape=list(matrix.shape))
 
 
-def _whole_blocks(emitter, blob, axis, length, owned, dtype=FLOAT32):
+def _whole_blocks(emitter, blob, axis, rank, length, owned, dtype=FLOAT32):
     """(blob, owned, block size, blocks): ``blob`` padded with zeros along ``axis`` to whole blocks when the
     length has no divisor in `BLOCK_SIZES` (zeros at the end change no (reverse) running sum of the rest)."""
     size = block_size(length)
     blocks = -(-length // size)
     if blocks * size != length:
-        zeros = _zeros_like(emitter, _slicer(emitter, axis)(blob, 0, blocks * size - length), dtype)
+        zeros = _zeros_like(emitter, _slicer(emitter, axis, rank)(blob, 0, blocks * size - length), dtype)
         blob, owned = _concat(emitter, [blob, zeros], axis), True
     return blob, owned, size, blocks
 
@@ -114,19 +114,19 @@ def _last_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, dire
     exclusively the same way, one broadcast Add.
     """
     if length <= direct and dtype != FLOAT32:
-        return _lane_scan(emitter, blob, rank - 1, length, reverse, exclusive, dtype)
+        return _lane_scan(emitter, blob, rank - 1, rank, length, reverse, exclusive, dtype)
     if length <= direct:  # MatMul's gradient ignores axis_a: other ranks go through a 2-D Reshape
         rows, old = (blob, None) if rank == 2 else _reshape(emitter, blob, [-1, length], owned)
         out = emitter.step("MatMul", [rows, _matrix(emitter, triangular(length, reverse, exclusive))])
         return out if old is None else _reshape(emitter, out, old, owned=True)[0]
-    blob, owned, size, blocks = _whole_blocks(emitter, blob, rank - 1, length, owned, dtype)
+    blob, owned, size, blocks = _whole_blocks(emitter, blob, rank - 1, rank, length, owned, dtype)
     rows, old = _reshape(emitter, blob, [-1, size], owned)
     if dtype == FLOAT32:
         within = emitter.step("MatMul", [rows, _matrix(emitter, triangular(size, reverse, exclusive))])
     else:
-        within = _lane_scan(emitter, rows, 1, size, reverse, exclusive, dtype)
+        within = _lane_scan(emitter, rows, 1, 2, size, reverse, exclusive, dtype)
     edge = 0 if reverse else size - 1
-    column = _slicer(emitter, 1)
+    column = _slicer(emitter, 1, 2)
     totals = column(within, edge, edge + 1)
     if exclusive:  # the block's total is its exclusive sum at the edge plus the edge entry
         totals = emitter.step("Add", [totals, column(rows, edge, edge + 1)])
@@ -136,7 +136,7 @@ def _last_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, dire
     # A new blob, not in place: the gradients of Slice and Add read ``within`` as it is at the end of the net.
     scanned = emitter.step("Add", [within, _reshape(emitter, offsets, [-1, 1], owned=True)[0]])
     scanned = _reshape(emitter, scanned, old, owned=True)[0]
-    return scanned if blocks * size == length else _slicer(emitter, rank - 1)(scanned, 0, length)
+    return scanned if blocks * size == length else _slicer(emitter, rank - 1, rank)(scanned, 0, length)
 
 
 def _first_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, direct=DIRECT):
@@ -151,13 +151,13 @@ def _first_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, dir
         matrix = _matrix(emitter, np.ascontiguousarray(triangular(length, reverse, exclusive).T))
         out = emitter.step("MatMul", [matrix, blob], axis_b=1)
         return out if rank == 2 else _reshape(emitter, out, emitter.step("Shape", [blob]), owned=True)[0]
-    blob, owned, size, blocks = _whole_blocks(emitter, blob, 0, length, owned)
+    blob, owned, size, blocks = _whole_blocks(emitter, blob, 0, rank, length, owned)
     grouped, old = _reshape(emitter, blob, [blocks, size, -1], owned)
     lanes = _reshape(emitter, emitter.step("Transpose", [grouped], axes=[1, 0, 2]), [size, -1], owned=True)[0]
     matrix = _matrix(emitter, np.ascontiguousarray(triangular(size, reverse, exclusive).T))
     within = emitter.step("MatMul", [matrix, lanes])
     edge = 0 if reverse else size - 1
-    row = _slicer(emitter, 0)
+    row = _slicer(emitter, 0, 2)
     totals = row(within, edge, edge + 1)
     if exclusive:  # the block's total is its exclusive sum at the edge plus the edge entry
         totals = emitter.step("Add", [totals, row(lanes, edge, edge + 1)])
@@ -167,7 +167,7 @@ def _first_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, dir
     scanned = emitter.step("Add", [within, _reshape(emitter, offsets, [1, -1], owned=True)[0]])
     scanned = _reshape(emitter, scanned, [size, blocks, -1], owned=True)[0]
     scanned = _reshape(emitter, emitter.step("Transpose", [scanned], axes=[1, 0, 2]), old, owned=True)[0]
-    return scanned if blocks * size == length else _slicer(emitter, 0)(scanned, 0, length)
+    return scanned if blocks * size == length else _slicer(emitter, 0, rank)(scanned, 0, length)
 
 
 def _assert(emitter, blob, values, message):
@@ -187,9 +187,14 @@ def _check_rank_and_length(emitter, blob, rank, axis, length, where):
         "length{}".format(where, length, axis, where.blob_in, again)))
 
 
-def _slicer(emitter, axis):
+def _slicer(emitter, axis, rank):
+    """take(blob, start, end): the entries start:end along ``axis`` of a rank-``rank`` blob (starts and ends for
+    every dimension: Caffe2's Slice before torch 1.8 misreads shorter ones)."""
+    after = rank - axis - 1
+
     def take(blob, start, end):
-        return emitter.step("Slice", [blob], starts=[0] * axis + [start], ends=[-1] * axis + [end])
+        return emitter.step("Slice", [blob], starts=[0] * axis + [start] + [0] * after,
+                            ends=[-1] * axis + [end] + [-1] * after)
     return take
 
 
@@ -204,9 +209,9 @@ def _concat(emitter, parts, axis):
     return out
 
 
-def _lane_scan(emitter, blob, axis, length, reverse, exclusive, dtype, combine="Add"):
-    """Hillis–Steele along ``axis`` (``length`` long), then the one-entry shift of ``exclusive``."""
-    take = _slicer(emitter, axis)
+def _lane_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype, combine="Add"):
+    """Hillis–Steele along ``axis`` of a rank-``rank`` blob (``length`` long), then ``exclusive``'s shift."""
+    take = _slicer(emitter, axis, rank)
     current = _hillis_steele(emitter, take, combine, blob, length, axis, reverse)
     if exclusive and length > 0:  # shift by one; the slices keep a gradient path even when n == 1
         zero = _zeros_like(emitter, take(current, 0, 1), dtype)
@@ -273,7 +278,7 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
         current = _last_axis_scan(emitter, current, rank, length, spec.reverse, spec.exclusive, current != blob_in,
                                   dtype=dtype)
     else:
-        current = _lane_scan(emitter, current, axis, length, spec.reverse, spec.exclusive, dtype,
+        current = _lane_scan(emitter, current, axis, rank, length, spec.reverse, spec.exclusive, dtype,
                              PORTABLE_SCAN_OPERATORS[scan])
     if rank_zero:
         current = emitter.step("Squeeze", [current], dims=[0])

@@ -9,6 +9,8 @@ torch does not scan on CPU, go through float32 and int32 exactly).
 The gradient sends each output gradient to the index that won: ``grad_x = 0; grad_x[indices[i]] +=
 grad_values[i]`` along the axis (torch's scatter_add), so it needs the indices and nothing else of x.
 
+torch before 1.5 has no cummax / cummin: there `sequential_extremum` takes one numpy step per position.
+
 >>> import numpy as np
 >>> from pycumsum_op.kernels.spec import ScanSpec
 >>> values, indices = cummax_forward(np.array([1., 3., 3., 2.]), ScanSpec("PyCumMax", axis=0))
@@ -25,8 +27,9 @@ from typing import Callable, Optional, Tuple
 import numpy as np
 import torch
 
+from ..torch_versions import has
 from . import compiled, engine
-from .flagged import as_lanes, as_tensor, forward_path, gradient_compute_dtype
+from .flagged import along, as_lanes, as_tensor, forward_path, gradient_compute_dtype
 from .spec import ScanPlan, ScanSpec, gradient_dtype
 
 #: input dtype -> the dtype torch scans it in (exactly: every value is representable).
@@ -34,6 +37,30 @@ COMPUTE_DTYPES = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.uint16
 #: The input dtypes accepted (those Caffe2 blobs hold; torch scans every one of them, or its COMPUTE_DTYPES).
 INPUT_DTYPES = tuple(np.dtype(t) for t in (np.bool_, np.uint8, np.int8, np.int16, np.uint16, np.int32, np.int64,
                                            np.float16, np.float32, np.float64))
+
+
+def sequential_extremum(maximum: bool, tensor: torch.Tensor, axis: int, out=None):
+    """torch.cummax (``maximum``) / torch.cummin of a non-empty tensor, (values, indices) [into ``out``]: a
+    NaN wins and stays until the next NaN, a tie goes to the later element."""
+    x = tensor.numpy()
+    values, indices = np.empty_like(x), np.empty(x.shape, np.int64)
+    best = np.array(x[along(axis, 0)])  # an array also where the lanes are one element (1-d x)
+    winner = np.zeros(best.shape, np.int64)
+    for position in range(x.shape[axis]):
+        current = x[along(axis, position)]
+        wins = np.asarray((current != current) | ((best == best) & (current >= best if maximum else current <= best)))
+        np.copyto(best, current, where=wins)
+        winner[wins] = position
+        values[along(axis, position)], indices[along(axis, position)] = best, winner
+    found = torch.from_numpy(values), torch.from_numpy(indices)
+    if out is None:
+        return found
+    return out[0].copy_(found[0]), out[1].copy_(found[1])
+
+
+#: torch.cummax / torch.cummin, or their numpy forms on torch < 1.5.
+TORCH_CUMMAX = torch.cummax if has("torch.cummax") else partial(sequential_extremum, True)
+TORCH_CUMMIN = torch.cummin if has("torch.cummax") else partial(sequential_extremum, False)
 
 
 def plan_extremum(spec: ScanSpec, x: np.ndarray) -> ScanPlan:
@@ -98,13 +125,13 @@ def _extremum_backward(forward: Callable, grad_y: np.ndarray, x: np.ndarray, spe
 def cummax_forward(x: np.ndarray, spec: ScanSpec, out: Optional[Tuple[np.ndarray, np.ndarray]] = None,
                    plan: Optional[ScanPlan] = None) -> Tuple[np.ndarray, np.ndarray]:
     """(values, indices) = torch.cummax(x) along ``spec.axis``, into ``out`` (allocated when None)."""
-    return _extremum_forward(torch.cummax, x, spec, out, plan)
+    return _extremum_forward(TORCH_CUMMAX, x, spec, out, plan)
 
 
 def cummin_forward(x: np.ndarray, spec: ScanSpec, out: Optional[Tuple[np.ndarray, np.ndarray]] = None,
                    plan: Optional[ScanPlan] = None) -> Tuple[np.ndarray, np.ndarray]:
     """(values, indices) = torch.cummin(x) along ``spec.axis``, into ``out`` (allocated when None)."""
-    return _extremum_forward(torch.cummin, x, spec, out, plan)
+    return _extremum_forward(TORCH_CUMMIN, x, spec, out, plan)
 
 
 cummax_backward = partial(_extremum_backward, cummax_forward)

@@ -14,6 +14,9 @@ torch 1.10.2 returns NaN:
 - x[j] = +inf: y[i] is +inf from the first +inf on; the weight of each +inf element in y[i] is the
   limit 1/m[i], m[i] the number of +inf elements up to i (finite elements get 0).
 
+torch before 1.9 returns NaN after a leading -inf (and torch before 1.6 has no logcumsumexp): there
+`inclusive_logcumsumexp` is numpy's sequential ``logaddexp.accumulate`` in float64.
+
 >>> import numpy as np
 >>> from pycumsum_op.kernels.spec import ScanSpec
 >>> spec = ScanSpec("PyLogCumSumExp", axis=0)
@@ -27,11 +30,21 @@ from typing import Optional
 import numpy as np
 import torch
 
+from ..torch_versions import has
 from .flagged import flip, reversed_cumsum, run_gradient, scan_forward
 from .spec import ScanPlan, ScanSpec, gradient_dtype
 
 #: The input dtypes accepted (torch.logcumsumexp's floating types, and float16).
 INPUT_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64))
+
+
+def inclusive_logcumsumexp(tensor: torch.Tensor, axis: int, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """torch.logcumsumexp(tensor, axis[, out=]) where torch's is exact at -inf (torch >= 1.9), else numpy's
+    sequential logaddexp in float64, rounded once to the tensor's dtype."""
+    if has("torch.logcumsumexp -inf"):
+        return torch.logcumsumexp(tensor, axis) if out is None else torch.logcumsumexp(tensor, axis, out=out)
+    result = torch.from_numpy(np.logaddexp.accumulate(tensor.numpy().astype(np.float64), axis=axis))
+    return result.to(tensor.dtype) if out is None else out.copy_(result)
 
 
 def plan_logcumsumexp(spec: ScanSpec, x: np.ndarray) -> ScanPlan:
@@ -47,11 +60,11 @@ def logcumsumexp_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray
     if out is None:
         out = np.empty(x.shape, plan.result_dtype)
     source = x if x.dtype != np.float16 else x.astype(np.float64)
-    return scan_forward(torch.logcumsumexp, source, out, plan.axis, spec.exclusive, spec.reverse, -np.inf)
+    return scan_forward(inclusive_logcumsumexp, source, out, plan.axis, spec.exclusive, spec.reverse, -np.inf)
 
 
 def _reversed_logcumsumexp(tensor: torch.Tensor, axis: int) -> torch.Tensor:
-    return flip(flip(tensor, axis).logcumsumexp(axis), axis)
+    return flip(inclusive_logcumsumexp(flip(tensor, axis), axis), axis)
 
 
 def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int,
@@ -59,7 +72,7 @@ def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int,
     """grad_x of y = logcumsumexp(x, axis): finite wherever grad_y and x are not NaN (y is recomputed
     when not given)."""
     if y is None:
-        y = torch.logcumsumexp(x, axis)
+        y = inclusive_logcumsumexp(x, axis)
     nothing = torch.full((), -np.inf, dtype=x.dtype)
     log_positive = torch.where(grad_y > 0, grad_y.abs().log(), nothing) - y
     log_negative = torch.where(grad_y < 0, grad_y.abs().log(), nothing) - y
@@ -68,7 +81,7 @@ def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int,
     grad_x = torch.where(x == -np.inf, torch.zeros((), dtype=x.dtype), grad_x)
     infinite = x == np.inf
     if bool(infinite.any()):
-        shares = grad_y / torch.cumsum(infinite, axis).clamp(min=1).to(x.dtype)
+        shares = grad_y / torch.cumsum(infinite.long(), axis).clamp(min=1).to(x.dtype)
         grad_x = torch.where(infinite, reversed_cumsum(shares, axis), grad_x)
     return grad_x
 
