@@ -195,7 +195,8 @@ def count_pickled_ops(net, depth=0):
                 total += inner_count
             # recurrent_network_op.h: RecurrentNetwork reads step_net, its gradient backward_step_net, and the
             # gradient maker copies every forward argument: any text in a *_net argument may be a net
-            if (arg.name == "net" or arg.name.endswith("_net")) and arg.s and not arg.HasField("n"):
+            name = arg.name.decode("latin-1") if isinstance(arg.name, bytes) else arg.name  # invalid UTF-8: bytes
+            if (name == "net" or name.endswith("_net")) and arg.s and not arg.HasField("n"):
                 try:
                     inner = text_format.Parse(arg.s.decode("latin-1"), caffe2_pb2.NetDef())
                 except Exception:
