@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import onnx
 import pytest
+import torch
 from caffe2.proto import caffe2_pb2
 from caffe2.python import core
 from hypothesis import given, settings, strategies as st
@@ -18,6 +19,7 @@ from onnx import TensorProto, helper
 
 import pycumsum_op  # noqa: F401 (net.PyCumSum)
 from pycumsum_op import UnsafeNetError, input_limits, load_net, verify_net
+from pycumsum_op.input_limits import InputTooLarge
 from pycumsum_op._safe_unpickle import MAX_HASHED_NODES, RefusedPickle, inspect_builder
 from pycumsum_op.serialization import MAX_PROBLEMS
 from pycumsum_op.onnx import prepare
@@ -338,3 +340,22 @@ def test_a_text_step_net_over_the_text_cap_cannot_be_checked_so_is_refused(monke
     with pytest.raises(UnsafeNetError, match="step_net: Caffe2 may read this argument as a text NetDef, and it cannot be "
                                              "checked: the text net is {} bytes".format(len(step))):
         verify_net(net)
+
+
+def test_the_installed_stock_backend_checks_the_caps_before_it_allocates(monkeypatch):
+    """After install(), Caffe2's own prepare refuses declared sizes over the cap too (a cap of 96 bytes and a
+    100-float input: harmless to allocate should the check be missing)."""
+    import caffe2.python.onnx.backend as stock
+
+    import pycumsum_op.onnx
+    pycumsum_op.onnx.install()
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "capped",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [100])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [100])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_TENSOR_BYTES", "96")
+    with pytest.raises(InputTooLarge, match="PYCUMSUM_OP_MAX_TENSOR_BYTES"):
+        stock.prepare(model)
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_TENSOR_BYTES", "400")
+    x = np.linspace(-1, 1, 100).astype(np.float32)
+    np.testing.assert_array_equal(stock.prepare(model).run([x])[0], torch.relu(torch.from_numpy(x)).numpy())

@@ -186,10 +186,13 @@ def verify_translation(*netdefs) -> None:
 
 
 def _checked_conversion(convert):
-    """``_onnx_model_to_caffe2_net`` (a classmethod's function) that refuses Python-op nodes before the
-    translation and verifies both nets after it."""
+    """``_onnx_model_to_caffe2_net`` (a classmethod's function) that refuses Python-op nodes and tensors over
+    the size caps (`check_model`) before the translation, and verifies both nets after it. Caffe2's
+    ``prepare`` translates before it allocates the model's inputs, so the caps hold for every backend
+    that translates through it."""
     def checked(cls, onnx_model, device, opset_version, include_initializers):
         refuse_python_nodes(onnx_model.graph)
+        check_model(onnx_model)
         init_net, predict_net = convert(cls, onnx_model, device, opset_version, include_initializers)
         verify_translation(init_net, predict_net)
         return init_net, predict_net
@@ -306,7 +309,7 @@ class CumSumBackend(Caffe2Backend):
             raise ValueError("pycumsum_op.onnx.prepare: unknown lower={!r}; use None (PyCumSum) or a lowering "
                              "target: {}".format(lower, ", ".join(repr(name) for name in sorted(TARGETS))))
         refuse_python_nodes(model.graph)  # before onnx's checker and shape inference see the model
-        check_model(model)  # sizes capped and no external data before the backend allocates anything
+        check_model(model)  # external data refused before onnx's checker reads it; the translation checks again
         nested = _nested_cumsum(model.graph)
         if nested:
             raise ValueError("pycumsum_op.onnx.prepare: CumSum inside subgraphs ({}) is not supported: "
