@@ -1,7 +1,8 @@
 #!/bin/bash
 # The version matrix: for each torch/CPython combination, a venv under .matrix/ (gitignored) holding that
 # torch wheel and an older numpy where the wheel's era had one (the user's environment), then this package
-# installed from source with the venv's own pip (`pip install -U "pip<24"`, `pip install .`), a check that
+# installed from a clean checkout of HEAD with the venv's own pip (`pip install -U "pip<24"`, `pip install
+# <checkout>`), a check that
 # torch and numpy were kept, the test tools of scripts/matrix-requirements.txt, and the test suite.
 # One summary line per combination at the end (also in .matrix/<combination>.result).
 #
@@ -57,7 +58,11 @@ for combination in $COMBINATIONS; do
     # The user's environment: this torch and numpy (setuptools as the venv made it).
     "$vpy" -m pip install --quiet "torch==$torch_version" "numpy==$numpy_version"
     before=$("$vpy" -m pip freeze | grep -iE '^(torch|numpy)==' | sort)
-    "$vpy" -m pip install --quiet --force-reinstall --no-deps . && "$vpy" -m pip install --quiet .
+    # A clean checkout of HEAD (git archive) per combination: no build directories shared between runs.
+    source="$MATRIX/$name.src"
+    rm -rf "$source" && mkdir -p "$source"
+    git archive HEAD | tar -x -C "$source"
+    "$vpy" -m pip install --quiet --force-reinstall --no-deps "$source" && "$vpy" -m pip install --quiet "$source"
     after=$("$vpy" -m pip freeze | grep -iE '^(torch|numpy)==' | sort)
     if [ "$before" != "$after" ]; then
       echo "pip install . changed the environment: before: $before; after: $after"
