@@ -61,6 +61,7 @@ import numpy as np
 import torch
 
 from . import compiled
+from .flagged import along
 
 #: Inputs smaller than this take the numpy path (a torch call costs more than it saves).
 SMALL_SIZE = 1 << 12
@@ -113,11 +114,6 @@ _add = np.add
 _copyto = np.copyto
 _cumsum = torch.cumsum
 _from_numpy = torch.from_numpy
-
-
-def _along(axis: int, index) -> tuple:
-    """An index tuple selecting ``index`` on ``axis`` and everything elsewhere."""
-    return (slice(None),) * axis + (index,)
 
 
 @functools.lru_cache(maxsize=512)
@@ -267,9 +263,9 @@ def _trivial_path(src, dst, axis, exclusive, accumulate_dtype):
 
 def _numpy_path(src, dst, axis, exclusive, accumulate_dtype):
     if exclusive:  # numpy copies the input first when in place
-        np.add.accumulate(src[_along(axis, slice(None, -1))], axis, accumulate_dtype,
-                          dst[_along(axis, slice(1, None))])
-        dst[_along(axis, 0)] = 0
+        np.add.accumulate(src[along(axis, slice(None, -1))], axis, accumulate_dtype,
+                          dst[along(axis, slice(1, None))])
+        dst[along(axis, 0)] = 0
     else:
         np.add.accumulate(src, axis, accumulate_dtype, dst)
 
