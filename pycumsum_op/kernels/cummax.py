@@ -30,7 +30,7 @@ import torch
 from ..torch_versions import has
 from . import compiled, engine
 from .flagged import along, as_lanes, as_tensor, forward_path, gradient_compute_dtype
-from .spec import ScanPlan, ScanSpec, gradient_dtype
+from .spec import ScanPlan, ScanSpec, backward_plan_and_out
 
 #: input dtype -> the dtype torch scans it in (exactly: every value is representable).
 COMPUTE_DTYPES = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.uint16): np.dtype(np.int32)}
@@ -103,10 +103,7 @@ def _extremum_backward(forward: Callable, grad_y: np.ndarray, x: np.ndarray, spe
     ``x`` gives the shape and the gradient's dtype (its values are used only when ``indices``, the
     forward's second output, is not given); ``out`` may be ``grad_y``.
     """
-    if plan is None:
-        plan = spec.plan(grad_y)
-    if out is None:
-        out = np.empty(grad_y.shape, gradient_dtype(x.dtype, grad_y.dtype))
+    plan, out = backward_plan_and_out(spec, grad_y, x, out, plan)
     if indices is None:
         indices = forward(x, spec)[1]
     if grad_y.size == 0:

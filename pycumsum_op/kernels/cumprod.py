@@ -26,7 +26,7 @@ import torch
 
 from . import compiled, engine
 from .flagged import reversed_cumsum, run_gradient, scan_forward
-from .spec import ScanPlan, ScanSpec, gradient_dtype
+from .spec import ScanPlan, ScanSpec, backward_plan_and_out
 
 #: result dtype -> the dtype torch.cumprod runs in (it accumulates int32 in int64, and has no float16).
 COMPUTE_DTYPES = {np.dtype(np.float16): np.dtype(np.float64), np.dtype(np.int32): np.dtype(np.int64)}
@@ -78,8 +78,5 @@ def cumprod_backward(grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec, out: Opt
     ``grad_y``) in the input's dtype for floating inputs, else in grad_y's. ``y``, the forward's
     output, saves recomputing it (used unless exclusive, or of another dtype than the computation).
     """
-    if plan is None:
-        plan = spec.plan(grad_y)
-    if out is None:
-        out = np.empty(grad_y.shape, gradient_dtype(x.dtype, grad_y.dtype))
+    plan, out = backward_plan_and_out(spec, grad_y, x, out, plan)
     return run_gradient(_inclusive_gradient, grad_y, x, out, plan.axis, spec.exclusive, spec.reverse, y)

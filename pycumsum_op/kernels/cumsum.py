@@ -21,7 +21,7 @@ import numpy as np
 
 from . import engine
 from .engine import scan
-from .spec import ScanPlan, ScanSpec, gradient_dtype
+from .spec import ScanPlan, ScanSpec, backward_plan_and_out
 
 
 def cumsum_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
@@ -64,9 +64,6 @@ def cumsum_backward(grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec, out: Opti
     taken in the accumulation dtype and cast once, into ``out`` (may be ``grad_y``);
     ``plan`` is ``spec.plan(grad_y)`` when the caller has it.
     """
-    if plan is None:
-        plan = spec.plan(grad_y)
-    if out is None:
-        out = np.empty(grad_y.shape, gradient_dtype(x.dtype, grad_y.dtype))
+    plan, out = backward_plan_and_out(spec, grad_y, x, out, plan)
     scan(grad_y, out, plan.axis, spec.exclusive, not spec.reverse, plan.accumulate_dtype)
     return out

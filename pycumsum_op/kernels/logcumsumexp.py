@@ -32,7 +32,7 @@ import torch
 
 from ..torch_versions import has
 from .flagged import flip, reversed_cumsum, run_gradient, scan_forward
-from .spec import ScanPlan, ScanSpec, gradient_dtype
+from .spec import ScanPlan, ScanSpec, backward_plan_and_out
 
 #: The input dtypes accepted (torch.logcumsumexp's floating types, and float16).
 INPUT_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64))
@@ -93,8 +93,5 @@ def logcumsumexp_backward(grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec, out
     Computed in float64 (float32 when the gradient is float32), written into ``out`` (may be ``grad_y``).
     ``y``, the forward's output, saves recomputing it (used unless exclusive, or of another dtype).
     """
-    if plan is None:
-        plan = spec.plan(grad_y)
-    if out is None:
-        out = np.empty(grad_y.shape, gradient_dtype(x.dtype, grad_y.dtype))
+    plan, out = backward_plan_and_out(spec, grad_y, x, out, plan)
     return run_gradient(_inclusive_gradient, grad_y, x, out, plan.axis, spec.exclusive, spec.reverse, y)

@@ -80,6 +80,16 @@ def gradient_dtype(x_dtype: np.dtype, grad_y_dtype: np.dtype) -> np.dtype:
     return np.dtype(x_dtype) if np.dtype(x_dtype).kind == "f" else np.dtype(grad_y_dtype)
 
 
+def backward_plan_and_out(spec, grad_y: np.ndarray, x: np.ndarray, out=None, plan=None):
+    """The prologue every scan's backward shares: ``(plan, out)``, with ``plan`` made by
+    ``spec.plan(grad_y)`` and ``out`` a new array in `gradient_dtype` where the caller gave none."""
+    if plan is None:
+        plan = spec.plan(grad_y)
+    if out is None:
+        out = np.empty(grad_y.shape, gradient_dtype(x.dtype, grad_y.dtype))
+    return plan, out
+
+
 class ScanPlan(NamedTuple):
     """A checked scan over one input: where, and in which dtypes."""
     axis: int                 # normalised, 0 <= axis < max(ndim, 1)
