@@ -63,7 +63,7 @@ except ImportError as error:  # torch <= 1.9's backend imports onnx.optimizer, w
                                 onnx.__version__))) from None
 from ..ops.net_ops import cumsum as _net_cumsum
 from ..serialization import BUILDER_ARGS, PYTHON_OP_TYPES, NetProblem, UnsafeNetError, verify_net
-from .model_input import check_model, load_zip_archive
+from .model_input import check_model, check_tensors, load_zip_archive
 
 #: ONNX element types CumSum may get -> PyCumSum's dtype= that keeps the result in that type.
 CUMSUM_DTYPES = {
@@ -309,7 +309,7 @@ class CumSumBackend(Caffe2Backend):
             raise ValueError("pycumsum_op.onnx.prepare: unknown lower={!r}; use None (PyCumSum) or a lowering "
                              "target: {}".format(lower, ", ".join(repr(name) for name in sorted(TARGETS))))
         refuse_python_nodes(model.graph)  # before onnx's checker and shape inference see the model
-        check_model(model)  # external data refused before onnx's checker reads it; the translation checks again
+        check_tensors(model)  # external data refused before onnx's checker opens it; sizes: the translation
         nested = _nested_cumsum(model.graph)
         if nested:
             raise ValueError("pycumsum_op.onnx.prepare: CumSum inside subgraphs ({}) is not supported: "

@@ -179,15 +179,22 @@ def _itemsize(elem_type: int) -> int:
     return 8 if dtype is None or dtype.kind == "O" else dtype.itemsize
 
 
-def check_model(model) -> None:
-    """`ExternalDataError` for a tensor still pointing at external data; `InputTooLarge` for a declared
-    or inferred tensor over ``PYCUMSUM_OP_MAX_TENSOR_BYTES`` (see the module)."""
+def check_tensors(model) -> None:
+    """`ExternalDataError` for a tensor still pointing at external data; `InputTooLarge` for a tensor the
+    model holds over ``PYCUMSUM_OP_MAX_TENSOR_BYTES``. Reads no file and infers no shape (cheap enough
+    to run before onnx's checker, which would try to open the external file)."""
     for tensor in _graph_tensors(model.graph):
         where = "ONNX tensor {!r}".format(tensor.name[:200])
         if _external(tensor):
             raise ExternalDataError("{} keeps its data in an external file, which is read only by "
                                     "pycumsum_op.onnx.load_model(path) (from the model's folder)".format(where))
         check_tensor(tensor.dims, _itemsize(tensor.data_type), where)
+
+
+def check_model(model) -> None:
+    """`check_tensors`, then `InputTooLarge` for a declared or inferred value over
+    ``PYCUMSUM_OP_MAX_TENSOR_BYTES`` (see the module)."""
+    check_tensors(model)
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:  # as Caffe2's backend: go on with the shapes the model declares
