@@ -3,9 +3,11 @@
 Each cap has a default and an environment variable that overrides it (a whole number of bytes, read
 on every check, so a running program can change it):
 
-- ``PYCUMSUM_OP_MAX_INPUT_BYTES`` (default 8 MiB): a binary net file or bytes (`load_net`), an
-  ONNX model file and all its external data together (`pycumsum_op.onnx.load_model`); protobuf
-  holds a message made of empty ops in about 100 bytes of memory per byte of input;
+- ``PYCUMSUM_OP_MAX_INPUT_BYTES`` (default 1 GiB): a binary net file or bytes (`load_net`), an
+  ONNX model file and all its external data together (`pycumsum_op.onnx.load_model`);
+- ``PYCUMSUM_OP_MAX_PARSE_BYTES`` (default 2 GiB): the memory such a binary net or ONNX model would take
+  once parsed, counted from its bytes before parsing (`pycumsum_op.wire_census`): protobuf holds a
+  message made of empty ops in about 100 bytes of memory per byte of input, weights in about one;
 - ``PYCUMSUM_OP_MAX_TEXT_BYTES`` (default 1 MiB): one text net: a .pbtxt file, or a text step net
   inside another net's arguments, parsed in Python at a few microseconds per byte;
 - ``PYCUMSUM_OP_MAX_TENSOR_BYTES`` (default 1 GiB): one tensor whose size an input declares: an ONNX
@@ -15,16 +17,19 @@ on every check, so a running program can change it):
 A value over its cap raises `InputTooLarge` (a ValueError) naming what, its size, the cap and the
 variable; an unreadable variable raises ValueError: nothing falls back to "no limit".
 
->>> check_size(20 * 2 ** 20, "net 'big.pb'")
+>>> check_size(2 ** 31, "net 'big.pb'")
 Traceback (most recent call last):
 ...
-pycumsum_op.input_limits.InputTooLarge: net 'big.pb' is 20971520 bytes, more than the 8388608 allowed (PYCUMSUM_OP_MAX_INPUT_BYTES)
+pycumsum_op.input_limits.InputTooLarge: net 'big.pb' is 2147483648 bytes, more than the 1073741824 allowed (PYCUMSUM_OP_MAX_INPUT_BYTES)
 """
 import os
 
+from .wire_census import TooManyFields, census
+
 #: environment variable -> default cap in bytes
 DEFAULTS = {
-    "PYCUMSUM_OP_MAX_INPUT_BYTES": 8 * 2 ** 20,
+    "PYCUMSUM_OP_MAX_INPUT_BYTES": 2 ** 30,
+    "PYCUMSUM_OP_MAX_PARSE_BYTES": 2 ** 31,
     "PYCUMSUM_OP_MAX_TEXT_BYTES": 2 ** 20,
     "PYCUMSUM_OP_MAX_TENSOR_BYTES": 2 ** 30,
 }
@@ -53,6 +58,21 @@ def check_size(size: int, what: str, variable: str = "PYCUMSUM_OP_MAX_INPUT_BYTE
     cap = limit(variable)
     if size > cap:
         raise InputTooLarge("{} is {} bytes, more than the {} allowed ({})".format(what, size, cap, variable))
+
+
+def check_parse(data: bytes, message_class, what: str) -> None:
+    """Before ``message_class().ParseFromString(data)``: `InputTooLarge` when the parsed message would take
+    more than ``PYCUMSUM_OP_MAX_PARSE_BYTES`` of memory, ValueError for bytes that cannot be such a
+    message (`pycumsum_op.wire_census.census`)."""
+    try:
+        found = census(data, message_class.DESCRIPTOR, what)
+    except TooManyFields as error:
+        raise InputTooLarge(str(error)) from None
+    cap = limit("PYCUMSUM_OP_MAX_PARSE_BYTES")
+    if found.memory > cap:
+        raise InputTooLarge("{} ({} bytes, {} fields) would take about {} bytes of memory once parsed, more than "
+                            "the {} allowed (PYCUMSUM_OP_MAX_PARSE_BYTES)".format(
+                                what, len(data), found.fields, found.memory, cap))
 
 
 def check_tensor(dims, itemsize: int, what: str) -> None:

@@ -27,7 +27,6 @@ atomically.
 import errno
 import os
 import re
-import warnings
 from typing import List, NamedTuple, Optional, Tuple
 
 from caffe2.proto import caffe2_pb2
@@ -37,7 +36,8 @@ from google.protobuf.message import DecodeError
 from ._atomic_files import write_atomically
 from ._safe_unpickle import MAX_PICKLE_BYTES, RefusedPickle, inspect_builder  # noqa: F401 (public here)
 from ._text_format import TextNetError, parse_text_netdef
-from .input_limits import check_size
+from .input_limits import InputTooLarge, check_parse, check_size
+from .wire_census import UnreadableMessage
 
 #: Op types whose constructor unpickles ``pickled_builder`` / ``pickled_grad_builder``.
 PYTHON_OP_TYPES = frozenset(["Python", "PythonGradient", "PythonDLPack", "PythonDLPackGradient"])
@@ -337,18 +337,17 @@ def is_text_path(path) -> bool:
     return os.fspath(path).lower().endswith(_TEXT_SUFFIXES)
 
 
-def _parse_binary(data: bytes, netdef: caffe2_pb2.NetDef) -> None:
-    """``ParseFromString`` that fails, quietly, unless all of ``data`` is a NetDef.
-
-    protobuf stops early at a stray end-group tag and only warns ("Unexpected end-group tag:
-    Not all data was converted"); a NetDef never has fields NetDef does not define.
+def _parse_binary(data: bytes, netdef: caffe2_pb2.NetDef, origin: str) -> None:
+    """``ParseFromString`` that fails unless all of ``data`` is a NetDef: `InputTooLarge` before parsing
+    when the NetDef would pass ``PYCUMSUM_OP_MAX_PARSE_BYTES`` of memory or `wire_census`'s field limits,
+    DecodeError for bytes that are no NetDef (the census refuses group tags, at which protobuf would stop
+    early with a warning) and for fields a NetDef does not define.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # reported below, as an error
-        consumed = netdef.ParseFromString(data)
-    if consumed != len(data):
-        raise DecodeError("only its first {} of {} bytes parse (then an unexpected end-group tag)".format(
-            consumed, len(data)))
+    try:
+        check_parse(data, caffe2_pb2.NetDef, origin)
+    except UnreadableMessage as error:
+        raise DecodeError(error.reason) from None
+    netdef.ParseFromString(data)
     if len(netdef.UnknownFields()):
         raise DecodeError("it has fields that a NetDef does not define")
 
@@ -370,8 +369,10 @@ def _parse(data: bytes, kind: Optional[str], origin: str) -> caffe2_pb2.NetDef:
     netdef = caffe2_pb2.NetDef()
     if kind in (None, "binary"):
         try:
-            _parse_binary(data, netdef)
+            _parse_binary(data, netdef, origin)
             return netdef
+        except InputTooLarge:
+            raise
         except (DecodeError, RuntimeError, ValueError) as error:
             errors.append("as binary: {}".format(error))
     raise ValueError("could not parse {} as a Caffe2 NetDef ({})".format(origin, "; ".join(errors)))

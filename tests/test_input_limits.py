@@ -141,6 +141,8 @@ def inputs(tmp_path_factory):
     put("long_string_5mb.pbtxt", b'name: "' + b"a" * (5 * 2 ** 20) + b'" op { type: "Relu" input: "x" output: "y" }')
     put("text_20mb.pbtxt", b"# " + b"x" * (20 * 2 ** 20) + b"\nname: 'n'")
     put("huge_dims.onnx", huge_dims_model().SerializeToString())
+    put("empty_ops_16mb.pb", b"\x12\x00" * (8 * 2 ** 20))  # 8M empty ops: 1.74 GiB once parsed
+    put("empty_ops_16mb.onnx", b"\x3a\x00" * (8 * 2 ** 20))  # 8M empty graphs: as many messages
     net = core.Net("bounded_good")
     net.AddExternalOutput(net.PyCumSum("x", "y", axis=0))
     put("good.pb", net.Proto().SerializeToString())
@@ -165,6 +167,10 @@ def test_crafted_inputs_are_refused_within_10_s_and_2_gib(inputs, tmp_path):
         ("huge_dims_prepare", "prepare", [inputs["huge_dims.onnx"]]),
         ("huge_dims_cli", "cli", ["onnx", "import", inputs["huge_dims.onnx"], "--predict-net", out,
                                   "--init-net", str(tmp_path / "init.pb")]),
+        ("empty_ops_load_net", "load_net", [inputs["empty_ops_16mb.pb"]]),
+        ("empty_ops_cli", "cli", ["lower", inputs["empty_ops_16mb.pb"], "-o", out]),
+        ("empty_graphs_cli", "cli", ["onnx", "import", inputs["empty_ops_16mb.onnx"], "--predict-net", out,
+                                     "--init-net", str(tmp_path / "init.pb")]),
         ("export_dims_cli", "cli", ["onnx", "export", inputs["good.pb"], "--input", "x=float32:99999999999,99999",
                                     "-o", str(tmp_path / "m.onnx")]),
     ])
@@ -185,7 +191,12 @@ def test_crafted_inputs_are_refused_within_10_s_and_2_gib(inputs, tmp_path):
     assert report["text_5mb_cap_raised"]["grew_kib"] < 128 * 1024
     assert report["huge_dims_prepare"]["outcome"] == "InputTooLarge"
     assert "PYCUMSUM_OP_MAX_TENSOR_BYTES" in report["huge_dims_prepare"]["message"]
-    cli_reasons = {"bomb_cli_lower": hashed, "long_name_tokens_cli": "refusing net 'nnnn",
+    # 16 MiB of empty ops is refused from its bytes, before protobuf allocates 1.74 GiB for it
+    assert report["empty_ops_load_net"]["outcome"] == "InputTooLarge"
+    assert "has more than 2000000 fields" in report["empty_ops_load_net"]["message"]
+    assert report["empty_ops_load_net"]["grew_kib"] < 64 * 1024
+    cli_reasons = {"bomb_cli_lower": hashed, "empty_ops_cli": "has more than 2000000 fields",
+                   "empty_graphs_cli": "has more than 2000000 fields", "long_name_tokens_cli": "refusing net 'nnnn",
                    "text_20mb_cli": "more than the 1048576 allowed (PYCUMSUM_OP_MAX_TEXT_BYTES)",
                    "huge_dims_cli": "PYCUMSUM_OP_MAX_TENSOR_BYTES",
                    "export_dims_cli": "PYCUMSUM_OP_MAX_TENSOR_BYTES"}

@@ -430,7 +430,8 @@ def test_minidb_can_be_verified_before_anything_is_created(own_workspace, tmp_pa
 
 @pytest.mark.parametrize("data, reason", [
     (b"", "it is empty"),
-    (b"\n\x05model\x0c trailing garbage", "only its first 8 of 25 bytes parse"),  # name, then an end-group tag
+    (b"\n\x05model\x0c trailing garbage", "byte 7 holds an end-group tag (field 1), which no field of a "
+                                          "caffe2.NetDef is"),  # name, then an end-group tag
     (b"\x08\x01", "fields that a NetDef does not define"),
 ])
 def test_load_net_refuses_what_does_not_parse_completely_without_leaking_warnings(tmp_path, data, reason):

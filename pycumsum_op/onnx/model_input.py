@@ -24,7 +24,7 @@ import zipfile
 import onnx
 from onnx import TensorProto, mapping
 
-from ..input_limits import check_size, check_tensor
+from ..input_limits import check_parse, check_size, check_tensor
 
 
 class ExternalDataError(ValueError):
@@ -139,6 +139,7 @@ def load_model(path) -> onnx.ModelProto:
         check_size(status.st_size, "ONNX model {!r}".format(path))
         data = handle.read(status.st_size + 1)
     check_size(len(data), "ONNX model {!r}".format(path))
+    check_parse(data, onnx.ModelProto, "ONNX model {!r}".format(path))
     model = onnx.load_model_from_string(data)
     folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
     used = len(data)
@@ -159,7 +160,9 @@ def load_zip_archive(file):
         check_size(sum(member.file_size for member in members), "ONNX zip archive {!r}".format(str(file)[:200]))
         if "__MODEL_PROTO" not in archive.namelist():
             raise ValueError("ONNX zip archive {!r} has no __MODEL_PROTO member".format(str(file)[:200]))
-        model = onnx.load_model_from_string(archive.read("__MODEL_PROTO"))
+        data = archive.read("__MODEL_PROTO")
+        check_parse(data, onnx.ModelProto, "ONNX zip archive {!r}".format(str(file)[:200]))
+        model = onnx.load_model_from_string(data)
         raw_values = {member.filename: archive.read(member) for member in members
                       if member.filename != "__MODEL_PROTO"}
     return model, raw_values
