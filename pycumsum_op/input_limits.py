@@ -8,8 +8,9 @@ on every check, so a running program can change it):
 - ``PYCUMSUM_OP_MAX_PARSE_BYTES`` (default 2 GiB): the memory such a binary net or ONNX model would take
   once parsed, counted from its bytes before parsing (`pycumsum_op.wire_census`): protobuf holds a
   message made of empty ops in about 100 bytes of memory per byte of input, weights in about one;
-- ``PYCUMSUM_OP_MAX_TEXT_BYTES`` (default 1 MiB): one text net: a .pbtxt file, or a text step net
-  inside another net's arguments, parsed in Python at a few microseconds per byte;
+- ``PYCUMSUM_OP_MAX_TEXT_BYTES`` (default 1 MiB): one text net: a .pbtxt file; and the text step nets
+  inside one net's arguments, all together (`verify_net`); text is parsed in Python at a few
+  microseconds per byte;
 - ``PYCUMSUM_OP_MAX_TENSOR_BYTES`` (default 1 GiB): one tensor whose size an input declares: an ONNX
   model's inputs, outputs, initializers and inferred shapes (Caffe2's backend allocates its inputs
   when preparing), the shapes given to `pycumsum_op.onnx.export`.

@@ -36,7 +36,7 @@ from google.protobuf.message import DecodeError
 from ._atomic_files import write_atomically
 from ._safe_unpickle import MAX_PICKLE_BYTES, RefusedPickle, inspect_builder  # noqa: F401 (public here)
 from ._text_format import TextNetError, parse_text_netdef
-from .input_limits import InputTooLarge, check_parse, check_size
+from .input_limits import InputTooLarge, check_parse, check_size, limit
 from .wire_census import UnreadableMessage
 
 #: Op types whose constructor unpickles ``pickled_builder`` / ``pickled_grad_builder``.
@@ -156,12 +156,17 @@ def _nets_of(net) -> List[Tuple[str, caffe2_pb2.NetDef]]:
 
 class _Problems(list):
     """Keeps the first `MAX_PROBLEMS` problems appended and counts them all (``total``); counts the ops
-    read (``ops``) against `MAX_NET_OPS`."""
-    total = ops = 0
+    read (``ops``) against `MAX_NET_OPS` and the bytes of text nets parsed (``text``) against
+    ``PYCUMSUM_OP_MAX_TEXT_BYTES``: one net's text step nets together cost what one text net may."""
+    total = ops = text = 0
 
     def too_many_ops(self, count: int) -> bool:
         self.ops += count
         return self.ops > MAX_NET_OPS
+
+    def too_much_text(self, count: int) -> bool:
+        self.text += count
+        return self.text > limit("PYCUMSUM_OP_MAX_TEXT_BYTES")
 
     def append(self, problem) -> None:
         self.total += 1
@@ -212,7 +217,9 @@ def argument_form(op_type: str, name: str) -> Optional[str]:
 def nested_nets(op, where: str, index: int, problems: List[NetProblem]) -> List[NestedNet]:
     """Every net Caffe2 may create from an argument of ``op`` (its ``n`` and ``nets`` in any argument,
     text in the arguments `argument_form` names); what cannot be read exactly as Caffe2's C++ reads it
-    is appended to ``problems`` (labelled ``where``, op ``index``), never skipped."""
+    is appended to ``problems`` (labelled ``where``, op ``index``), never skipped. `verify_net`'s walk
+    (``problems`` a `_Problems`) parses text nets only while all it parsed stays within
+    ``PYCUMSUM_OP_MAX_TEXT_BYTES``; `lower` walks nets as given."""
     op_type, found = _text(op.type), []
     for arg in op.arg:
         name = _text(arg.name)
@@ -221,6 +228,12 @@ def nested_nets(op, where: str, index: int, problems: List[NetProblem]) -> List[
         found += [NestedNet(arg, "nets", position, inner) for position, inner in enumerate(arg.nets)]
         form = argument_form(op_type, name)
         if form == "netdef_or_text" and not arg.HasField("n") and arg.s:
+            if isinstance(problems, _Problems) and problems.too_much_text(len(arg.s)):
+                problems.append(NetProblem(where, index, op_type, name, None,
+                                           "Caffe2 may read this argument as a text NetDef, and it cannot be "
+                                           "checked: with it the net's text nets pass {} bytes in all "
+                                           "(PYCUMSUM_OP_MAX_TEXT_BYTES)".format(limit("PYCUMSUM_OP_MAX_TEXT_BYTES"))))
+                continue
             try:
                 found.append(NestedNet(arg, "s", 0, parse_text_netdef(arg.s)))
             except TextNetError as error:

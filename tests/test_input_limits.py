@@ -349,8 +349,25 @@ def test_a_text_step_net_over_the_text_cap_cannot_be_checked_so_is_refused(monke
     assert verify_net(net) == []
     monkeypatch.setenv("PYCUMSUM_OP_MAX_TEXT_BYTES", str(len(step) - 1))
     with pytest.raises(UnsafeNetError, match="step_net: Caffe2 may read this argument as a text NetDef, and it cannot be "
-                                             "checked: the text net is {} bytes".format(len(step))):
+                                             "checked: with it the net's text nets pass {} bytes in all".format(
+                                                 len(step) - 1)):
         verify_net(net)
+
+
+def test_the_text_cap_holds_for_all_text_step_nets_of_a_net_together(monkeypatch):
+    """Each step net within the cap, but not all of them: what is over is refused (a net of 1 GiB could
+    otherwise hold a thousand 1 MiB step nets, each parsed in seconds)."""
+    step = b'name: "step" op { type: "Relu" input: "x" output: "y" }'
+    net = caffe2_pb2.NetDef(name="rnns")
+    for _ in range(3):
+        net.op.add(type="RecurrentNetwork").arg.add(name="step_net", s=step)
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_TEXT_BYTES", str(3 * len(step)))
+    assert verify_net(net) == []
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_TEXT_BYTES", str(3 * len(step) - 1))
+    with pytest.raises(UnsafeNetError) as error:
+        verify_net(net)
+    assert [(problem.op_index, problem.arg) for problem in error.value.problems] == [(2, "step_net")]
+    assert "pass {} bytes in all (PYCUMSUM_OP_MAX_TEXT_BYTES)".format(3 * len(step) - 1) in str(error.value)
 
 
 def test_the_installed_stock_backend_checks_the_caps_before_it_allocates(monkeypatch):
