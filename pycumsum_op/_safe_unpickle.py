@@ -18,7 +18,8 @@ when the net is created. `inspect_builder` answers "what would that do?" safely:
   long int is hashed digit by digit, also on every use).
   Every value the unpickler would hash (a dict key, a set or frozenset item) is costed first, and
   the pickle is refused once that work passes `MAX_HASHED_NODES`, so unpickling never hashes
-  more than that many tuple elements;
+  more than that many tuple elements, or once it would insert more than `MAX_HASHED_KEYS` keys and
+  items (numbers hash without salt: n keys made to collide cost n * n / 2 comparisons);
 - `_RestrictedUnpickler.find_class` refuses any global that is not allowed. Allowed globals are
   *not imported*: the unpickler returns an inert `Global` placeholder, so REDUCE / INST / OBJ "call"
   the placeholder, which only records a `Call` (and refuses it unless the callable was listed as
@@ -52,6 +53,9 @@ MEMO_PUT_OPCODES = frozenset(["PUT", "BINPUT", "LONG_BINPUT"])
 MEMO_GET_OPCODES = frozenset(["GET", "BINGET", "LONG_BINGET"])
 #: The most tuple elements the unpickler may hash (dict keys, set items) for one pickle.
 MAX_HASHED_NODES = 100000
+#: The most dict keys and set items one pickle may make the unpickler insert (a builder's kwargs hold a
+#: few). Numbers hash without salt, so n colliding keys cost n * n / 2 comparisons: 1024 cost ~0.03 s.
+MAX_HASHED_KEYS = 1024
 #: Opcodes whose stack slice the unpickler hashes: the dict keys (every other item) or every set item.
 _HASHED_SLICES = {"SETITEM": 2, "SETITEMS": 2, "DICT": 2, "ADDITEMS": 1, "FROZENSET": 1}
 
@@ -172,7 +176,7 @@ class _Stack(object):
     placeholders hash by identity); refuses the pickle once hashing would pass the budget."""
 
     def __init__(self):
-        self.items, self.marks, self.memo, self.hashed = [], [], {}, 0
+        self.items, self.marks, self.memo, self.hashed, self.keys = [], [], {}, 0, 0
 
     def pop_slice(self, opcode, position) -> list:
         """The values above the topmost MARK, the MARK removed (``stackslice`` in pickletools' terms)."""
@@ -193,6 +197,11 @@ class _Stack(object):
         return self.items.pop()
 
     def hash_costs(self, costs, position) -> None:
+        self.keys += len(costs)
+        if self.keys > MAX_HASHED_KEYS:
+            raise RefusedPickle("makes the unpickler insert more than {} dict keys or set items by byte {} "
+                                "(MAX_HASHED_KEYS; a builder's keyword arguments are a few)".format(
+                                    MAX_HASHED_KEYS, position))
         self.hashed += sum(costs)
         if self.hashed > MAX_HASHED_NODES:
             raise RefusedPickle("makes the unpickler hash more than {} tuple elements by byte {} (keys built from "

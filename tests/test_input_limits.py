@@ -20,7 +20,8 @@ from onnx import TensorProto, helper
 import pycumsum_op  # noqa: F401 (net.PyCumSum)
 from pycumsum_op import UnsafeNetError, input_limits, load_net, verify_net
 from pycumsum_op.input_limits import InputTooLarge
-from pycumsum_op._safe_unpickle import MAX_HASHED_NODES, RefusedPickle, inspect_builder
+from pycumsum_op._safe_unpickle import (MAX_HASHED_KEYS, MAX_HASHED_NODES, MAX_PICKLE_BYTES, RefusedPickle,
+                                        inspect_builder)
 from pycumsum_op.serialization import MAX_PROBLEMS
 from pycumsum_op.onnx import prepare
 from pycumsum_op.ops.builders import BUILDERS, scan_forward
@@ -285,6 +286,25 @@ def test_fuzzed_shared_tuple_keys_are_refused_exactly_when_hashing_them_costs_to
     else:  # unpickled for real (keys hashed), then refused for what the kwargs hold
         with pytest.raises(RefusedPickle, match="holds builder kwargs with non-string keys"):
             inspect_builder(data, frozenset(BUILDERS))
+
+
+def colliding_keys_pickle(count: int) -> bytes:
+    """A builder pickle whose kwargs dict has ``count`` int keys that all hash to 0 (multiples of 2**61 - 1,
+    CPython's modulus for int hashes): inserting them costs count * count / 2 comparisons."""
+    keys = [index * (2 ** 61 - 1) for index in range(count)]
+    return pickle.dumps((scan_forward, (), dict.fromkeys(keys, 1)), protocol=2)
+
+
+def test_more_keys_than_a_builder_takes_are_refused_before_any_is_hashed():
+    data = colliding_keys_pickle(MAX_HASHED_KEYS + 1)
+    assert len(data) < MAX_PICKLE_BYTES
+    assert {hash(key) for key in pickle.loads(data)[2]} == {0}  # the oracle: these keys really collide
+    with pytest.raises(RefusedPickle, match=r"more than {} dict keys or set items .*\(MAX_HASHED_KEYS".format(
+            MAX_HASHED_KEYS)):
+        inspect_builder(data, frozenset(BUILDERS))
+    # at the limit the keys are hashed for real, then refused for what the kwargs hold
+    with pytest.raises(RefusedPickle, match="holds builder kwargs with non-string keys"):
+        inspect_builder(colliding_keys_pickle(MAX_HASHED_KEYS), frozenset(BUILDERS))
 
 
 # --- fuzzing NetDefs: the refusal's size does not grow with names or the number of problems -----------
