@@ -69,6 +69,9 @@ MAX_NET_DEPTH = 32
 MAX_PROBLEMS = 100
 #: The most ops, nested nets' included, `verify_net` reads in one call; a net with more is refused.
 MAX_NET_OPS = 1000000
+#: The most builder-pickle bytes `verify_net` reads in one call (its static pass takes a few microseconds
+#: per byte; pycumsum_op's pickles are ~150 bytes, so ~28,000 Python ops); the rest are refused unread.
+MAX_PICKLE_BYTES_TOTAL = 4 * 2 ** 20
 #: Names (of nets, ops, arguments) longer than this are cut in labels and messages.
 MAX_LABEL_NAME = 80
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")  # what str.splitlines splits on, and the like
@@ -156,13 +159,18 @@ def _nets_of(net) -> List[Tuple[str, caffe2_pb2.NetDef]]:
 
 class _Problems(list):
     """Keeps the first `MAX_PROBLEMS` problems appended and counts them all (``total``); counts the ops
-    read (``ops``) against `MAX_NET_OPS` and the bytes of text nets parsed (``text``) against
+    read (``ops``) against `MAX_NET_OPS`, the builder pickles' bytes (``pickled``) against
+    `MAX_PICKLE_BYTES_TOTAL` and the bytes of text nets parsed (``text``) against
     ``PYCUMSUM_OP_MAX_TEXT_BYTES``: one net's text step nets together cost what one text net may."""
-    total = ops = text = 0
+    total = ops = text = pickled = 0
 
     def too_many_ops(self, count: int) -> bool:
         self.ops += count
         return self.ops > MAX_NET_OPS
+
+    def too_many_pickle_bytes(self, count: int) -> bool:
+        self.pickled += count
+        return self.pickled > MAX_PICKLE_BYTES_TOTAL
 
     def too_much_text(self, count: int) -> bool:
         self.text += count
@@ -253,6 +261,11 @@ def _check_builders(where, index, op_type, pickled, callable_at_load, problems, 
     allowed = frozenset(BUILDERS) | callable_at_load
     builders = []
     for name, data in pickled:
+        if problems.too_many_pickle_bytes(len(data)):
+            problems.append(NetProblem(where, index, op_type, name, None,
+                                       "not read: with it the net's builder pickles pass {} bytes in all "
+                                       "(MAX_PICKLE_BYTES_TOTAL)".format(MAX_PICKLE_BYTES_TOTAL)))
+            continue
         try:
             info = inspect_builder(data, allowed, callable_at_load)
         except RefusedPickle as refused:

@@ -18,7 +18,7 @@ from hypothesis import given, settings, strategies as st
 from onnx import TensorProto, helper
 
 import pycumsum_op  # noqa: F401 (net.PyCumSum)
-from pycumsum_op import UnsafeNetError, input_limits, load_net, verify_net
+from pycumsum_op import UnsafeNetError, input_limits, load_net, serialization, verify_net
 from pycumsum_op.input_limits import InputTooLarge
 from pycumsum_op._safe_unpickle import (MAX_HASHED_KEYS, MAX_HASHED_NODES, MAX_PICKLE_BYTES, RefusedPickle,
                                         inspect_builder)
@@ -342,6 +342,25 @@ def test_fuzzed_nets_refusals_are_bounded_whatever_the_names(drawn):
         assert len(message) <= 1500 * (MAX_PROBLEMS + 3), len(message)
         return
     assert tokens == 0
+
+
+def test_verify_net_reads_at_most_max_pickle_bytes_total_of_builder_pickles(monkeypatch):
+    """Each pickle within MAX_PICKLE_BYTES, but not all of them: the ones past the total are refused unread
+    (a net of 1 GiB could otherwise hold 16,000 pickles of 64 KiB, each read in a fraction of a second)."""
+    net = core.Net("many_pickles")
+    for index in range(3):
+        net.PyCumSum("x", "y{}".format(index), axis=0)
+    sizes = [len(arg.s) for op in net.Proto().op for arg in op.arg
+             if arg.name in ("pickled_builder", "pickled_grad_builder")]
+    assert len(sizes) == 6
+    monkeypatch.setattr(serialization, "MAX_PICKLE_BYTES_TOTAL", sum(sizes))
+    assert len(verify_net(net)) == 3
+    monkeypatch.setattr(serialization, "MAX_PICKLE_BYTES_TOTAL", sum(sizes) - 1)
+    with pytest.raises(UnsafeNetError) as error:
+        verify_net(net)
+    assert [(problem.op_index, problem.arg, problem.reason) for problem in error.value.problems] == [
+        (2, "pickled_grad_builder", "not read: with it the net's builder pickles pass {} bytes in all (MAX_PICKLE_BYTES_TOTAL)".format(
+            sum(sizes) - 1))]
 
 
 def test_verify_net_reads_at_most_max_net_ops(monkeypatch):
