@@ -147,7 +147,7 @@ def test_argparse_errors_speak_the_users_words():
 
 @pytest.mark.parametrize("make, reason", [
     (lambda path: path.write_bytes(b""), "it is empty"),
-    (lambda path: path.write_bytes(b"\n\x03abc\x0c garbage"), "only its first 6 of 14 bytes parse"),
+    (lambda path: path.write_bytes(b"\n\x03abc\x0c garbage"), "byte 5 holds an end-group tag (field 1)"),
     (lambda path: path.mkdir(), "is a directory"),
     (lambda path: path.symlink_to("/proc/self/mem"), "input/output error"),  # open() works, read() fails
     (lambda path: path.write_bytes(b"\x08\x01"), "fields that a NetDef does not define"),  # field 1 as an int
