@@ -51,19 +51,6 @@ class InputFacts(object):
         return None if self.shape is None else len(self.shape)
 
 
-def result_dtype(spec: ScanSpec, dtype: Optional[np.dtype]) -> Optional[np.dtype]:
-    """The scan's output dtype, as torch.cumsum: ``dtype=``, else int64 for bool/integers, else the input's.
-
-    >>> result_dtype(ScanSpec("PyCumSum", 0), np.dtype(np.int32))
-    dtype('int64')
-    """
-    if spec.dtype is not None:
-        return spec.dtype
-    if dtype is None:
-        return None
-    return np.dtype(np.int64) if dtype.kind in "biu" else dtype
-
-
 def normalized_axis(spec: ScanSpec, where: str, rank: int) -> int:
     """``spec.axis`` as 0..rank-1 (0-d tensors scan as one element); LoweringError if out of range."""
     span = max(rank, 1)
