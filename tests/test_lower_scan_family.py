@@ -13,7 +13,7 @@ import torch
 from caffe2.python import core, workspace
 
 import pycumsum_op
-from pycumsum_op.converters import LoweringError
+from pycumsum_op.lowering import LoweringError
 from pycumsum_op.scans import scan as registered_scan
 from pycumsum_op.torch_versions import SINCE, has
 from scan_family_support import NET_METHODS, TWO_OUTPUTS, assert_gradient_close, output_names

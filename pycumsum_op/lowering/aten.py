@@ -21,7 +21,8 @@ import numpy as np
 from ..torch_versions import has, require, torch_version
 from .emitter import TENSOR_TYPES
 from ..scans import scan as registered_scan
-from .facts import LoweringError, normalized_axis
+from .errors import LoweringError
+from .input_facts import normalized_axis
 
 
 def _refuse_float16(scan, where, what):

@@ -33,7 +33,8 @@ from ..serialization import (BUILDER_ARGS, MAX_NET_DEPTH, PYTHON_OP_TYPES, Unsaf
                              nested_nets, verify_net)
 from . import aten, portable
 from .emitter import NUMPY_TYPES, TENSOR_TYPES, OpEmitter
-from .facts import InputFacts, LoweringError, Site
+from .errors import LoweringError
+from .input_facts import InputFacts, Site
 
 #: target name -> the module whose ``emit_scan`` writes a scan in that target's operators.
 TARGETS = {"aten": aten, "portable": portable}

@@ -29,7 +29,8 @@ import numpy as np
 
 from .emitter import TENSOR_TYPES
 from ..scans import scan as registered_scan
-from .facts import LoweringError, normalized_axis
+from .errors import LoweringError
+from .input_facts import normalized_axis
 
 FLOAT32 = np.dtype(np.float32)
 #: Preferred entries per block of the MatMul form: n·BLOCK multiply-adds per level (16 measured fastest).

@@ -26,7 +26,7 @@ from caffe2.python import core
 
 from ..scans import SCANS, AtenForm
 from ..torch_versions import has, require
-from .facts import LoweringError
+from .errors import LoweringError
 
 #: ATen operator -> (its argument names, its number of inputs, of outputs) for the forms around the scans.
 _ARRANGING_FORMS = {"flip": ({"dims"}, 1, 1), "roll": ({"shifts", "dims"}, 1, 1),

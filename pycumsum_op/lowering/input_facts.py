@@ -1,13 +1,10 @@
-"""What lowering must know about a scan's input blob: its shape and dtype, when known."""
+"""What lowering must know about a scan's input blob: its shape and dtype, when known, and where it is."""
 from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
 
 from ..kernels import ScanSpec
-
-
-class LoweringError(ValueError):
-    """A net (or one op of it) cannot be lowered; the message names the op, the blob and the remedy."""
+from .errors import LoweringError
 
 
 class Site(NamedTuple):
