@@ -17,11 +17,12 @@ from caffe2.python import core, gradient_checker, workspace
 
 import pycumsum_op  # noqa: F401  (registers the ATen gradient)
 from pycumsum_op.lowering import LoweringError
+from pycumsum_op.scans import SCANS, AtenForm
 from pycumsum_op.torch_versions import SINCE, has
 
-#: ATen operator -> the capability its form and gradient need (`torch_versions`; lower refuses them without).
-FORM_NEEDS = {"cummax": "aten cummax", "cummin": "aten cummax", "logcumsumexp": "aten logcumsumexp",
-              "cumprod": "aten cumprod_backward(grad, input)"}
+#: ATen operator -> the capability its form or gradient needs (the registry's; lower refuses them without).
+FORM_NEEDS = {entry.aten.operator: entry.aten.needs or entry.aten.backward_needs for entry in SCANS.values()
+              if isinstance(entry.aten, AtenForm)}
 
 
 def skip_unless_this_torch_has(operator, op):

@@ -25,7 +25,7 @@ ALL_ARGUMENTS = frozenset(["exclusive", "reverse", "dtype"])
 #: "input", and then the forward may not run in place) or forward outputs, by their names in ``outputs``.
 INPUT = "input"
 #: The converter targets a scan declares a form (or a refusal) for.
-TARGETS = ("aten", "portable", "onnx")
+FORMS = ("aten", "portable", "onnx")
 
 
 class Refused(NamedTuple):
@@ -106,7 +106,7 @@ class Scan(NamedTuple):
         return self.dtypes.result_dtype(spec, dtype)
 
     def form(self, target: str):
-        """This scan's form for converter ``target`` (one of `TARGETS`), or its `Refused`."""
+        """This scan's form for converter ``target`` (one of `FORMS`), or its `Refused`."""
         return getattr(self, target)
 
 
@@ -127,7 +127,7 @@ def _check_entry(entry: Scan) -> None:
         problems.append("an exclusive scan needs an identity, and an identity means exclusive is taken")
     if entry.self_adjoint and len(entry.outputs) != 1:
         problems.append("a self-adjoint scan has one output")
-    for target in TARGETS:
+    for target in FORMS:
         form = entry.form(target)
         expected = {"aten": AtenForm, "portable": PortableForm, "onnx": str}[target]
         if not isinstance(form, (expected, Refused)):
