@@ -4,7 +4,7 @@
 `register` adds another one, anywhere, at any time.
 """
 from . import family
-from .registry import (ALL_ARGUMENTS, INPUT, SCANS, FORMS, AtenForm, PortableForm, Refused, Scan, listen,
+from .registry import (ALL_ARGUMENTS, FORMS, INPUT, SCANS, AtenForm, PortableForm, Refused, Scan, listen,
                        register, scan, unregister)
 
 __all__ = ["Scan", "AtenForm", "PortableForm", "Refused", "SCANS", "FORMS", "ALL_ARGUMENTS", "INPUT", "scan",
