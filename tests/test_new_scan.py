@@ -21,7 +21,7 @@ import pycumsum_op
 from pycumsum_op import scans
 from pycumsum_op.kernels import DtypeRule, ScanArgumentError
 from pycumsum_op.kernels.spec import backward_plan_and_out
-from pycumsum_op.ops.net_ops import add_scan_op, scan_function
+from pycumsum_op.ops import add_scan_op, scan_function
 from pycumsum_op.scans import AtenForm, PortableForm, Refused, Scan
 
 FLOATING = DtypeRule((np.dtype(np.float32), np.dtype(np.float64)), integers_to_int64=False)
@@ -200,7 +200,16 @@ def test_registering_checks_the_entry_and_clashes():
         scans.register(CUMMEAN._replace(saves=("x",)))
     with pytest.raises(ScanArgumentError, match=r"clashes with the registered scan 'cumsum'"):
         scans.register(CUMMEAN._replace(op_name="PyCumSum"))
-    assert "cummean" not in scans.SCANS
+    proto = core.Net.Proto
+    with pytest.raises(ScanArgumentError, match=r"core.Net already has an attribute 'Proto'"):
+        scans.register(CUMMEAN._replace(op_name="Proto"))
+    assert core.Net.Proto is proto
+    with pytest.raises(ScanArgumentError, match=r"brew already has a helper 'fc'"):
+        scans.register(CUMMEAN._replace(name="fc"))
+    assert brew.has_helper("fc") and not hasattr(core.Net, "PyCumMean")  # nothing half-registered stays
+    model = model_helper.ModelHelper(name="brew_fc_kept")
+    assert brew.fc(model, "in", "out", dim_in=2, dim_out=3) == "out"  # brew's own fc, untouched
+    assert "cummean" not in scans.SCANS and "fc" not in scans.SCANS
 
 
 def test_save_load_verify_round_trip_and_only_registered_scans_load(new_scans, tmp_path):

@@ -18,6 +18,7 @@ import inspect
 from caffe2.python import brew
 from caffe2.python.helpers.arg_scope import get_current_scope
 
+from ..kernels import ScanArgumentError
 from ..scans import listen
 from .net_ops import scan_function
 
@@ -52,7 +53,10 @@ _HELPERS = {}
 
 def _install_helper(entry, registered: bool) -> None:
     """Register the helper of a scan added to the registry with brew; take it away with the scan."""
-    if registered and not brew.has_helper(entry.name):
+    if registered and entry.name not in _HELPERS:
+        if brew.has_helper(entry.name):
+            raise ScanArgumentError("register: scan {!r}: brew already has a helper {!r}; choose another "
+                                    "name".format(entry.name, entry.name))
         _HELPERS[entry.name] = brew_helper(entry)
         brew.Register(_HELPERS[entry.name])
     elif not registered and entry.name in _HELPERS:

@@ -160,12 +160,21 @@ cummin = scan_function("cummin")
 logcumsumexp = scan_function("logcumsumexp")
 
 
+#: op name -> the function installed as ``core.Net.<op name>`` (Caffe2's own attributes are never touched).
+_NET_METHODS = {}
+
+
 def _install_net_method(entry, registered: bool) -> None:
     """``core.Net.<op_name>``, the scan's function, for a scan added to the registry; removed with it."""
     if registered:
-        setattr(core.Net, entry.op_name, scan_function(entry.name))
-    elif getattr(core.Net, entry.op_name, None) is not None:
+        if entry.op_name not in _NET_METHODS and hasattr(core.Net, entry.op_name):
+            raise ScanArgumentError("register: scan {!r}: core.Net already has an attribute {!r}; choose another "
+                                    "op_name".format(entry.name, entry.op_name))
+        _NET_METHODS[entry.op_name] = scan_function(entry.name)
+        setattr(core.Net, entry.op_name, _NET_METHODS[entry.op_name])
+    elif entry.op_name in _NET_METHODS:
         delattr(core.Net, entry.op_name)
+        del _NET_METHODS[entry.op_name]
 
 
 def install():

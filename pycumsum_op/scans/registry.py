@@ -144,15 +144,24 @@ _LISTENERS: List[Callable] = []
 
 
 def register(entry: Scan) -> Scan:
-    """Add ``entry`` to the registry; `ScanArgumentError` if it is inconsistent or its name or op name is taken."""
+    """Add ``entry`` to the registry; `ScanArgumentError` if it is inconsistent or its name or op name is taken
+    (here, or by a listener: a Caffe2 ``Net`` attribute, a brew helper), and then nothing is registered."""
     _check_entry(entry)
     taken = [known.name for known in SCANS.values() if entry.name == known.name or entry.op_name == known.op_name]
     if taken:
         raise ScanArgumentError("register: scan {!r} ({}) clashes with the registered scan {!r}".format(
             entry.name, entry.op_name, taken[0]))
     SCANS[entry.name] = entry
-    for listener in list(_LISTENERS):
-        listener(entry, True)
+    told = []
+    try:
+        for listener in list(_LISTENERS):
+            listener(entry, True)
+            told.append(listener)
+    except Exception:
+        del SCANS[entry.name]
+        for listener in reversed(told):
+            listener(entry, False)
+        raise
     return entry
 
 
