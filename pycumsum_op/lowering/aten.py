@@ -18,9 +18,9 @@ A scan's ATen operator, the capability it needs and its identity are its registr
 """
 import numpy as np
 
+from ..scans import scan as registered_scan
 from ..torch_versions import has, require, torch_version
 from .emitter import TENSOR_TYPES
-from ..scans import scan as registered_scan
 from .errors import LoweringError
 from .input_facts import normalized_axis
 

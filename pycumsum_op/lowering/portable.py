@@ -27,8 +27,8 @@ whether it is a sum that takes the MatMul forms), or the `Refused` reason why it
 """
 import numpy as np
 
-from .emitter import TENSOR_TYPES
 from ..scans import scan as registered_scan
+from .emitter import TENSOR_TYPES
 from .errors import LoweringError
 from .input_facts import normalized_axis
 

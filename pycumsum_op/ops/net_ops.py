@@ -119,9 +119,10 @@ def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, r
     return make_op(inputs, blobs_out, name=op_name)
 
 
-#: The parameters of every scan's function, in order; a scan's function takes those of its ``arguments``.
-_PARAMETERS = ("net", "blob_in", "blob_out", "axis", "exclusive", "reverse", "dtype", "dim")
-_REQUIRED = ("net", "blob_in")
+#: The parameters of a scan's function and their defaults, in order (of ``exclusive``, ``reverse`` and ``dtype``
+#: only those in the scan's ``arguments``).
+_PARAMETERS = (("net", inspect.Parameter.empty), ("blob_in", inspect.Parameter.empty), ("blob_out", None),
+               ("axis", None), ("exclusive", False), ("reverse", False), ("dtype", None), ("dim", None))
 
 
 def scan_function(scan: str):
@@ -133,11 +134,9 @@ def scan_function(scan: str):
     <Signature (net, blob_in, blob_out=None, axis=None, reverse=False, dim=None)>
     """
     entry = registered_scan(scan, "scan_function")
-    signature = inspect.Signature([
-        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                          default=inspect.Parameter.empty if name in _REQUIRED else False if name in (
-                              "exclusive", "reverse") else None)
-        for name in _PARAMETERS if name not in ALL_ARGUMENTS or name in entry.arguments])
+    signature = inspect.Signature([inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default)
+                                   for name, default in _PARAMETERS
+                                   if name not in ALL_ARGUMENTS or name in entry.arguments])
 
     def function(*args, **kwargs):
         try:
