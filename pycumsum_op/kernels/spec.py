@@ -123,9 +123,10 @@ class ScanSpec(NamedTuple):
                    check_flag_argument(op_name, "exclusive", exclusive),
                    check_flag_argument(op_name, "reverse", reverse), resolve_dtype(op_name, dtype))
 
-    def plan(self, x: np.ndarray, dtypes: "Optional[DtypeRule]" = None) -> ScanPlan:
-        """Check ``x`` against this spec and ``dtypes`` (the scan's `DtypeRule`; by default torch.cumsum's)."""
-        return (dtypes or DtypeRule()).plan(self, x)
+    def plan(self, x: np.ndarray) -> ScanPlan:
+        """Check ``x`` against this spec with torch.cumsum's dtype rule (``DtypeRule()``; a scan with another
+        rule plans with its own `DtypeRule`)."""
+        return DtypeRule().plan(self, x)
 
 
 class DtypeRule(NamedTuple):
