@@ -5,9 +5,8 @@ kernels together with what the backward reads (``saves``, by name), its outputs,
 rule, and how each converter can express it (`AtenForm`, `PortableForm`, an ONNX operator) or why it
 cannot (`Refused`). The Caffe2 binding (``net.PyCumSum``, the function API, brew helpers, the pickled
 builders, so also `verify_net` / `load_net`), the lowering targets, ONNX export and the docs' tables
-(checked by the tests) read these entries;
-`register` adds one (at import for the built-in family, or at run time), `unregister` takes it away
-again, and `scan` is the one lookup.
+(checked by the tests) read these entries. `register` adds one (at import for the built-in family, or
+at run time), `unregister` takes it away again, and `scan` is the one lookup.
 
 >>> scan("cumsum").op_name, scan("cummax").outputs, scan("cumprod").saves
 ('PyCumSum', ('values', 'indices'), ('input', 'y'))
