@@ -33,7 +33,7 @@ def _load_api() -> dict:
     ops = importlib.import_module(__name__ + ".ops")
     from .kernels import ScanArgumentError
     from .serialization import UnsafeNetError, load_net, save_net, verify_net
-    from .converters import LoweringError, lower  # also registers the ATen gradient
+    from .lowering import LoweringError, lower  # also registers the ATen gradient
     ops.install()
     return {"cumsum": ops.cumsum, "cumprod": ops.cumprod, "cummax": ops.cummax, "cummin": ops.cummin,
             "logcumsumexp": ops.logcumsumexp, "cumsum_fwd": ops.cumsum_fwd, "cumsum_bwd": ops.cumsum_bwd,

@@ -1,4 +1,4 @@
-"""The gradient registered for Caffe2's ATen operator (pycumsum_op.converters.aten_gradient).
+"""The gradient registered for Caffe2's ATen operator (pycumsum_op.lowering.aten_gradient).
 
 The forms `lower` emits (cumsum, cumprod, cummax, cummin, logcumsumexp, flip, roll, index_fill) are
 checked with Caffe2's own GradientChecker (finite differences of the op itself); every other ATen op must
@@ -16,12 +16,13 @@ import torch
 from caffe2.python import core, gradient_checker, workspace
 
 import pycumsum_op  # noqa: F401  (registers the ATen gradient)
-from pycumsum_op.converters import LoweringError
+from pycumsum_op.lowering import LoweringError
+from pycumsum_op.scans import SCANS, AtenForm
 from pycumsum_op.torch_versions import SINCE, has
 
-#: ATen operator -> the capability its form and gradient need (`torch_versions`; lower refuses them without).
-FORM_NEEDS = {"cummax": "aten cummax", "cummin": "aten cummax", "logcumsumexp": "aten logcumsumexp",
-              "cumprod": "aten cumprod_backward(grad, input)"}
+#: ATen operator -> the capability its form or gradient needs (the registry's; lower refuses them without).
+FORM_NEEDS = {entry.aten.operator: entry.aten.needs or entry.aten.backward_needs for entry in SCANS.values()
+              if isinstance(entry.aten, AtenForm)}
 
 
 def skip_unless_this_torch_has(operator, op):

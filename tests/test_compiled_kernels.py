@@ -16,7 +16,8 @@ import torch
 from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
-from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine, scan_kernel
+from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine
+from pycumsum_op.scans import scan as registered_scan
 
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusive, reverse)
 #: lanes torch's strided loop misses the cache on (elsewhere the forward stays torch's call): narrow rows
@@ -286,7 +287,7 @@ FAMILY_FLAGS = [("cumprod", exclusive, reverse) for exclusive, reverse in FLAGS]
 def test_family_off_the_last_axis_is_torchs(accelerator, torch_scan, scan, dtype, shape, axis, exclusive, reverse):
     """cumprod (float64 / int64 products), cummax and cummin (ties: the later index) through their kernels,
     with the accelerator's row loops and without."""
-    kernel = scan_kernel(scan)
+    kernel = registered_scan(scan)
     rng = np.random.RandomState(8)
     if dtype == np.int64:
         x = rng.randint(-3, 4, size=shape).astype(np.int64)  # products wrap around

@@ -20,7 +20,18 @@ PACKAGE_DIR = os.path.dirname(os.path.abspath(pycumsum_op.__file__))
 
 # The command-line tools: nothing in the package below them imports them, deferred imports included.
 TOOLS = ("pycumsum_op.cli", "pycumsum_op.commands", "pycumsum_op.demo", "pycumsum_op.progress",
-         "pycumsum_op.training")
+         "pycumsum_op.training", "pycumsum_op.doctor", "pycumsum_op.examples")
+#: The layers, bottom up (DEVELOPERS.md): a module imports from its own layer and those below, never from
+#: one above, deferred imports included. Each module (and its submodules) belongs to exactly one; the
+#: package itself, which loads the public API, stands above them all.
+LAYERS = (
+    ("core", ("pycumsum_op.scans", "pycumsum_op.kernels", "pycumsum_op.torch_versions")),
+    ("binding", ("pycumsum_op.ops", "pycumsum_op.serialization", "pycumsum_op._safe_unpickle",
+                 "pycumsum_op._text_format", "pycumsum_op.input_limits", "pycumsum_op._atomic_files",
+                 "pycumsum_op.netdefs", "pycumsum_op.idioms", "pycumsum_op._runtime")),
+    ("converters", ("pycumsum_op.lowering", "pycumsum_op.onnx")),
+    ("tools", TOOLS),
+)
 
 
 def package_modules(root: str = PACKAGE_DIR, package: str = PACKAGE) -> Dict[str, str]:
@@ -144,6 +155,41 @@ def test_no_import_circles_deferred_imports_included():
     """Imports inside functions load heavy modules late (``--help`` needs no Caffe2); none closes a circle."""
     assert cycles(import_graph(MODULES, module_level_only=True)) == []
     assert cycles(import_graph(MODULES, module_level_only=False)) == []
+
+
+def layer_of(module: str, layers=LAYERS) -> int:
+    """The index in ``layers`` of the layer holding ``module``; ValueError for a module in none (or several).
+
+    >>> layer_of("pycumsum_op.scans.family"), layer_of("pycumsum_op.lowering"), layer_of("pycumsum_op.cli")
+    (0, 2, 3)
+    """
+    found = [index for index, (_, prefixes) in enumerate(layers)
+             for prefix in prefixes if module == prefix or module.startswith(prefix + ".")]
+    if len(found) != 1:
+        raise ValueError("{} is in {} layers; put it in exactly one of LAYERS".format(module, len(found)))
+    return found[0]
+
+
+def test_every_module_is_in_one_layer():
+    for module in sorted(set(MODULES) - {PACKAGE}):
+        layer_of(module)
+
+
+def upward_imports(graph: Dict[str, Set[str]], layers=LAYERS) -> List[str]:
+    """Each import in ``graph`` from a module to one in a higher layer, said in words.
+
+    >>> upward_imports({"p.low": {"p.high"}, "p.high": {"p.low"}}, (("low", ("p.low",)), ("high", ("p.high",))))
+    ['p.low (low) imports p.high (high)']
+    """
+    return ["{} ({}) imports {} ({})".format(module, layers[layer_of(module, layers)][0], target,
+                                            layers[layer_of(target, layers)][0])
+            for module in sorted(set(graph) - {PACKAGE}) for target in sorted(graph[module] - {PACKAGE})
+            if layer_of(target, layers) > layer_of(module, layers)]
+
+
+def test_no_module_imports_from_a_layer_above_deferred_imports_included():
+    """core (scans, kernels) < binding (ops, serialization) < converters (lowering, onnx) < tools."""
+    assert upward_imports(import_graph(MODULES, module_level_only=False)) == []
 
 
 def test_the_tools_are_imported_only_from_above_deferred_imports_included():

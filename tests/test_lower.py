@@ -16,7 +16,7 @@ from caffe2.python import core, workspace
 from hypothesis import assume, given, settings
 
 import pycumsum_op
-from pycumsum_op.converters import LoweringError
+from pycumsum_op.lowering import LoweringError
 from pycumsum_op.ops import scan_backward, scan_forward
 from pycumsum_op.torch_versions import has
 from test_forward import elements, expected, scan_cases

@@ -13,9 +13,8 @@ import torch
 from caffe2.python import core, workspace
 
 import pycumsum_op
-from pycumsum_op.converters import LoweringError
-from pycumsum_op.converters.aten import NEEDS as ATEN_NEEDS
-from pycumsum_op.kernels import SCAN_KERNELS
+from pycumsum_op.lowering import LoweringError
+from pycumsum_op.scans import scan as registered_scan
 from pycumsum_op.torch_versions import SINCE, has
 from scan_family_support import NET_METHODS, TWO_OUTPUTS, assert_gradient_close, output_names
 from test_scan_family import DTYPES, oracle
@@ -27,7 +26,7 @@ CUMPROD_OVERRIDES = {"float": np.float32, "double": np.float64, "int32": np.int3
 
 
 def flag_sets(scan):
-    arguments = SCAN_KERNELS[scan].arguments
+    arguments = registered_scan(scan).arguments
     return [(exclusive, reverse) for exclusive in ((False, True) if "exclusive" in arguments else (False,))
             for reverse in (False, True)]
 
@@ -45,7 +44,8 @@ def build(scan, with_gradient_ops=False, **kwargs):
 
 def missing_capability(scan, gradient=False):
     """The torch capability (`torch_versions`) that the ATen form of ``scan`` (its gradient too) lacks here."""
-    needed = [ATEN_NEEDS.get(scan)] + (["aten cumprod_backward(grad, input)"] if gradient and scan == "cumprod" else [])
+    form = registered_scan(scan).aten
+    needed = [form.needs] + ([form.backward_needs] if gradient else [])
     return next((capability for capability in needed if capability and not has(capability)), None)
 
 
@@ -253,7 +253,7 @@ def test_reversed_negative_axis_of_unknown_rank_is_refused(scan):
 def test_lowered_before_anything_is_known(scan, torch_scan):
     """No shape or dtype when lowering (nothing fed, no init net): the ATen form still equals torch."""
     workspace.ResetWorkspace()
-    flags = dict(exclusive=True) if "exclusive" in SCAN_KERNELS[scan].arguments else {}
+    flags = dict(exclusive=True) if "exclusive" in registered_scan(scan).arguments else {}
     net, names = build(scan, axis=1, reverse=True, **flags)
     lowered = lower_or_refuse(scan, lambda: pycumsum_op.lower(net, "aten"))
     x = np.random.RandomState(12).randint(0, 4, (2, 5, 3)).astype(np.float64 if scan == "logcumsumexp" else np.int32)

@@ -19,7 +19,8 @@ from hypothesis import given, settings, strategies as st
 import pycumsum_op
 from pycumsum_op import UnsafeNetError, verify_net
 from pycumsum_op._safe_unpickle import MAX_PICKLE_BYTES
-from pycumsum_op.kernels import SCAN_KERNELS, ScanArgumentError
+from pycumsum_op.kernels import ScanArgumentError
+from pycumsum_op.scans import SCANS
 from pycumsum_op.ops import add_scan_op, scan_backward, scan_forward
 from pycumsum_op.serialization import BUILDER_ARGS, PYTHON_OP_TYPES
 
@@ -27,7 +28,7 @@ DATA = os.path.join(os.path.dirname(__file__), "data")
 PARAMS = {"scan": "cumsum", "axis": 0, "exclusive": False, "reverse": False, "dtype": None}
 
 #: How every "unknown scan" message lists the registry (sorted names).
-KNOWN_SCANS = ", ".join(repr(name) for name in sorted(SCAN_KERNELS))
+KNOWN_SCANS = ", ".join(repr(name) for name in sorted(SCANS))
 
 
 def python_op_net(builder, grad_builder=None, name="limits"):
@@ -150,7 +151,7 @@ def test_unknown_scan_names_raise_scan_argument_error_everywhere():
                  lambda: scan_backward("nope", 0), lambda: add_scan_op(net, ["cumsum"], "ux", axis=0)):
         with pytest.raises(ScanArgumentError, match=r"unknown scan=.*known scans: " + re.escape(KNOWN_SCANS)):
             call()
-    assert pycumsum_op.kernels.scan_kernel("cumsum").op_name == "PyCumSum"
+    assert pycumsum_op.scans.scan("cumsum").op_name == "PyCumSum"
 
 
 # --- fuzzing real saved nets, text step nets and builder pickles -------------------------------------

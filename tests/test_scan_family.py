@@ -23,7 +23,8 @@ try:
 except ImportError:  # torch < 1.5 has no torch.testing._internal
     op_db = []
 
-from pycumsum_op.kernels import SCAN_KERNELS, ScanSpec
+from pycumsum_op.kernels import ScanSpec
+from pycumsum_op.scans import scan as registered_scan
 from pycumsum_op.kernels.flagged import forward_path
 from pycumsum_op.kernels.spec import RESULT_DTYPES
 from pycumsum_op.torch_versions import has
@@ -128,7 +129,7 @@ def family_cases(draw, scan):
     w = draw(hnp.arrays(np.float64 if dtype == np.float64 else np.float32, shape,
                         elements=st.floats(-10, 10, width=32)))
     span = max(len(shape), 1)
-    flags = {name: draw(st.booleans()) for name in ("exclusive", "reverse") if name in SCAN_KERNELS[scan].arguments}
+    flags = {name: draw(st.booleans()) for name in ("exclusive", "reverse") if name in registered_scan(scan).arguments}
     return x, w, draw(st.integers(-span, span - 1)), flags
 
 
@@ -164,7 +165,7 @@ LARGE_CASES = [  # shape, axis, flags; x along the scan axis is in [0.9, 1.1) so
 @pytest.mark.parametrize("shape, axis, flags", LARGE_CASES)
 def test_large_inputs_on_both_paths(scan, shape, axis, flags, torch_scan, clean_workspace, large_oracle):
     large_oracle(scan)
-    if "exclusive" in flags and "exclusive" not in SCAN_KERNELS[scan].arguments:
+    if "exclusive" in flags and "exclusive" not in registered_scan(scan).arguments:
         flags = {"reverse": True}
     rng = np.random.RandomState(len(shape) + axis)
     x = rng.uniform(0.9, 1.1, shape).astype(np.float32)
@@ -190,7 +191,7 @@ def large_cases(draw):
     dtype = draw(st.sampled_from([np.float32, np.float64]))
     x = rng.uniform(0.95, 1.05, sides).astype(dtype)
     x[rng.rand(*sides) < 1e-4] = 0  # a few zeros (cumprod's gradient) and exact ties (cummax)
-    flags = {name: draw(st.booleans()) for name in ("exclusive", "reverse") if name in SCAN_KERNELS[scan].arguments}
+    flags = {name: draw(st.booleans()) for name in ("exclusive", "reverse") if name in registered_scan(scan).arguments}
     return scan, x, rng.standard_normal(sides).astype(dtype), draw(st.integers(-rank, rank - 1)), flags
 
 
@@ -224,7 +225,7 @@ def test_kernel_writes_into_an_overlapping_output():
     """The kernels called directly with out = x (as an edited in-place net would) still give torch's result."""
     x = np.random.RandomState(2).uniform(0.5, 1.5, (3, 5))
     for scan in SCANS:
-        kernel = SCAN_KERNELS[scan]
+        kernel = registered_scan(scan)
         expected = kernel.forward(x.copy(), ScanSpec(kernel.op_name, 1))
         data = x.copy()
         out = (data, np.empty(data.shape, np.int64)) if scan in TWO_OUTPUTS else data

@@ -23,7 +23,7 @@ from onnx import TensorProto, helper
 
 import pycumsum_op
 from pycumsum_op import UnsafeNetError, lower, verify_net
-from pycumsum_op.converters import LoweringError
+from pycumsum_op.lowering import LoweringError
 from pycumsum_op.doctor import diagnose
 from pycumsum_op.onnx.backend import CumSumBackend
 from rnn_support import cumsum_cell, recurrent_netdef

@@ -21,7 +21,7 @@ from caffe2.python import core, workspace
 from caffe2.python.predictor import mobile_exporter
 
 import pycumsum_op
-from pycumsum_op.kernels import SCAN_KERNELS
+from pycumsum_op.scans import SCANS
 
 LEARNING_RATE = 0.1
 
@@ -106,7 +106,7 @@ def _scan(scan, target, dtype, **flags):
         x = (x * 20).astype(dtype) if np.dtype(dtype).kind == "i" else x.astype(dtype)
         workspace.FeedBlob("x", x)
         net = core.Net("scan")
-        outputs = getattr(net, SCAN_KERNELS[scan].op_name)(
+        outputs = getattr(net, SCANS[scan].op_name)(
             "x", ["y", "indices"] if scan in ("cummax", "cummin") else "y", axis=1, **flags)
         for output in (outputs if isinstance(outputs, tuple) else [outputs]):
             net.AddExternalOutput(output)

@@ -44,7 +44,7 @@ def _pairs(texts, parse):
 
 
 def run(args) -> int:
-    from ..converters import LoweringError, lower
+    from ..lowering import LoweringError, lower
 
     netdef = read_net(args.net, "net")
     require_ops(netdef, args.net)

@@ -140,7 +140,7 @@ def _pycumsum_op(idiom, like) -> caffe2_pb2.OperatorDef:
 def _replace_idioms(netdef, idioms, lowered=False) -> caffe2_pb2.NetDef:
     """Each idiom's three ops become one PyCumSum (or its lowered ops) where its last Transpose was."""
     if lowered:
-        from ..converters.lower import lower_op  # Caffe2 C++ forms: loaded only when this strategy is used
+        from ..lowering.lower import lower_op  # Caffe2 C++ forms: loaded only when this strategy is used
     dropped = {index for idiom in idioms for index in (idiom.first_transpose, idiom.sparse_lengths_sum)}
     replaced = {idiom.last_transpose: idiom for idiom in idioms}
     new_ops = []

@@ -30,13 +30,15 @@ import torch
 from ..torch_versions import has
 from . import compiled, engine
 from .flagged import along, as_lanes, as_tensor, forward_path, gradient_compute_dtype
-from .spec import ScanPlan, ScanSpec, backward_plan_and_out
+from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
 
 #: input dtype -> the dtype torch scans it in (exactly: every value is representable).
 COMPUTE_DTYPES = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.uint16): np.dtype(np.int32)}
 #: The input dtypes accepted (those Caffe2 blobs hold; torch scans every one of them, or its COMPUTE_DTYPES).
 INPUT_DTYPES = tuple(np.dtype(t) for t in (np.bool_, np.uint8, np.int8, np.int16, np.uint16, np.int32, np.int64,
                                            np.float16, np.float32, np.float64))
+#: The dtype rule of cummax / cummin: any of `INPUT_DTYPES`; values keep the input's dtype.
+DTYPES = DtypeRule(INPUT_DTYPES, integers_to_int64=False)
 
 
 def sequential_extremum(maximum: bool, tensor: torch.Tensor, axis: int, out=None):
@@ -63,16 +65,11 @@ TORCH_CUMMAX = torch.cummax if has("torch.cummax") else partial(sequential_extre
 TORCH_CUMMIN = torch.cummin if has("torch.cummax") else partial(sequential_extremum, False)
 
 
-def plan_extremum(spec: ScanSpec, x: np.ndarray) -> ScanPlan:
-    """The plan of a cummax/cummin: values keep the input's dtype."""
-    return spec.plan(x, dtypes=INPUT_DTYPES, promote_integers=False)
-
-
 def _extremum_forward(torch_scan: Callable, x: np.ndarray, spec: ScanSpec,
                       out: Optional[Tuple[np.ndarray, np.ndarray]] = None,
                       plan: Optional[ScanPlan] = None) -> Tuple[np.ndarray, np.ndarray]:
     if plan is None:
-        plan = plan_extremum(spec, x)
+        plan = DTYPES.plan(spec, x)
     values, indices = out if out is not None else (np.empty(x.shape, x.dtype), np.empty(x.shape, np.int64))
     if x.size == 0:
         return values, indices

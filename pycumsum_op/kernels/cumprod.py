@@ -30,6 +30,8 @@ from .spec import ScanPlan, ScanSpec, backward_plan_and_out
 
 #: result dtype -> the dtype torch.cumprod runs in (it accumulates int32 in int64, and has no float16).
 COMPUTE_DTYPES = {np.dtype(np.float16): np.dtype(np.float64), np.dtype(np.int32): np.dtype(np.int64)}
+#: What an exclusive scan starts with: the empty product.
+IDENTITY = 1.0
 
 
 def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
@@ -47,7 +49,7 @@ def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = N
     if views is not None:  # the accelerator: rows multiplied into a float64 (int64) row, as torch's lanes
         compiled.scan_rows(views[0], views[1], compiled.PRODUCT, spec.exclusive, spec.reverse)
         return out
-    return scan_forward(torch.cumprod, x, out, plan.axis, spec.exclusive, spec.reverse, 1)
+    return scan_forward(torch.cumprod, x, out, plan.axis, spec.exclusive, spec.reverse, IDENTITY)
 
 
 def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int,

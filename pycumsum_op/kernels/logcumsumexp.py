@@ -32,10 +32,14 @@ import torch
 
 from ..torch_versions import has
 from .flagged import flip, reversed_cumsum, run_gradient, scan_forward
-from .spec import ScanPlan, ScanSpec, backward_plan_and_out
+from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
 
 #: The input dtypes accepted (torch.logcumsumexp's floating types, and float16).
 INPUT_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64))
+#: The dtype rule of logcumsumexp: floating inputs only; the result keeps their dtype.
+DTYPES = DtypeRule(INPUT_DTYPES, integers_to_int64=False)
+#: What an exclusive scan starts with: the log of an empty sum.
+IDENTITY = -np.inf
 
 
 def inclusive_logcumsumexp(tensor: torch.Tensor, axis: int, out: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -47,20 +51,15 @@ def inclusive_logcumsumexp(tensor: torch.Tensor, axis: int, out: Optional[torch.
     return result.to(tensor.dtype) if out is None else out.copy_(result)
 
 
-def plan_logcumsumexp(spec: ScanSpec, x: np.ndarray) -> ScanPlan:
-    """The plan of a logcumsumexp: floating inputs only; the result keeps their dtype."""
-    return spec.plan(x, dtypes=INPUT_DTYPES)
-
-
 def logcumsumexp_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
                          plan: Optional[ScanPlan] = None) -> np.ndarray:
     """y = logcumsumexp(x) along ``spec.axis`` into ``out`` (allocated when None; may overlap ``x``)."""
     if plan is None:
-        plan = plan_logcumsumexp(spec, x)
+        plan = DTYPES.plan(spec, x)
     if out is None:
         out = np.empty(x.shape, plan.result_dtype)
     source = x if x.dtype != np.float16 else x.astype(np.float64)
-    return scan_forward(inclusive_logcumsumexp, source, out, plan.axis, spec.exclusive, spec.reverse, -np.inf)
+    return scan_forward(inclusive_logcumsumexp, source, out, plan.axis, spec.exclusive, spec.reverse, IDENTITY)
 
 
 def _reversed_logcumsumexp(tensor: torch.Tensor, axis: int) -> torch.Tensor:

@@ -14,7 +14,7 @@ Traceback (most recent call last):
 pycumsum_op.kernels.spec.ScanArgumentError: PyCumSum: axis=2 is out of range for an input of shape (2, 3) (rank 2); valid axes are -2..1
 """
 import numbers
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -31,6 +31,17 @@ RESULT_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64, 
 
 class ScanArgumentError(ValueError):
     """A scan op was given an argument or input it cannot work with."""
+
+
+def short_repr(value) -> str:
+    """repr() for messages, bounded: long strings and huge integers (e.g. read from a pickle) by size."""
+    if isinstance(value, (str, bytes)) and len(value) > 80:
+        return "<{} of length {}>".format(type(value).__name__, len(value))
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return "<int of {} bits>".format(value.bit_length())
+    if value is None or isinstance(value, (str, bytes, int, float)):
+        return repr(value)
+    return "<{}>".format(type(value).__name__)
 
 
 def _dtype_name(dtype) -> str:
@@ -112,29 +123,48 @@ class ScanSpec(NamedTuple):
                    check_flag_argument(op_name, "exclusive", exclusive),
                    check_flag_argument(op_name, "reverse", reverse), resolve_dtype(op_name, dtype))
 
-    def plan(self, x: np.ndarray, dtypes=None, promote_integers: bool = True) -> ScanPlan:
-        """Check ``x`` against this spec; the result and accumulation dtypes follow torch.cumsum.
+    def plan(self, x: np.ndarray) -> ScanPlan:
+        """Check ``x`` against this spec with torch.cumsum's dtype rule (``DtypeRule()``; a scan with another
+        rule plans with its own `DtypeRule`)."""
+        return DtypeRule().plan(self, x)
 
-        ``dtypes`` (numpy dtypes) narrows the input dtypes the op accepts (e.g. floating only, as
-        torch.logcumsumexp); ``promote_integers=False`` keeps bool and integer inputs' own dtype
-        as the result's (torch.cummax) instead of int64 (torch.cumsum, torch.cumprod).
-        """
-        if x.dtype.kind not in "biuf" or (dtypes is not None and x.dtype not in dtypes):
+
+class DtypeRule(NamedTuple):
+    """Which input dtypes a scan takes and the dtype of its result: the one rule its kernels and its
+    lowering apply (`pycumsum_op.scans.Scan.dtypes`).
+
+    >>> DtypeRule().result_dtype(ScanSpec("PyCumSum", 0), np.dtype(np.int32))
+    dtype('int64')
+    >>> DtypeRule(integers_to_int64=False).result_dtype(ScanSpec("PyCumMax", 0), np.dtype(np.int32))
+    dtype('int32')
+    """
+    #: the input dtypes accepted (numpy dtypes); None: any bool, integer or floating dtype
+    inputs: Optional[Tuple[np.dtype, ...]] = None
+    #: bool and integer inputs give int64 (torch.cumsum, torch.cumprod); else the input's dtype (torch.cummax)
+    integers_to_int64: bool = True
+
+    def result_dtype(self, spec: ScanSpec, dtype: Optional[np.dtype]) -> Optional[np.dtype]:
+        """The output's dtype: ``spec.dtype`` (``dtype=``), else by the rule; None when ``dtype`` is unknown."""
+        if spec.dtype is not None:
+            return spec.dtype
+        if dtype is None:
+            return None
+        dtype = np.dtype(dtype)
+        return np.dtype(np.int64) if dtype.kind in "biu" and self.integers_to_int64 else dtype
+
+    def plan(self, spec: ScanSpec, x: np.ndarray) -> ScanPlan:
+        """Check ``x`` against ``spec`` and this rule; the result and accumulation dtypes follow torch."""
+        if x.dtype.kind not in "biuf" or (self.inputs is not None and x.dtype not in self.inputs):
             raise ScanArgumentError(
                 "{}: input of shape {} has dtype {}; expected {}".format(
-                    self.op_name, tuple(x.shape), x.dtype, "a numeric or bool tensor" if dtypes is None else
-                    "one of " + ", ".join(np.dtype(t).name for t in dtypes)))
+                    spec.op_name, tuple(x.shape), x.dtype, "a numeric or bool tensor" if self.inputs is None else
+                    "one of " + ", ".join(np.dtype(t).name for t in self.inputs)))
         rank = x.ndim
         span = max(rank, 1)  # a 0-d tensor scans like torch: dim 0 or -1
-        if not -span <= self.axis < span:
+        if not -span <= spec.axis < span:
             raise ScanArgumentError(
                 "{}: axis={} is out of range for an input of shape {} (rank {}); valid axes are {}..{}".format(
-                    self.op_name, self.axis, tuple(x.shape), rank, -span, span - 1))
-        if self.dtype is not None:
-            result = self.dtype
-        elif x.dtype.kind in "biu" and promote_integers:
-            result = np.dtype(np.int64)
-        else:
-            result = x.dtype
+                    spec.op_name, spec.axis, tuple(x.shape), rank, -span, span - 1))
+        result = self.result_dtype(spec, x.dtype)
         accumulate = np.dtype(np.float64) if result.kind == "f" else np.dtype(np.int64)
-        return ScanPlan(self.axis % span, result, accumulate)
+        return ScanPlan(spec.axis % span, result, accumulate)

@@ -50,7 +50,7 @@ from caffe2.python.onnx.workspace import Workspace
 from onnx import TensorProto, helper
 from onnx.backend.base import Backend, Device, namedtupledict
 
-from ..converters import TARGETS, LoweringError, lower as _lower
+from ..lowering import TARGETS, LoweringError, lower as _lower
 from ..torch_versions import has, needs
 
 try:

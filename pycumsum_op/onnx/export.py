@@ -39,6 +39,8 @@ from .._safe_unpickle import RefusedPickle, inspect_builder
 from ..input_limits import check_tensor
 from ..netdefs import as_netdef
 from ..ops.builders import BUILDERS, builder_params, scan_forward
+from ..scans import Refused
+from ..scans import scan as registered_scan
 from ..serialization import PYTHON_OP_TYPES, verify_net
 
 #: The opset Caffe2's frontend writes its nodes for.
@@ -137,9 +139,13 @@ def cumsum_params(op, opset: int) -> dict:
     defaults = builder_params(("cumsum",), {})
     known = {"scan", "axis", "exclusive", "reverse", "dtype", "axis_input"}
     other = {name: value for name, value in params.items() if name not in known and value != defaults[name]}
-    if params["scan"] != "cumsum" or other:
-        raise ValueError("{}: {} has no ONNX form".format(_op_label(op), "scan {!r}".format(params["scan"])
-                         if params["scan"] != "cumsum" else "builder argument(s) {}".format(other)))
+    entry = registered_scan(params["scan"], _op_label(op))
+    if isinstance(entry.onnx, Refused) or entry.onnx != "CumSum":
+        raise ValueError("{}: scan {!r} ({}) has no ONNX form: {}".format(
+            _op_label(op), entry.name, entry.op_name, entry.onnx.reason if isinstance(entry.onnx, Refused) else
+            "it is ONNX {}, which this exporter does not write (it writes CumSum)".format(entry.onnx)))
+    if other:
+        raise ValueError("{}: builder argument(s) {} have no ONNX form".format(_op_label(op), other))
     if opset < CUMSUM_OPSET:
         raise ValueError("{}: PyCumSum exports as ONNX CumSum, which needs opset >= {}, not {}".format(
             _op_label(op), CUMSUM_OPSET, opset))

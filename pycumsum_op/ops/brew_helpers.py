@@ -1,5 +1,6 @@
 """Brew helpers: ``brew.cumsum(model, blob_in, blob_out, axis=...)``, and ``brew.cumprod``, ``brew.cummax``,
-``brew.cummin``, ``brew.logcumsumexp`` the same way (each takes its net function's keywords).
+``brew.cummin``, ``brew.logcumsumexp`` the same way (each takes its net function's keywords): one per
+registered scan, named as the scan.
 
 brew hands a helper the keywords of every ``brew.arg_scope`` that lists it, unfiltered
 (``brew.arg_scope([brew.cumsum, brew.fc], order="NCHW")`` passes ``order``), and, to a
@@ -17,8 +18,9 @@ import inspect
 from caffe2.python import brew
 from caffe2.python.helpers.arg_scope import get_current_scope
 
-from ..kernels import SCAN_KERNELS
-from .net_ops import SCAN_FUNCTIONS
+from ..kernels import ScanArgumentError
+from ..scans import listen
+from .net_ops import scan_function
 
 
 def _check_scope_keywords(model, helper_name: str, op_name: str, keywords) -> None:
@@ -30,9 +32,9 @@ def _check_scope_keywords(model, helper_name: str, op_name: str, keywords) -> No
             op_name, helper_name, ", ".join(unknown)))
 
 
-def _brew_helper(scan: str):
-    """The brew helper of scan ``scan``: its net function on ``model.net``, scope keywords ignored."""
-    net_function, op_name = SCAN_FUNCTIONS[scan], SCAN_KERNELS[scan].op_name
+def brew_helper(entry):
+    """The brew helper of registered scan ``entry``: its net function on ``model.net``, scope keywords ignored."""
+    scan, op_name, net_function = entry.name, entry.op_name, scan_function(entry.name)
     own = frozenset(list(inspect.signature(net_function).parameters)[3:])  # after net, blob_in, blob_out
 
     def helper(model, blob_in, blob_out, *args, **keywords):
@@ -45,15 +47,23 @@ def _brew_helper(scan: str):
     return helper
 
 
-cumsum = _brew_helper("cumsum")
-cumprod = _brew_helper("cumprod")
-cummax = _brew_helper("cummax")
-cummin = _brew_helper("cummin")
-logcumsumexp = _brew_helper("logcumsumexp")
+#: scan name -> the helper registered with brew for it (brew's other helpers are never touched).
+_HELPERS = {}
+
+
+def _install_helper(entry, registered: bool) -> None:
+    """Register the helper of a scan added to the registry with brew; take it away with the scan."""
+    if registered and entry.name not in _HELPERS:
+        if brew.has_helper(entry.name):
+            raise ScanArgumentError("register: scan {!r}: brew already has a helper {!r}; choose another "
+                                    "name".format(entry.name, entry.name))
+        _HELPERS[entry.name] = brew_helper(entry)
+        brew.Register(_HELPERS[entry.name])
+    elif not registered and entry.name in _HELPERS:
+        del brew._registry[entry.name]  # brew has no unregistering call; its registry is this dict
+        del _HELPERS[entry.name]
 
 
 def install():
-    """Register the helpers with brew (once per process)."""
-    for helper in (cumsum, cumprod, cummax, cummin, logcumsumexp):
-        if not brew.has_helper(helper):
-            brew.Register(helper)
+    """Register the helpers of every registered scan with brew, now and for scans registered later."""
+    listen(_install_helper)

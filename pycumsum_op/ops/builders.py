@@ -32,8 +32,9 @@ import numpy as np
 import torch
 from caffe2.proto import caffe2_pb2
 
-from ..kernels import ScanArgumentError, ScanSpec, gradient_dtype, scan_kernel, short_repr
+from ..kernels import ScanArgumentError, ScanSpec, gradient_dtype, short_repr
 from ..kernels.spec import check_flag_argument
+from ..scans import scan as registered_scan
 
 _CAFFE2_TENSOR_TYPES = {
     np.dtype(np.bool_): caffe2_pb2.TensorProto.BOOL,
@@ -108,7 +109,7 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
     numpy and the plan. A scan with several outputs (cummax: values, indices) writes int64
     indices after the first.
     """
-    kernel = scan_kernel(scan, "scan_forward")
+    kernel = registered_scan(scan, "scan_forward")
     kernel_forward, kernel_direct, output_count = kernel.forward, kernel.direct, len(kernel.outputs)
     spec = checked_spec(kernel.op_name, axis, exclusive, reverse, dtype, axis_input)
     input_count = 2 if axis_input else 1
@@ -155,7 +156,7 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
                 run(_from_numpy(x), _tensor(target), plan.axis)
                 return
         if in_place:
-            if kernel.gradient_reads_input:
+            if kernel.reads_input:
                 raise in_place_error(spec.op_name, "an output blob is the input blob")
             if x.dtype != plan.result_dtype or output_count > 1:
                 x = x.copy()  # sizing an output frees (or reuses) the memory being read
@@ -172,8 +173,9 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
 def scan_backward(scan, axis=None, exclusive=False, reverse=False, dtype=None, axis_input=False):
     """Builder: the gradient Python-op function; inputs are [x, outputs..., grad of the first output]
     ([x, axis, outputs..., grad] with ``axis_input``), output grad_x."""
-    kernel = scan_kernel(scan, "scan_backward")
-    kernel_backward, output_count, saved_outputs = kernel.backward, len(kernel.outputs), kernel.backward_outputs
+    kernel = registered_scan(scan, "scan_backward")
+    kernel_backward, output_count = kernel.backward, len(kernel.outputs)
+    saved_outputs = {name: kernel.outputs.index(name) for name in kernel.saved_outputs}  # keyword -> position
     spec = checked_spec(kernel.op_name + "Gradient", axis, exclusive, reverse, dtype, axis_input)
     forward_inputs = 2 if axis_input else 1
     input_count = forward_inputs + output_count + 1
@@ -197,11 +199,11 @@ def scan_backward(scan, axis=None, exclusive=False, reverse=False, dtype=None, a
             grad_dtype = gradient_dtype(x.dtype, grad_y.dtype)
             tensor_type = _CAFFE2_TENSOR_TYPES[grad_dtype]
             plans[key] = plan, grad_dtype, tensor_type
-        saved = [inputs[forward_inputs + index].data for index in saved_outputs]
+        saved = {name: inputs[forward_inputs + index].data for name, index in saved_outputs.items()}
         if source is target and (grad_y.dtype != grad_dtype or saved):
             grad_y = grad_y.copy()  # sizing the output frees the memory being read
         target.init(grad_y.shape, tensor_type)
-        kernel_backward(grad_y, x, spec, target.data, plan, *saved)
+        kernel_backward(grad_y, x, spec, target.data, plan, **saved)
 
     return backward
 

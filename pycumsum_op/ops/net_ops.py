@@ -20,9 +20,13 @@ True
 array([[1, 1, 1],
        [1, 1, 1]], dtype=int64)
 """
+import inspect
+
 from caffe2.python import core
 
-from ..kernels import ScanArgumentError, scan_kernel
+from ..kernels import ScanArgumentError
+from ..scans import ALL_ARGUMENTS, listen
+from ..scans import scan as registered_scan
 from .builders import checked_spec, in_place_error, scan_backward, scan_forward
 
 
@@ -79,7 +83,7 @@ def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, r
     (a 0-d int32/int64 tensor) is read on every run; its gradient flows to the input only.
     For a net without Python ops, build it with these ops and then lower it (`pycumsum_op.lower`).
     """
-    kernel = scan_kernel(scan, "add_scan_op")
+    kernel = registered_scan(scan, "add_scan_op")
     op_name = kernel.op_name
     _check_arguments(kernel, exclusive=exclusive, reverse=reverse, dtype=dtype)
     axis_input = isinstance(blob_in, (list, tuple)) and len(blob_in) == 2
@@ -98,7 +102,7 @@ def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, r
         raise ScanArgumentError(
             "{}: dtype={} cannot be used in place (blob_out == blob_in == {!r}): the overwritten input's "
             "dtype is needed for its gradient; write to a new blob".format(op_name, spec.dtype.name, str(blob_in)))
-    if kernel.gradient_reads_input and in_place:
+    if kernel.reads_input and in_place:
         raise in_place_error(op_name, "blob_out == blob_in == {!r}".format(str(blob_in)))
     params = {"scan": scan, "axis": None if axis_input else spec.axis, "exclusive": spec.exclusive,
               "reverse": spec.reverse, "dtype": None if spec.dtype is None else spec.dtype.name}
@@ -115,64 +119,64 @@ def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, r
     return make_op(inputs, blobs_out, name=op_name)
 
 
-def cumsum(net, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False, dtype=None, dim=None):
-    """Append ``blob_out = torch.cumsum(blob_in, axis)`` to ``net``; returns the output BlobReference.
+#: The parameters of a scan's function and their defaults, in order (of ``exclusive``, ``reverse`` and ``dtype``
+#: only those in the scan's ``arguments``).
+_PARAMETERS = (("net", inspect.Parameter.empty), ("blob_in", inspect.Parameter.empty), ("blob_out", None),
+               ("axis", None), ("exclusive", False), ("reverse", False), ("dtype", None), ("dim", None))
 
-    axis (or its alias dim) is required; negative values count from the end. ONNX
-    CumSum's form ``cumsum(net, [x, axis_blob], y)`` reads the axis from a 0-d
-    int32/int64 blob at run time instead.
-    exclusive / reverse follow ONNX CumSum. dtype (numpy dtype or "float",
-    "double", "int32", "int64") sets the result type; by default bool and
-    integer inputs give int64 and floats keep theirs, as in torch. In place
-    (blob_out == blob_in) works, except together with dtype=.
-    The op has a gradient, so ``net.AddGradientOperators`` works through it; `pycumsum_op.lower`
-    turns it into C++ operators.
+
+def scan_function(scan: str):
+    """The function form of registered scan ``scan``: ``f(net, blob_in, blob_out=None, axis=None, <the scan's
+    arguments>, dim=None)`` appending its op (`add_scan_op`), with the registry's docstring.
+
+    >>> import inspect
+    >>> inspect.signature(scan_function("cummax"))
+    <Signature (net, blob_in, blob_out=None, axis=None, reverse=False, dim=None)>
     """
-    return add_scan_op(net, "cumsum", blob_in, blob_out, axis=axis, exclusive=exclusive, reverse=reverse,
-                       dtype=dtype, dim=dim)
+    entry = registered_scan(scan, "scan_function")
+    signature = inspect.Signature([inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default)
+                                   for name, default in _PARAMETERS
+                                   if name not in ALL_ARGUMENTS or name in entry.arguments])
+
+    def function(*args, **kwargs):
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise TypeError("{}{}: {}".format(scan, signature, error)) from None
+        bound.apply_defaults()
+        given = dict(bound.arguments)
+        return add_scan_op(given.pop("net"), scan, given.pop("blob_in"), **given)
+
+    function.__name__ = function.__qualname__ = scan
+    function.__doc__, function.__signature__ = entry.doc, signature
+    return function
 
 
-def cumprod(net, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False, dtype=None, dim=None):
-    """Append ``blob_out = torch.cumprod(blob_in, axis)`` to ``net``; returns the output BlobReference.
-
-    Arguments as `cumsum` (exclusive starts with 1). Not in place: the gradient needs the input.
-    """
-    return add_scan_op(net, "cumprod", blob_in, blob_out, axis=axis, exclusive=exclusive, reverse=reverse,
-                       dtype=dtype, dim=dim)
+cumsum = scan_function("cumsum")
+cumprod = scan_function("cumprod")
+cummax = scan_function("cummax")
+cummin = scan_function("cummin")
+logcumsumexp = scan_function("logcumsumexp")
 
 
-def cummax(net, blob_in, blob_out=None, axis=None, reverse=False, dim=None):
-    """Append ``values, indices = torch.cummax(blob_in, axis)`` to ``net``; returns both BlobReferences.
-
-    blob_out is [values, indices] (or None). Values keep the input's dtype, indices are int64;
-    a tie goes to the later element; reverse scans from the end. The values may overwrite the input.
-    """
-    return add_scan_op(net, "cummax", blob_in, blob_out, axis=axis, reverse=reverse, dim=dim)
+#: op name -> the function installed as ``core.Net.<op name>`` (Caffe2's own attributes are never touched).
+_NET_METHODS = {}
 
 
-def cummin(net, blob_in, blob_out=None, axis=None, reverse=False, dim=None):
-    """Append ``values, indices = torch.cummin(blob_in, axis)`` to ``net``; returns both BlobReferences
-    (see `cummax`)."""
-    return add_scan_op(net, "cummin", blob_in, blob_out, axis=axis, reverse=reverse, dim=dim)
-
-
-def logcumsumexp(net, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False, dim=None):
-    """Append ``blob_out = torch.logcumsumexp(blob_in, axis)`` to ``net``; returns the output BlobReference.
-
-    Floating inputs only; exclusive starts with -inf (TensorFlow's cumulative_logsumexp). The
-    gradient is finite, 0 where torch 1.10.2's is NaN. Not in place: the gradient needs the input.
-    """
-    return add_scan_op(net, "logcumsumexp", blob_in, blob_out, axis=axis, exclusive=exclusive,
-                       reverse=reverse, dim=dim)
-
-
-#: The function form of every scan, by scan name (``core.Net`` gets each as its op name).
-SCAN_FUNCTIONS = {"cumsum": cumsum, "cumprod": cumprod, "cummax": cummax, "cummin": cummin,
-                  "logcumsumexp": logcumsumexp}
+def _install_net_method(entry, registered: bool) -> None:
+    """``core.Net.<op_name>``, the scan's function, for a scan added to the registry; removed with it."""
+    if registered:
+        if entry.op_name not in _NET_METHODS and hasattr(core.Net, entry.op_name):
+            raise ScanArgumentError("register: scan {!r}: core.Net already has an attribute {!r}; choose another "
+                                    "op_name".format(entry.name, entry.op_name))
+        _NET_METHODS[entry.op_name] = scan_function(entry.name)
+        setattr(core.Net, entry.op_name, _NET_METHODS[entry.op_name])
+    elif entry.op_name in _NET_METHODS:
+        delattr(core.Net, entry.op_name)
+        del _NET_METHODS[entry.op_name]
 
 
 def install():
-    """Make ``net.PyCumSum(...)``, ``net.PyCumProd``, ``net.PyCumMax``, ``net.PyCumMin`` and
-    ``net.PyLogCumSumExp`` available on every ``core.Net``."""
-    for scan, function in SCAN_FUNCTIONS.items():
-        setattr(core.Net, scan_kernel(scan).op_name, function)
+    """Make ``net.<op_name>`` of every registered scan (``net.PyCumSum``, ``net.PyCumProd``, ...) available on
+    every ``core.Net``, now and for scans registered later."""
+    listen(_install_net_method)

@@ -17,32 +17,21 @@ Other dtypes take a Hillis–Steele scan: for s = 1, 2, 4, ... < n, ``y[s:] += y
 ``Concat(Slice(y, 0:s), Add(Slice(y, s:n), Slice(y, 0:n-s)))`` along the axis — ⌈log2 n⌉ steps,
 O(n log n) work, exact for integers (bool and integers are first cast to int64, as torch); on a last axis
 longer than `DIRECT` it runs within the blocks and over the block totals of the blocked form. Every op
-has a Caffe2 gradient. ``reverse`` mirrors the slices; ``exclusive`` shifts by one with a zero slice
-(ConstantFill). The slices are fixed at the rank and scan length n known when lowering, so the
+has a Caffe2 gradient. ``reverse`` mirrors the slices; ``exclusive`` shifts by one with a slice holding
+the scan's identity (ConstantFill). The slices are fixed at the rank and scan length n known when lowering, so the
 lowered net starts with ``Shape → EQ → Assert``: another rank or length at run time fails with a
 message naming the blob, never gives a wrong answer. Other dimensions (the batch size) may change.
 
-A new associative scan maps to its combining operator with one entry in `PORTABLE_SCAN_OPERATORS`.
+A scan's form here is its registry entry's `pycumsum_op.scans.PortableForm` (the combining operator, and
+whether it is a sum that takes the MatMul forms), or the `Refused` reason why it has none.
 """
 import numpy as np
 
+from ..scans import scan as registered_scan
 from .emitter import TENSOR_TYPES
-from .facts import LoweringError, normalized_axis, result_dtype
+from .errors import LoweringError
+from .input_facts import normalized_axis
 
-#: scan name -> the elementwise Caffe2 operator that combines two partial results.
-PORTABLE_SCAN_OPERATORS = {"cumsum": "Add"}
-#: scan -> why target "portable" does not lower it (no exact form from Caffe2's portable operators).
-REFUSALS = {
-    "cumprod": "a log-depth product of Mul ops rounds floats differently from torch's sequential cumprod (not "
-               "exact), and Caffe2 has no portable cumulative product",
-    "logcumsumexp": "a log-depth scan of Caffe2's elementwise ops rounds differently from torch's sequential "
-                    "logcumsumexp (not exact), and Caffe2 has no portable operator for it",
-    "cummax": "Caffe2's portable Max does not give torch's indices (ties to the later element, NaN rules)",
-    "cummin": "Caffe2's portable Min does not give torch's indices (ties to the later element, NaN rules)",
-}
-#: Scans with the blocked forms: a sum is a product with a triangular matrix of ones (float32), and a
-#: block's offset (the total of the blocks before it) is added.
-MATMUL_SCANS = frozenset(["cumsum"])
 FLOAT32 = np.dtype(np.float32)
 #: Preferred entries per block of the MatMul form: n·BLOCK multiply-adds per level (16 measured fastest).
 BLOCK = 16
@@ -100,7 +89,7 @@ def _whole_blocks(emitter, blob, axis, rank, length, owned, dtype=FLOAT32):
     size = block_size(length)
     blocks = -(-length // size)
     if blocks * size != length:
-        zeros = _zeros_like(emitter, _slicer(emitter, axis, rank)(blob, 0, blocks * size - length), dtype)
+        zeros = _fill_like(emitter, _slicer(emitter, axis, rank)(blob, 0, blocks * size - length), dtype, 0)
         blob, owned = _concat(emitter, [blob, zeros], axis), True
     return blob, owned, size, blocks
 
@@ -198,8 +187,8 @@ def _slicer(emitter, axis, rank):
     return take
 
 
-def _zeros_like(emitter, blob, dtype):
-    value = 0.0 if dtype.kind == "f" else 0
+def _fill_like(emitter, blob, dtype, value):
+    value = float(value) if dtype.kind == "f" else int(value)
     return emitter.step("ConstantFill", [blob], value=value, dtype=TENSOR_TYPES[dtype])
 
 
@@ -209,16 +198,17 @@ def _concat(emitter, parts, axis):
     return out
 
 
-def _lane_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype, combine="Add"):
-    """Hillis–Steele along ``axis`` of a rank-``rank`` blob (``length`` long), then ``exclusive``'s shift."""
+def _lane_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype, combine="Add", identity=0):
+    """Hillis–Steele along ``axis`` of a rank-``rank`` blob (``length`` long), then ``exclusive``'s shift
+    (the vacated entry holds ``identity``)."""
     take = _slicer(emitter, axis, rank)
     current = _hillis_steele(emitter, take, combine, blob, length, axis, reverse)
     if exclusive and length > 0:  # shift by one; the slices keep a gradient path even when n == 1
-        zero = _zeros_like(emitter, take(current, 0, 1), dtype)
+        first = _fill_like(emitter, take(current, 0, 1), dtype, identity)
         if reverse:
-            current = _concat(emitter, [take(current, 1, length), zero], axis)
+            current = _concat(emitter, [take(current, 1, length), first], axis)
         else:
-            current = _concat(emitter, [zero, take(current, 0, length - 1)], axis)
+            current = _concat(emitter, [first, take(current, 0, length - 1)], axis)
     return current
 
 
@@ -258,7 +248,8 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
             "{}: target 'portable' needs the {} of its input {!r} (the scan length is fixed when lowering); give "
             "shapes={{{!r}: (...)}} and dtypes={{{!r}: 'float32'}}, an init_net that makes it, or feed the blob "
             "into the workspace before lowering".format(where, missing, blob_in, blob_in, blob_in))
-    dtype = result_dtype(spec, facts.dtype)
+    entry = registered_scan(scan, where)
+    form, dtype = entry.portable, entry.result_dtype(spec, facts.dtype)
     current = blob_in
     if facts.dtype != dtype:
         current = emitter.step("Cast", [current], to=TENSOR_TYPES[dtype], from_type=TENSOR_TYPES[facts.dtype])
@@ -271,7 +262,7 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
         _check_rank_and_length(emitter, blob_in, facts.rank, axis, length, where)
     rank = max(facts.rank, 1)
     # (an empty input takes Hillis–Steele: MKL's sgemm complains about a MatMul with no columns)
-    blocked = scan in MATMUL_SCANS and length > 1 and all(facts.shape)
+    blocked = form.matmul and length > 1 and all(facts.shape)
     if blocked and dtype == FLOAT32:
         current = _matmul_form(emitter, current, current != blob_in, tuple(facts.shape), axis, spec)
     elif blocked and axis == rank - 1:  # log2(B) + log2(n/B) steps on rows of blocks: fewer passes
@@ -279,7 +270,7 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
                                   dtype=dtype)
     else:
         current = _lane_scan(emitter, current, axis, rank, length, spec.reverse, spec.exclusive, dtype,
-                             PORTABLE_SCAN_OPERATORS[scan])
+                             form.combine, entry.identity)
     if rank_zero:
         current = emitter.step("Squeeze", [current], dims=[0])
     return [current]

@@ -23,26 +23,26 @@ from caffe2.python import core, workspace
 from google.protobuf import text_format
 
 from .._safe_unpickle import RefusedPickle, inspect_builder
-from ..kernels import SCAN_KERNELS, ScanArgumentError, ScanSpec, scan_kernel
+from ..kernels import ScanArgumentError, ScanSpec
 from ..kernels.spec import CAFFE2_DTYPE_NAMES
 from ..netdefs import as_netdef, blob_names
 from ..ops.builders import BUILDERS, builder_params
+from ..scans import SCANS, Refused
+from ..scans import scan as registered_scan
 from ..serialization import (BUILDER_ARGS, MAX_NET_DEPTH, PYTHON_OP_TYPES, UnsafeNetError, nested_label,
                              nested_nets, verify_net)
 from . import aten, portable
 from .emitter import NUMPY_TYPES, TENSOR_TYPES, OpEmitter
-from .facts import InputFacts, LoweringError, Site, result_dtype
+from .errors import LoweringError
+from .input_facts import InputFacts, Site
 
 #: target name -> the module whose ``emit_scan`` writes a scan in that target's operators.
 TARGETS = {"aten": aten, "portable": portable}
 #: Ops whose nested nets run on the holder's workspace, reading its blobs by the same names (a step net
 #: or Do's net names its blobs itself).
 SHARED_BLOB_NETS = frozenset(["If", "While", "AsyncIf"])
-#: Scans whose gradient op can be lowered: its gradient is the same scan of the output gradient, reversed.
-SELF_ADJOINT_SCANS = frozenset(["cumsum"])
 _FORWARD_BUILDER = "pycumsum_op.ops.builders.scan_forward"
 _BACKWARD_BUILDER = "pycumsum_op.ops.builders.scan_backward"
-_TARGET_TABLES = {"aten": aten.ATEN_SCAN_OPERATORS, "portable": portable.PORTABLE_SCAN_OPERATORS}
 
 
 def _check_target(target) -> None:
@@ -84,7 +84,7 @@ def _scan_params(label: str, op):
             raise LoweringError("{}: ONNX CumSum's form reads its axis from input blob {!r} at run time; lowering "
                                 "needs the axis when the net is built (build the op with axis=...)".format(
                                     label, op.input[1] if len(op.input) > 1 else ""))
-        spec = ScanSpec.checked(scan_kernel(scan, label).op_name, **params)
+        spec = ScanSpec.checked(registered_scan(scan, label).op_name, **params)
     except (TypeError, ScanArgumentError) as error:
         raise LoweringError("{}: its builder holds arguments PyCumSum does not take: {}".format(label, error)) from None
     return scan, spec
@@ -191,10 +191,13 @@ class _BlobFacts(object):
 
 
 def _check_supported(scan, target, where) -> None:
-    if scan not in _TARGET_TABLES[target]:
-        reason = TARGETS[target].REFUSALS.get(scan, "no lowering to target {!r} yet".format(target))
+    """The registry's refusal of ``scan`` for ``target``, with the scans that target does lower."""
+    entry = registered_scan(scan, where)
+    refused = entry.form(target)
+    if isinstance(refused, Refused):
+        lowered = sorted(name for name, known in SCANS.items() if not isinstance(known.form(target), Refused))
         raise LoweringError("{}: scan {!r} ({}) cannot be lowered to target {!r}: {}; lowered there: {}".format(
-            where, scan, SCAN_KERNELS[scan].op_name, target, reason, ", ".join(sorted(_TARGET_TABLES[target]))))
+            where, scan, entry.op_name, target, refused.reason, ", ".join(lowered)))
 
 
 def forward_ops(scan, spec, blob_in, blob_outs, target, facts, emitter, where) -> List[caffe2_pb2.OperatorDef]:
@@ -210,11 +213,12 @@ def gradient_ops(scan, spec, op, target, facts, emitter, where) -> List[caffe2_p
     if spec.dtype is not None and facts.dtype is None:
         raise LoweringError("{}: the gradient of a scan with dtype={} has its input's dtype; give dtypes={{{!r}: "
                             "...}} or feed the blob into the workspace".format(where, spec.dtype.name, op.input[0]))
-    if scan not in SELF_ADJOINT_SCANS:
+    entry = registered_scan(scan, where)
+    if not entry.self_adjoint:
         return _backward_pass_ops(scan, spec, op, target, facts, emitter, where)
     adjoint = spec._replace(reverse=not spec.reverse, dtype=None)
     grad_in, grad_out = op.input[-1], op.output[0]
-    current, grad_dtype = grad_in, lambda: result_dtype(spec, facts.dtype)
+    current, grad_dtype = grad_in, lambda: entry.result_dtype(spec, facts.dtype)
     if spec.dtype is not None and facts.dtype.kind == "f" and facts.dtype != spec.dtype:
         # PyCumSum (and torch): grad_x has x's dtype, and the scan runs in it
         current = emitter.step("Cast", [current], to=TENSOR_TYPES[facts.dtype])
@@ -228,7 +232,7 @@ def _backward_pass_ops(scan, spec, op, target, facts, emitter, where) -> List[ca
     """A scan's gradient op as the forward's emitted ops run again (into fresh blobs) followed by Caffe2's
     backward pass over them (`aten_gradient` for the ATen forms, Caffe2's own makers for the rest)."""
     x, grad_in, grad_out = op.input[0], op.input[-1], op.output[0]
-    recomputed = [emitter.fresh() for _ in SCAN_KERNELS[scan].outputs]
+    recomputed = [emitter.fresh() for _ in registered_scan(scan, where).outputs]
     forward = list(forward_ops(scan, spec, x, recomputed, target, facts, emitter, where))
     backward, grads = core.GradientRegistry.GetBackwardPass(forward, {recomputed[0]: grad_in})
     known = {grad_in} | {blob for forward_op in forward for blob in list(forward_op.input) + list(forward_op.output)}
@@ -255,14 +259,15 @@ def _lower_python_op(index, op, target, facts, taken, prefix="") -> List[caffe2_
     scan, spec = _scan_params(label, op)
     where = Site(label, op.input[0])
     emitter = OpEmitter(taken, op.output[0], like=op, copy_outputs=bool(prefix))
-    outputs = len(SCAN_KERNELS[scan].outputs)
+    entry = registered_scan(scan, label)
+    outputs = len(entry.outputs)
     if op.type == "Python" and len(op.input) == 1 and len(op.output) == outputs:
         return forward_ops(scan, spec, op.input[0], list(op.output), target, facts.of(op.input[0]), emitter, where)
     if op.type == "PythonGradient" and len(op.input) == 2 + outputs and len(op.output) == 1:
         return gradient_ops(scan, spec, op, target, facts.of(op.input[0]), emitter, where)
     raise LoweringError("{}: a {} op of a {} with {} input(s) and {} output(s) cannot be lowered (a scan "
                         "has 1 and {}; its gradient op {} and 1)".format(
-                            where, op.type, SCAN_KERNELS[scan].op_name, len(op.input), len(op.output), outputs,
+                            where, op.type, entry.op_name, len(op.input), len(op.output), outputs,
                             2 + outputs))
 
 

@@ -1,10 +1,10 @@
-"""Converters: PyCumSum nets turned into other operators (lowering to Caffe2's C++ operators).
+"""Lowering: nets with scan ops turned into Caffe2's C++ operators (targets "aten" and "portable").
 
 `lower` replaces every PyCumSum (and its gradient op) by C++ operators; importing this package
 registers the gradient of the ATen forms it emits (`aten_gradient`).
 """
 from . import aten_gradient
-from .facts import LoweringError
+from .errors import LoweringError
 from .lower import TARGETS, lower
 
 aten_gradient.install()

@@ -2,15 +2,17 @@
 
 Caffe2 has no gradient for its ``ATen`` operator. ``core.GradientRegistry.GetGradientForOp`` asks
 C++ first and, when that fails, the Python registry by op type; `install` registers one function
-for "ATen" there. It handles exactly these forms (exactly these arguments, inputs and outputs):
+for "ATen" there. It handles exactly these forms (exactly these arguments, inputs and outputs): the
+ATen operator of each registered scan (`pycumsum_op.scans.AtenForm`: ``dim``, one input, the scan's
+outputs), whose gradient is its entry's ``backward`` form (`BACKWARD_FORMS`), and the ops around them:
 
-- ``cumsum`` (``dim``): the gradient is the reverse cumsum of the output's gradient (flip, cumsum, flip);
-- ``cumprod`` (``dim``): torch's own ``cumprod_backward(grad, input, output, dim)``, exact with zeros
+- ``cumsum_backward`` (``cumsum``): the gradient is the reverse cumsum of the output's gradient (flip, cumsum, flip);
+- ``cumprod_backward`` (``cumprod``): torch's own ``cumprod_backward(grad, input, output, dim)``, exact with zeros
   (torch 1.8: ``cumprod_backward(grad, input, dim)``; older torch has none: `torch_versions`);
-- ``cummax`` / ``cummin`` (``dim``; outputs values, indices): torch's ``cummaxmin_backward(grad, input,
+- ``cummaxmin_backward`` (``cummax`` / ``cummin``; outputs values, indices): torch's ``cummaxmin_backward(grad, input,
   indices, dim)`` as its ATen ops (masked_fill to zeros, scatter_add: each gradient sent to the index that
   won; the indices output has no gradient);
-- ``logcumsumexp`` (``dim``): torch 1.10.2 has no ATen operator for its gradient, so it is built from
+- ``logcumsumexp_backward`` (``logcumsumexp``): torch 1.10.2 has no ATen operator for its gradient, so it is built from
   ATen's abs, log, gt/lt/eq, logical_not, masked_fill, sub, logcumsumexp, flip, add, exp, cumsum,
   type_as, clamp_min, div and where: torch's log-space formula with PyLogCumSumExp's repairs (0 at
   x = -inf, the +inf limit) — see `_logcumsumexp_ops`;
@@ -22,13 +24,21 @@ For any other ATen op it raises the very exception Caffe2 raised before (same ty
 """
 from caffe2.python import core
 
+from ..scans import SCANS, AtenForm
 from ..torch_versions import has, require
-from .facts import LoweringError
+from .errors import LoweringError
 
-#: ATen operator -> (its argument names, its number of inputs, of outputs) for the forms differentiated here.
-_FORMS = {"cumsum": ({"dim"}, 1, 1), "cumprod": ({"dim"}, 1, 1), "logcumsumexp": ({"dim"}, 1, 1),
-          "cummax": ({"dim"}, 1, 2), "cummin": ({"dim"}, 1, 2), "flip": ({"dims"}, 1, 1),
-          "roll": ({"shifts", "dims"}, 1, 1), "index_fill": ({"dim", "value"}, 2, 1)}
+#: ATen operator -> (its argument names, its number of inputs, of outputs) for the forms around the scans.
+_ARRANGING_FORMS = {"flip": ({"dims"}, 1, 1), "roll": ({"shifts", "dims"}, 1, 1),
+                    "index_fill": ({"dim", "value"}, 2, 1)}
+#: The gradient forms of scans' ATen operators (`AtenForm.backward`) this module emits.
+BACKWARD_FORMS = ("cumsum_backward", "cumprod_backward", "cummaxmin_backward", "logcumsumexp_backward")
+
+
+def _scan_forms() -> dict:
+    """ATen operator -> its `AtenForm` and the number of outputs, for every registered scan's operator."""
+    return {entry.aten.operator: (entry.aten, len(entry.outputs)) for entry in SCANS.values()
+            if isinstance(entry.aten, AtenForm)}
 
 
 def emitted_form(op):
@@ -37,9 +47,13 @@ def emitted_form(op):
         return None
     args = {arg.name: arg for arg in op.arg}
     operator = args["operator"].s.decode() if "operator" in args else None
-    if operator not in _FORMS:
+    scans = _scan_forms()
+    if operator in scans:
+        names, inputs, outputs = {"dim"}, 1, scans[operator][1]
+    elif operator in _ARRANGING_FORMS:
+        names, inputs, outputs = _ARRANGING_FORMS[operator]
+    else:
         return None
-    names, inputs, outputs = _FORMS[operator]
     if set(args) != names | {"operator"} or len(op.input) != inputs or len(op.output) != outputs:
         return None
     values = {name: (list(args[name].ints) if args[name].ints else
@@ -98,17 +112,22 @@ def _logcumsumexp_ops(step, x, y, grad, dim):
 
 def _gradient_ops(operator, values, grad_out, grad_in, op, device):
     step, x = _Steps(grad_in, device), op.input[0]
-    if operator == "logcumsumexp":
+    form = _scan_forms().get(operator, (None,))[0]  # a scan's operator: its gradient form is the registry's
+    backward = None if form is None else form.backward
+    if form is not None and backward not in BACKWARD_FORMS:
+        raise LoweringError("ATen {}: its registered gradient form {!r} is none of {}".format(
+            operator, backward, ", ".join(BACKWARD_FORMS)))
+    if form is not None and form.backward_needs is not None:
+        require(form.backward_needs, "the gradient of ATen {} (torch's {})".format(operator, backward), LoweringError)
+    if backward == "logcumsumexp_backward":
         _logcumsumexp_ops(step, x, op.output[0], grad_out, values["dim"])
-    elif operator == "cumsum":
+    elif backward == "cumsum_backward":
         step.reversed_scan("rcumsum", grad_out, "cumsum", values["dim"], last=True)
-    elif operator == "cumprod" and has("aten cumprod_backward(grad, input, output)"):
+    elif backward == "cumprod_backward" and has("aten cumprod_backward(grad, input, output)"):
         step(None, [grad_out, x, op.output[0]], operator="cumprod_backward", dim=values["dim"])
-    elif operator == "cumprod":
-        require("aten cumprod_backward(grad, input)", "the gradient of ATen cumprod (torch's cumprod_backward)",
-                LoweringError)
+    elif backward == "cumprod_backward":
         step(None, [grad_out, x], operator="cumprod_backward", dim=values["dim"])
-    elif operator in ("cummax", "cummin"):  # torch's cummaxmin_backward, an ATen operator only from 1.8
+    elif backward == "cummaxmin_backward":  # torch's cummaxmin_backward, an ATen operator only from 1.8
         zeros = step("zeros", [grad_out, step("all", [op.output[1]], operator="ge", other=0.0)],
                      operator="masked_fill", value=0.0)
         step(None, [zeros, op.output[1], grad_out], operator="scatter_add", dim=values["dim"])

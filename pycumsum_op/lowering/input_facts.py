@@ -1,13 +1,10 @@
-"""What lowering must know about a scan's input blob: its shape and dtype, when known."""
+"""What lowering must know about a scan's input blob: its shape and dtype, when known, and where it is."""
 from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
 
 from ..kernels import ScanSpec
-
-
-class LoweringError(ValueError):
-    """A net (or one op of it) cannot be lowered; the message names the op, the blob and the remedy."""
+from .errors import LoweringError
 
 
 class Site(NamedTuple):
@@ -49,19 +46,6 @@ class InputFacts(object):
     @property
     def rank(self) -> Optional[int]:
         return None if self.shape is None else len(self.shape)
-
-
-def result_dtype(spec: ScanSpec, dtype: Optional[np.dtype]) -> Optional[np.dtype]:
-    """The scan's output dtype, as torch.cumsum: ``dtype=``, else int64 for bool/integers, else the input's.
-
-    >>> result_dtype(ScanSpec("PyCumSum", 0), np.dtype(np.int32))
-    dtype('int64')
-    """
-    if spec.dtype is not None:
-        return spec.dtype
-    if dtype is None:
-        return None
-    return np.dtype(np.int64) if dtype.kind in "biu" else dtype
 
 
 def normalized_axis(spec: ScanSpec, where: str, rank: int) -> int:

@@ -9,21 +9,13 @@ PyCumSum sits on the replaced op's device and no intermediate name clashes with 
 >>> emitter.op("Copy", ["x"], ["y"]).type, [op.type for op in emitter.ops]
 ('Copy', ['Copy'])
 """
-import numpy as np
 from caffe2.proto import caffe2_pb2
 from caffe2.python import core
 
 from ..ops.builders import _CAFFE2_TENSOR_TYPES
 
-#: numpy dtype -> Caffe2 TensorProto type, for every dtype a lowered scan reads or writes.
+#: numpy dtype -> Caffe2 TensorProto type, for every dtype a lowered scan reads or writes (the Python ops').
 TENSOR_TYPES = dict(_CAFFE2_TENSOR_TYPES)
-TENSOR_TYPES.update({
-    np.dtype(np.bool_): caffe2_pb2.TensorProto.BOOL,
-    np.dtype(np.int8): caffe2_pb2.TensorProto.INT8,
-    np.dtype(np.uint8): caffe2_pb2.TensorProto.UINT8,
-    np.dtype(np.int16): caffe2_pb2.TensorProto.INT16,
-    np.dtype(np.uint16): caffe2_pb2.TensorProto.UINT16,
-})
 #: Caffe2 TensorProto type -> numpy dtype.
 NUMPY_TYPES = {proto: dtype for dtype, proto in TENSOR_TYPES.items()}
 

@@ -13,25 +13,16 @@ cummin: back to uint16 behind) or int64 (cumsum, cumprod). Only these forms are 
 `aten_gradient` gives them gradients. The ATen operator is in every CPU build of Caffe2 from PyPI's
 torch but not in mobile builds: use target "portable" there.
 
-A new scan maps to an ATen operator with one entry in `ATEN_SCAN_OPERATORS`.
+A scan's ATen operator, the capability it needs and its identity are its registry entry's
+(`pycumsum_op.scans.Scan.aten`, ``identity``); its result dtype is the entry's one rule (``dtypes``).
 """
 import numpy as np
 
+from ..scans import scan as registered_scan
 from ..torch_versions import has, require, torch_version
 from .emitter import TENSOR_TYPES
-from .facts import LoweringError, normalized_axis, result_dtype
-
-#: scan name -> ATen operator computing it with the ``(self, dim)`` overload.
-ATEN_SCAN_OPERATORS = {"cumsum": "cumsum", "cumprod": "cumprod", "logcumsumexp": "logcumsumexp",
-                       "cummax": "cummax", "cummin": "cummin"}
-#: scan -> why target "aten" does not lower it (every registered scan has an ATen operator).
-REFUSALS = {}
-#: scan -> the value the first entry of its exclusive form holds (scans without one take no ``exclusive``).
-IDENTITIES = {"cumsum": 0.0, "cumprod": 1.0, "logcumsumexp": float("-inf")}
-#: Scans whose values keep the input's dtype (torch.cummax / cummin); the others widen integers to int64.
-KEEP_INPUT_DTYPE = frozenset(["cummax", "cummin", "logcumsumexp"])
-#: Scans with int64 indices as their second output.
-INDEXED_SCANS = frozenset(["cummax", "cummin"])
+from .errors import LoweringError
+from .input_facts import normalized_axis
 
 
 def _refuse_float16(scan, where, what):
@@ -54,10 +45,6 @@ def _reversed_indices(emitter, indices, blob_in, spec, facts, where):
     return emitter.step("Sub", [last, flipped])
 
 
-#: scan -> the torch capability (`torch_versions`) its ATen operator needs.
-NEEDS = {"cummax": "aten cummax", "cummin": "aten cummax", "logcumsumexp": "aten logcumsumexp"}
-
-
 def _refuse_rank_zero_at_run_time(emitter, blob_in, where):
     """An input of unknown rank on a torch whose flip of a 0-d tensor crashes the process: an Assert fails the
     net with a message when it is 0-d (a known rank 0 is scanned as a 1-element vector instead)."""
@@ -77,9 +64,10 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
         _refuse_float16(scan, where, "dtype=float16")
     if facts.dtype == float16 and spec.dtype is None:
         _refuse_float16(scan, where, "its float16 input {!r}".format(blob_in))
-    if scan in NEEDS:
-        require(NEEDS[scan], "{}: target 'aten' (ATen operator {!r})".format(where, ATEN_SCAN_OPERATORS[scan]),
-                LoweringError)
+    entry = registered_scan(scan, where)
+    form, keeps_dtype, indexed = entry.aten, not entry.dtypes.integers_to_int64, len(entry.outputs) > 1
+    if form.needs is not None:
+        require(form.needs, "{}: target 'aten' (ATen operator {!r})".format(where, form.operator), LoweringError)
     if facts.rank == 0:  # one element: reversing it changes nothing (and Shape cannot index a 0-d tensor)
         spec = spec._replace(reverse=False)
     current = blob_in
@@ -95,30 +83,30 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
     bool_flip = working == np.dtype(np.bool_) and spec.reverse and not has("aten flip bool")
     if working == np.dtype(np.uint16) or bool_flip:  # not an ATen dtype (or no bool flip): widen exactly
         kept = np.dtype(np.int32) if working == np.dtype(np.uint16) else np.dtype(np.uint8)
-        working_to = kept if scan in KEEP_INPUT_DTYPE else np.dtype(np.int64)
+        working_to = kept if keeps_dtype else np.dtype(np.int64)
         current = emitter.step("Cast", [current], to=TENSOR_TYPES[working_to], from_type=TENSOR_TYPES[working])
         aten_dtype = working_to
     else:
         aten_dtype = working
     if spec.reverse:
         current = emitter.step("ATen", [current], operator="flip", dims=[spec.axis])
-    outputs = [emitter.fresh() for _ in range(2 if scan in INDEXED_SCANS else 1)]
-    emitter.op("ATen", [current], outputs, operator=ATEN_SCAN_OPERATORS[scan], dim=spec.axis)
+    outputs = [emitter.fresh() for _ in entry.outputs]
+    emitter.op("ATen", [current], outputs, operator=form.operator, dim=spec.axis)
     current = outputs[0]
     if spec.exclusive:
         first = emitter.step("GivenTensorInt64Fill", [], values=[0], shape=[1])
         current = emitter.step("ATen", [current], operator="roll", shifts=[1], dims=[spec.axis])
-        current = emitter.step("ATen", [current, first], operator="index_fill", dim=spec.axis, value=IDENTITIES[scan])
+        current = emitter.step("ATen", [current, first], operator="index_fill", dim=spec.axis, value=entry.identity)
     if spec.reverse:
         current = emitter.step("ATen", [current], operator="flip", dims=[spec.axis])
-    if aten_dtype is not None and aten_dtype.kind in "biu" and scan not in KEEP_INPUT_DTYPE:
+    if aten_dtype is not None and aten_dtype.kind in "biu" and not keeps_dtype:
         aten_dtype = np.dtype(np.int64)  # ATen's cumsum / cumprod widen integers
-    wanted = working if scan in KEEP_INPUT_DTYPE else result_dtype(spec, facts.dtype)
+    wanted = entry.result_dtype(spec, facts.dtype)
     if wanted is not None and aten_dtype is not None and wanted != aten_dtype:
         current = emitter.step("Cast", [current], to=TENSOR_TYPES[wanted], from_type=TENSOR_TYPES[aten_dtype])
     if rank_zero:
         current = emitter.step("Squeeze", [current], dims=[0])
-    if scan not in INDEXED_SCANS:
+    if not indexed:
         return [current]
     indices = outputs[1]
     if spec.reverse:

@@ -1,0 +1,11 @@
+"""The scan registry: one `Scan` entry per scan op, which every layer above reads.
+
+`family` registers torch's scans (cumsum, cumprod, cummax, cummin, logcumsumexp) on import;
+`register` adds another one, anywhere, at any time.
+"""
+from . import family
+from .registry import (ALL_ARGUMENTS, FORMS, INPUT, SCANS, AtenForm, PortableForm, Refused, Scan, listen,
+                       register, scan, unregister)
+
+__all__ = ["Scan", "AtenForm", "PortableForm", "Refused", "SCANS", "FORMS", "ALL_ARGUMENTS", "INPUT", "scan",
+           "register", "unregister", "listen", "family"]
