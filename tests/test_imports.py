@@ -27,7 +27,8 @@ TOOLS = ("pycumsum_op.cli", "pycumsum_op.commands", "pycumsum_op.demo", "pycumsu
 LAYERS = (
     ("core", ("pycumsum_op.scans", "pycumsum_op.kernels", "pycumsum_op.torch_versions")),
     ("binding", ("pycumsum_op.ops", "pycumsum_op.serialization", "pycumsum_op._safe_unpickle",
-                 "pycumsum_op._text_format", "pycumsum_op.input_limits", "pycumsum_op._atomic_files",
+                 "pycumsum_op._text_format", "pycumsum_op.input_limits", "pycumsum_op.wire_census",
+                 "pycumsum_op._atomic_files",
                  "pycumsum_op.netdefs", "pycumsum_op.idioms", "pycumsum_op._runtime")),
     ("converters", ("pycumsum_op.lowering", "pycumsum_op.onnx")),
     ("tools", TOOLS),
