@@ -114,6 +114,38 @@ def test_flip_of_a_0d_tensor_runs_here():
     assert torch.flip(torch.tensor(1.0), [0]).item() == 1.0
 
 
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_0d_input_of_unknown_rank_is_scanned_or_refused_by_an_assert_never_a_crash(reverse):
+    """Lowered without shapes, a 0-d input reaches the ATen ops: where torch's flip of a 0-d tensor crashes
+    (torch 1.9), the forward of a reversed scan and the gradient (a flipped cumsum) fail the net with a
+    message instead; a forward scan flips nothing and runs. Elsewhere both equal torch's."""
+    workspace.ResetWorkspace()  # lower reads the facts of blobs already in the workspace: none here
+    forward = core.Net("tv_zero_d")
+    forward.PyCumSum("tv_z", "tv_zy", axis=0, reverse=reverse)
+    forward.SumElements("tv_zy", "tv_zloss")
+    lowered = pycumsum_op.lower(forward, target="aten")
+    train = core.Net(lowered)
+    train.AddGradientOperators(["tv_zloss"])
+    workspace.ResetWorkspace()
+    workspace.FeedBlob("tv_z", np.array(2.5, np.float32))
+    if not has("torch.flip 0-d") and reverse:
+        with pytest.raises(RuntimeError, match="0-d input 'tv_z' on torch .*whose flip of a 0-d tensor crashes"):
+            workspace.RunNetOnce(lowered)
+        return
+    workspace.RunNetOnce(lowered)
+    assert workspace.FetchBlob("tv_zy").shape == () and workspace.FetchBlob("tv_zy") == np.float32(2.5)
+    workspace.ResetWorkspace()
+    workspace.FeedBlob("tv_z", np.array(2.5, np.float32))
+    if not has("torch.flip 0-d"):
+        with pytest.raises(RuntimeError, match="a 0-d gradient on torch .*whose flip of a 0-d tensor crashes"):
+            workspace.RunNetOnce(train)
+        return
+    workspace.RunNetOnce(train)
+    tensor = torch.tensor(2.5, requires_grad=True)
+    (expected,) = torch.autograd.grad(torch.cumsum(tensor, 0).sum(), tensor)
+    assert workspace.FetchBlob("tv_z_grad") == expected.item()
+
+
 def test_messages_name_the_torch_version_needed():
     assert version_tuple("1.10.2+cu102") == (1, 10, 2) and TORCH == version_tuple(torch.__version__)
     assert needs("aten cummax", "op 0") == "op 0 needs torch >= 1.5 (this is torch {})".format(torch.__version__)
