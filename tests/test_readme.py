@@ -132,6 +132,8 @@ def _example_id(example: Example) -> str:
 def test_readme_example_prints_what_the_readme_shows(example, tmp_path):
     if re.search(r"\b(pycumsum_op|caffe2\.python)\.onnx\b", example.code) and onnx_backend_refusal():
         pytest.skip(onnx_backend_refusal())  # torch < 1.10 with onnx >= 1.9 (asserted: tests/test_torch_versions.py)
+    if sys.version_info < (3, 7) and re.search(r"\b(compiled|engine)\b", example.code):
+        pytest.skip("the accelerator's examples: the `fast` extra installs no numba on CPython 3.6")
     problem = check_example(example, tmp_path)
     refusal = re.search(r"[^\n:]*: [^\n]* needs torch >= (\d+)\.(\d+) \(this is torch {}\)".format(
         re.escape(torch.__version__)), problem or "")
