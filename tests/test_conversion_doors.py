@@ -21,6 +21,7 @@ from caffe2.python.predictor import mobile_exporter
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from onnx_support import LinearSoftmaxCumSum, needs_onnx_backend, onnx_backend_refusal, onnxruntime_outputs, torch_model
 from pycumsum_op.serialization import UnsafeNetError, load_net, save_net
+from test_cli import own_stderr_lines
 
 if onnx_backend_refusal() is None:  # else the ONNX tests are skipped with it (asserted: tests/test_torch_versions.py)
     import pycumsum_op.onnx
@@ -35,7 +36,7 @@ def run_cli(*args):
 
 def assert_refused(result, message):
     assert result.returncode == 2, result.stderr
-    assert result.stderr.strip().splitlines() == [message]
+    assert own_stderr_lines(result.stderr) == [message]
 
 
 def test_a_net_without_ops_is_refused_alike(tmp_path):

@@ -86,7 +86,8 @@ def test_wheel_keeps_torch_out_of_the_unconditional_requirements(wheel):
         assert re.sub(r"\s", "", specifier) == "torch==1.10.2", requirement
         assert re.sub(r"\s", "", marker).replace("'", '"') == 'extra=="caffe2"', requirement
     assert "caffe2" in metadata.get_all("Provides-Extra")
-    networkx = [re.sub(r"\s", "", r).replace("'", '"') for r in requirements if requirement_name(r) == "networkx"]
+    networkx = [re.sub(r"[\s()]", "", r).replace("'", '"')  # (older setuptools puts the marker in parentheses)
+                for r in requirements if requirement_name(r) == "networkx"]
     assert 'networkx==2.8.8;python_version>="3.8"andextra=="caffe2"' in networkx, networkx  # data_parallel_model
     unconditional = [requirement_name(r) for r in requirements if ";" not in r]
     assert "numpy" in unconditional and "torch" not in unconditional
@@ -140,7 +141,7 @@ def run_bare(bin_dir, *args):
 
 def test_pip_install_prints_no_deprecation_warning(bare_venv):
     _, output = bare_venv
-    assert "Successfully installed pycumsum_op-0.2.0" in output
+    assert re.search(r"Successfully installed pycumsum[-_]op-0\.2\.0", output), output  # (pip 22: pycumsum-op)
     assert_no_deprecation_warnings(output)
 
 

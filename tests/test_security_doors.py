@@ -27,6 +27,7 @@ from pycumsum_op.converters import LoweringError
 from pycumsum_op.doctor import diagnose
 from onnx_support import needs_onnx_backend, onnx_backend_refusal
 from rnn_support import cumsum_cell, recurrent_netdef
+from test_cli import own_stderr_lines
 
 if onnx_backend_refusal() is None:  # else the ONNX tests are skipped with it (asserted: tests/test_torch_versions.py)
     from pycumsum_op.onnx.backend import CumSumBackend
@@ -60,7 +61,7 @@ def run_cli(*args):
 
 
 def one_line_refusal(result, command):
-    lines = result.stderr.strip().splitlines()
+    lines = own_stderr_lines(result.stderr)
     assert result.returncode == 2 and "Traceback" not in result.stderr and len(lines) == 1, result.stderr
     assert lines[0].startswith("pycumsum-op {}: error:".format(command))
     return lines[0]

@@ -68,10 +68,21 @@ def python_op_error_keeps_its_type():
     raise AssertionError("axis=3 on a vector ran")
 
 
+def autograd_reverses_cumsum_by_flips():
+    """Whether autograd's gradient of cumsum is torch's flip -> cumsum -> flip (not total - cumsum + w, which
+    rounds differently on float32 data over 12 decades)."""
+    rng = np.random.RandomState(0)
+    w = torch.from_numpy((rng.standard_normal((4, 64)) * 10.0 ** rng.randint(-6, 7, (4, 64))).astype(np.float32))
+    x = torch.zeros(4, 64, requires_grad=True)
+    (grad,) = torch.autograd.grad(torch.cumsum(x, 1), x, w)
+    return torch.equal(grad, w.flip(1).cumsum(1).flip(1))
+
+
 PROBES = {
     "torch.cummax": lambda: hasattr(torch, "cummax") and hasattr(torch, "cummin"),
     "torch.logcumsumexp": lambda: hasattr(torch, "logcumsumexp"),
     "torch.logcumsumexp -inf": logcumsumexp_exact_at_minus_infinity,
+    "torch autograd reversed cumsum by flips": autograd_reverses_cumsum_by_flips,
     "aten cummax": lambda: runs("ATen", [X], 2, operator="cummax", dim=1),
     "aten logcumsumexp": logcumsumexp_exact_at_minus_infinity,  # the ATen operator is torch's kernel
     "aten flip bool": lambda: runs("ATen", [X > 0], operator="flip", dims=[1]),
