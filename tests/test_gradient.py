@@ -14,7 +14,7 @@ from caffe2.python import core, workspace
 from hypothesis import Phase, find, given, settings
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
-from engine_support import accelerator, backward_path, engine_cases, engine_input
+from engine_support import NEEDS_NUMBA, accelerator, backward_path, engine_cases, engine_input
 from pycumsum_op.torch_versions import has
 
 #: dtype= override -> torch dtype of y (floating only: torch has no gradient through integer results).
@@ -131,7 +131,7 @@ def test_gradient_op_in_place_on_its_gradient_blob(x_dtype, clean_workspace, tor
 ENGINE_FLOAT_DTYPES = [np.float32, np.float64]
 
 
-@pytest.mark.parametrize("path", ["numpy", "torch", "lanes", "rows", "compiled"])
+@pytest.mark.parametrize("path", ["numpy", "torch", "lanes", "rows", pytest.param("compiled", marks=NEEDS_NUMBA)])
 def test_the_engine_cases_reach_every_backward_path(path):
     """`engine_cases` draws gradients for each path the engine has (the thresholds are the engine's own)."""
     case = find(engine_cases(ENGINE_FLOAT_DTYPES), lambda case: backward_path(*case) == path,
