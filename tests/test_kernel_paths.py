@@ -94,6 +94,8 @@ def oracle(x, axis, exclusive, reverse, dtype=None):
     t = torch.from_numpy(np.ascontiguousarray(x.astype(np.float64) if x.dtype == np.float16 else x))
     if t.dim() == 0:
         t = t.reshape(1)
+    if reverse and t.dtype == torch.bool and not has("aten flip bool"):  # torch 1.4: no bool flip; widen exactly
+        t = t.to(torch.int64)
     if reverse:
         t = t.flip(axis)
     t = torch.cumsum(t, axis, dtype=None if x.dtype == np.float16 else getattr(torch, result_dtype.name))
