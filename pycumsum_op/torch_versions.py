@@ -30,6 +30,9 @@ SINCE = {
     "torch.cummax": (1, 5, 0),          # torch.cummax / torch.cummin
     "torch.logcumsumexp": (1, 6, 0),
     "torch.logcumsumexp -inf": (1, 9, 0),  # before: NaN from a leading -inf (and in its gradient)
+    # before: autograd's reversed cumsum (cumsum's gradient; cumprod's on 1.9) is total - cumsum + w, which
+    # cancels (float32: off by epsilon times the lane's total); from 1.10 flip -> cumsum -> flip
+    "torch autograd reversed cumsum by flips": (1, 10, 0),
     # ATen operators (Caffe2's ATen op runs only what its torch was built with)
     "aten cummax": (1, 5, 0),           # cummax / cummin, two outputs
     "aten logcumsumexp": (1, 9, 0),     # an ATen operator from 1.6, but NaN after a leading -inf before 1.9

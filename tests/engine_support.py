@@ -7,11 +7,17 @@ tests/test_forward.py and tests/test_gradient.py.
 """
 import contextlib
 import os
+import sys
 
 import hypothesis.strategies as st
 import numpy as np
+import pytest
 
 from pycumsum_op.kernels import compiled, engine
+
+#: The tests of the compiled paths: the `fast` extra installs numba 0.56.4 on CPython >= 3.7 only.
+NEEDS_NUMBA = pytest.mark.skipif(sys.version_info < (3, 7), reason="the `fast` extra installs no numba on CPython 3.6 "
+                                 "(numba 0.56.4 needs 3.7): no compiled path there")
 
 ENGINE_DTYPES = [np.float32, np.float64, np.int32, np.int64]
 ENGINE_MAX_SIZE = 32 * engine.SMALL_SIZE

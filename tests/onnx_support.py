@@ -5,6 +5,7 @@ import warnings
 
 import onnx
 import onnxruntime
+import pytest
 import torch
 from caffe2.python import workspace
 from onnx import TensorProto, helper
@@ -96,6 +97,12 @@ def cumsum_model(elem_type, shape, axis, axis_source, opset, **flags):
 
 FLAGS = [{}, {"exclusive": 1}, {"reverse": 1}, {"exclusive": 1, "reverse": 1}]
 ONNX_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64]
+
+
+def needs_onnx_backend(test):
+    """Skips ``test`` (with the refusal as the reason) where `onnx_backend_refusal` is not None."""
+    refusal = onnx_backend_refusal()
+    return pytest.mark.skipif(refusal is not None, reason=refusal or "")(test)
 
 
 def onnx_backend_refusal():

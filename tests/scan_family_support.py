@@ -12,6 +12,13 @@ from pycumsum_op.torch_versions import has
 #: Caffe2's RuntimeError carrying its message ("... PythonOp function: ScanArgumentError: <message>").
 RUN_ERROR = ScanArgumentError if has("caffe2 python op exception type") else (ScanArgumentError, RuntimeError)
 
+
+def op_message(error) -> str:
+    """The Python op's own message in a `RUN_ERROR`: str(error), or the line Caffe2 carried it in before torch 1.6."""
+    if isinstance(error, ScanArgumentError):
+        return str(error)
+    return str(error).split("ScanArgumentError: ", 1)[1].split("\n", 1)[0]
+
 #: scan name -> the net method users call.
 NET_METHODS = {"cumprod": "PyCumProd", "cummax": "PyCumMax", "cummin": "PyCumMin",
                "logcumsumexp": "PyLogCumSumExp"}

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pycumsum_op
-from pycumsum_op import ScanArgumentError
+from scan_family_support import RUN_ERROR
 
 
 def two_input_net(name, **flags):
@@ -63,6 +63,6 @@ def test_integer_input_follows_torch_and_dtype_is_kept(clean_workspace, run_net)
 def test_axis_blob_must_be_a_scalar_integer(clean_workspace, run_net, axis):
     net = core.Net("axis_input_bad")
     net.PyCumSum(["ab_x", "ab_axis"], "ab_y")
-    with pytest.raises(ScanArgumentError, match=r"PyCumSum: the axis input must be a 0-d int32 or int64 tensor "
+    with pytest.raises(RUN_ERROR, match=r"PyCumSum: the axis input must be a 0-d int32 or int64 tensor "
                                                  r"\(as in ONNX CumSum\), got shape .* \(the input has shape \(2, 3\)\)"):
         run_net(net, {"ab_x": np.ones((2, 3), np.float32), "ab_axis": axis})

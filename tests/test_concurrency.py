@@ -22,6 +22,9 @@ import numpy as np
 from caffe2.python import core, workspace
 import pycumsum_op
 from pycumsum_op.kernels import ScanArgumentError
+from pycumsum_op.torch_versions import has
+# before torch 1.6 a Python op's exception reaches the caller as a RuntimeError carrying its message
+RUN_ERROR = ScanArgumentError if has("caffe2 python op exception type") else (ScanArgumentError, RuntimeError)
 
 spec = json.loads(sys.argv[1])
 MAIN = threading.get_ident()
@@ -69,7 +72,7 @@ def run_simple(t, name, iters):
             workspace.FeedBlob("t7_x", x[0])
             try:
                 workspace.RunNet(name)
-            except ScanArgumentError as error:
+            except RUN_ERROR as error:
                 if "axis=1 is out of range for an input of shape (6,)" in str(error):
                     with lock:
                         report["faults_seen"] += 1

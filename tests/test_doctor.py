@@ -15,7 +15,6 @@ from pycumsum_op.doctor.findings import (GRADIENT_ERROR, MIXED_GRADIENTS, SPARSE
                                          TWO_CHARACTER_GRADIENT_NAME)
 from pycumsum_op.doctor.fix import STRATEGIES, UnfixableError
 from pycumsum_op.idioms import add_sparse_lengths_cumsum, sparse_lengths_cumsum_constants
-from pycumsum_op.torch_versions import has
 
 pytestmark = pytest.mark.usefixtures("clean_workspace")
 ROWS, COLUMNS = 5, 7
@@ -240,8 +239,7 @@ def test_fixing_the_idiom_matches_torch(exclusive, constants, strategy):
     assert_untouched_outside(fixed, original, list(original.op)[3:])
     types = [op.type for op in fixed.op]
     if strategy == "lowered":  # ATen cumsum (roll + index_fill when exclusive); no Python op
-        rank_guard = set() if has("torch.flip 0-d") else {"Shape", "GT", "Assert"}  # torch 1.9: see aten.py
-        assert types[-2:] == ["Mul", "SumElements"] and set(types[:-2]) <= {"ATen", "GivenTensorInt64Fill"} | rank_guard
+        assert types[-2:] == ["Mul", "SumElements"] and set(types[:-2]) <= {"ATen", "GivenTensorInt64Fill"}
         assert fixed.op[0].input[0] == "x" and fixed.op[-3].output[0] == "y"
     elif strategy == "pycumsum":
         assert types == ["Python", "Mul", "SumElements"]

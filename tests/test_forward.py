@@ -14,7 +14,7 @@ from caffe2.python import core, workspace
 from hypothesis import Phase, find, given, settings
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
-from engine_support import accelerator, engine_cases, engine_input, forward_path
+from engine_support import NEEDS_NUMBA, accelerator, engine_cases, engine_input, forward_path
 
 INPUT_DTYPES = [np.float32, np.float64, np.int32, np.int64, np.bool_, np.int16, np.uint8]
 #: dtype= as users write it -> the numpy dtype torch would produce (written out here, not read from the package).
@@ -153,7 +153,7 @@ def test_runs_repeatedly_in_one_net(clean_workspace, run_net):
                                    rtol=1e-6)
 
 
-@pytest.mark.parametrize("path", ["numpy", "torch", "lanes", "rows", "compiled"])
+@pytest.mark.parametrize("path", ["numpy", "torch", "lanes", "rows", pytest.param("compiled", marks=NEEDS_NUMBA)])
 def test_the_engine_cases_reach_every_forward_path(path):
     """`engine_cases` draws inputs for each path the engine has (the thresholds are the engine's own)."""
     case = find(engine_cases(), lambda case: forward_path(*case) == path,

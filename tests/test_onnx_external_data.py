@@ -11,6 +11,12 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
+
+from onnx_support import onnx_backend_refusal
+
+if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself: tests/test_torch_versions.py
+    pytest.skip(onnx_backend_refusal(), allow_module_level=True)
+
 from caffe2.python import workspace
 from onnx import TensorProto, helper, numpy_helper
 

@@ -9,6 +9,12 @@ import tempfile
 import numpy as np
 import onnxruntime
 import pytest
+
+from onnx_support import onnx_backend_refusal
+
+if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself: tests/test_torch_versions.py
+    pytest.skip(onnx_backend_refusal(), allow_module_level=True)
+
 from hypothesis import given, settings, strategies as st
 from onnx import TensorProto, helper
 

@@ -83,10 +83,11 @@ def test_wheel_keeps_torch_out_of_the_unconditional_requirements(wheel):
     assert torch_requirements, requirements
     for requirement in torch_requirements:
         specifier, _, marker = requirement.partition(";")
-        assert re.sub(r"\s", "", specifier) == "torch==1.10.2", requirement
+        assert re.sub(r"[\s()]", "", specifier) == "torch==1.10.2", requirement  # (older setuptools: "torch (==...)")
         assert re.sub(r"\s", "", marker).replace("'", '"') == 'extra=="caffe2"', requirement
     assert "caffe2" in metadata.get_all("Provides-Extra")
-    networkx = [re.sub(r"\s", "", r).replace("'", '"') for r in requirements if requirement_name(r) == "networkx"]
+    networkx = [re.sub(r"[\s()]", "", r).replace("'", '"')  # (older setuptools puts the marker in parentheses)
+                for r in requirements if requirement_name(r) == "networkx"]
     assert 'networkx==2.8.8;python_version>="3.8"andextra=="caffe2"' in networkx, networkx  # data_parallel_model
     unconditional = [requirement_name(r) for r in requirements if ";" not in r]
     assert "numpy" in unconditional and "torch" not in unconditional
@@ -121,6 +122,9 @@ def bare_venv(tmp_path_factory):
     base_python = os.path.join(sys.base_prefix, "bin", "python{}.{}".format(*sys.version_info[:2]))
     subprocess.run([base_python, "-m", "venv", str(root / "venv")], check=True, timeout=300)
     bin_dir = root / "venv" / "bin"
+    if sys.version_info < (3, 7):  # CPython 3.6's own pip (18.1) cannot build from source: the documented upgrade
+        subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", "-U", "pip<24"], check=True, timeout=300,
+                       env=without_pythonpath())
     result = subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "--no-deps", "-v",
                              copy_source_tree(root / "src")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             universal_newlines=True, timeout=300, env=without_pythonpath())
@@ -140,7 +144,7 @@ def run_bare(bin_dir, *args):
 
 def test_pip_install_prints_no_deprecation_warning(bare_venv):
     _, output = bare_venv
-    assert "Successfully installed pycumsum_op-0.2.0" in output
+    assert re.search(r"Successfully installed pycumsum[-_]op-0\.2\.0", output), output  # (pip 22: pycumsum-op)
     assert_no_deprecation_warnings(output)
 
 

@@ -68,10 +68,21 @@ def python_op_error_keeps_its_type():
     raise AssertionError("axis=3 on a vector ran")
 
 
+def autograd_reverses_cumsum_by_flips():
+    """Whether autograd's gradient of cumsum is torch's flip -> cumsum -> flip (not total - cumsum + w, which
+    rounds differently on float32 data over 12 decades)."""
+    rng = np.random.RandomState(0)
+    w = torch.from_numpy((rng.standard_normal((4, 64)) * 10.0 ** rng.randint(-6, 7, (4, 64))).astype(np.float32))
+    x = torch.zeros(4, 64, requires_grad=True)
+    (grad,) = torch.autograd.grad(torch.cumsum(x, 1), x, w)
+    return torch.equal(grad, w.flip(1).cumsum(1).flip(1))
+
+
 PROBES = {
     "torch.cummax": lambda: hasattr(torch, "cummax") and hasattr(torch, "cummin"),
     "torch.logcumsumexp": lambda: hasattr(torch, "logcumsumexp"),
     "torch.logcumsumexp -inf": logcumsumexp_exact_at_minus_infinity,
+    "torch autograd reversed cumsum by flips": autograd_reverses_cumsum_by_flips,
     "aten cummax": lambda: runs("ATen", [X], 2, operator="cummax", dim=1),
     "aten logcumsumexp": logcumsumexp_exact_at_minus_infinity,  # the ATen operator is torch's kernel
     "aten flip bool": lambda: runs("ATen", [X > 0], operator="flip", dims=[1]),
@@ -112,6 +123,38 @@ def test_the_aten_ops_the_lowering_always_uses_run_here():
                     "(the aten target never emits one)".format(torch.__version__))
 def test_flip_of_a_0d_tensor_runs_here():
     assert torch.flip(torch.tensor(1.0), [0]).item() == 1.0
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_0d_input_of_unknown_rank_is_scanned_or_refused_by_an_assert_never_a_crash(reverse):
+    """Lowered without shapes, a 0-d input reaches the ATen ops: where torch's flip of a 0-d tensor crashes
+    (torch 1.9), the forward of a reversed scan and the gradient (a flipped cumsum) fail the net with a
+    message instead; a forward scan flips nothing and runs. Elsewhere both equal torch's."""
+    workspace.ResetWorkspace()  # lower reads the facts of blobs already in the workspace: none here
+    forward = core.Net("tv_zero_d")
+    forward.PyCumSum("tv_z", "tv_zy", axis=0, reverse=reverse)
+    forward.SumElements("tv_zy", "tv_zloss")
+    lowered = pycumsum_op.lower(forward, target="aten")
+    train = core.Net(lowered)
+    train.AddGradientOperators(["tv_zloss"])
+    workspace.ResetWorkspace()
+    workspace.FeedBlob("tv_z", np.array(2.5, np.float32))
+    if not has("torch.flip 0-d") and reverse:
+        with pytest.raises(RuntimeError, match="0-d input 'tv_z' on torch .*whose flip of a 0-d tensor crashes"):
+            workspace.RunNetOnce(lowered)
+        return
+    workspace.RunNetOnce(lowered)
+    assert workspace.FetchBlob("tv_zy").shape == () and workspace.FetchBlob("tv_zy") == np.float32(2.5)
+    workspace.ResetWorkspace()
+    workspace.FeedBlob("tv_z", np.array(2.5, np.float32))
+    if not has("torch.flip 0-d"):
+        with pytest.raises(RuntimeError, match="a 0-d gradient on torch .*whose flip of a 0-d tensor crashes"):
+            workspace.RunNetOnce(train)
+        return
+    workspace.RunNetOnce(train)
+    tensor = torch.tensor(2.5, requires_grad=True)
+    (expected,) = torch.autograd.grad(torch.cumsum(tensor, 0).sum(), tensor)
+    assert workspace.FetchBlob("tv_z_grad") == expected.item()
 
 
 def test_messages_name_the_torch_version_needed():

@@ -46,8 +46,9 @@ def _reversed_indices(emitter, indices, blob_in, spec, facts, where):
 
 
 def _refuse_rank_zero_at_run_time(emitter, blob_in, where):
-    """An input of unknown rank on a torch whose flip of a 0-d tensor crashes the process: an Assert fails the
-    net with a message when it is 0-d (a known rank 0 is scanned as a 1-element vector instead)."""
+    """A reversed scan of an input of unknown rank on a torch whose flip of a 0-d tensor crashes the process: an
+    Assert fails the net with a message when it is 0-d (a known rank 0 is scanned as a 1-element vector instead;
+    a forward scan flips nothing, and the gradients check their own flips: `aten_gradient`)."""
     rank = emitter.step("Shape", [emitter.step("Shape", [blob_in])])
     zero = emitter.step("GivenTensorInt64Fill", [], values=[0], shape=[1])
     emitter.op("Assert", [emitter.step("GT", [rank, zero])], [], error_msg=(
@@ -57,7 +58,7 @@ def _refuse_rank_zero_at_run_time(emitter, blob_in, where):
 
 def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
     """Append the ATen form of ``scan`` (``spec``) of ``blob_in``; returns the blobs holding its outputs."""
-    if facts.rank is None and not has("torch.flip 0-d"):
+    if facts.rank is None and spec.reverse and not has("torch.flip 0-d"):
         _refuse_rank_zero_at_run_time(emitter, blob_in, where)
     float16 = np.dtype(np.float16)
     if spec.dtype == float16:

@@ -25,7 +25,7 @@ For any other ATen op it raises the very exception Caffe2 raised before (same ty
 from caffe2.python import core
 
 from ..scans import SCANS, AtenForm
-from ..torch_versions import has, require
+from ..torch_versions import has, require, torch_version
 from .errors import LoweringError
 
 #: ATen operator -> (its argument names, its number of inputs, of outputs) for the forms around the scans.
@@ -76,13 +76,24 @@ class _Steps(object):
     def __init__(self, grad_in, device):
         self.ops, self._grad_in, self._device = [], grad_in, device
 
-    def __call__(self, name, inputs, **args):
+    def __call__(self, name, inputs, operator_type="ATen", **args):
         output = self._grad_in if name is None else "{}_{}".format(self._grad_in, name)
-        self.ops.append(core.CreateOperator("ATen", inputs, [output], **dict(args, **self._device)))
+        self.ops.append(core.CreateOperator(operator_type, inputs, [output], **dict(args, **self._device)))
         return output
+
+    def refuse_rank_zero(self, name, blob):
+        """Shape -> Shape -> GT 0 -> Assert: fails the net with a message where ``blob`` is 0-d."""
+        rank = self(name + "_rank", [self(name + "_shape", [blob], "Shape")], "Shape")
+        zero = self(name + "_zero", [], "GivenTensorInt64Fill", values=[0], shape=[1])
+        positive = self(name + "_rank_positive", [rank, zero], "GT")
+        self.ops.append(core.CreateOperator("Assert", [positive], [], error_msg=(
+            "the gradient {!r}: a 0-d gradient on torch {}, whose flip of a 0-d tensor crashes the process; "
+            "lower with the input's shape".format(self._grad_in, torch_version())), **self._device))
 
     def reversed_scan(self, name, blob, operator, dim, last=False):
         """flip -> scan -> flip: the scan from each element to the end of its lane (into grad_in if ``last``)."""
+        if not has("torch.flip 0-d"):  # torch 1.9's flip of a 0-d tensor crashes the process: fail the net instead
+            self.refuse_rank_zero(name, blob)
         flipped = self(name + "_flip", [blob], operator="flip", dims=[dim])
         scanned = self(name + "_scan", [flipped], operator=operator, dim=dim)
         return self(None if last else name + "_back", [scanned], operator="flip", dims=[dim])

@@ -5,11 +5,11 @@
 >>> import pycumsum_op
 >>> net = core.Net("doc_lower")
 >>> _ = net.PyCumSum("doc_lx", "doc_ly", axis=1, reverse=True)
+>>> workspace.FeedBlob("doc_lx", np.array([[1, 2, 3]], np.int32))  # lower reads its rank and dtype
+True
 >>> lowered = pycumsum_op.lower(net, target="aten")
 >>> [(op.type, op.arg[0].s.decode()) for op in lowered.op]
 [('ATen', 'flip'), ('ATen', 'cumsum'), ('ATen', 'flip')]
->>> workspace.FeedBlob("doc_lx", np.array([[1, 2, 3]], np.int32))
-True
 >>> workspace.RunNetOnce(lowered)
 True
 >>> workspace.FetchBlob("doc_ly")
