@@ -16,11 +16,11 @@ import torch
 from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
-from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine, scan_kernel
+from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine, scan_kernel, tuning
 
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusive, reverse)
-#: lanes torch's strided loop misses the cache on (elsewhere the forward stays torch's call): narrow rows
-#: (element loops), wide ones (blocks of lanes), two blocks
+#: rows of a cache line or more, lanes of tuning.COMPILED_MIN_LENGTH or more (elsewhere the forward stays torch's
+#: call): 16-lane rows, wide ones (blocks of lanes), two blocks
 SHAPES = [((600, 50), 0), ((300, 32), 0), ((2, 700, 16), 1), ((600, 200), 0), ((3, 600, 40), 1),
           ((2, 520, 2, 8), 1), ((520, 1100), 0)]
 
@@ -86,8 +86,8 @@ def test_cumsum_off_the_last_axis_is_torchs(accelerator, shape, axis, dtype, exc
 @pytest.mark.parametrize("exclusive, reverse", FLAGS)
 @pytest.mark.parametrize("in_place", [False, True])
 def test_narrow_rows_element_loops(dtype, operation, scan, identity, exclusive, reverse, in_place):
-    """Rows narrower than `compiled.NARROW` (element loops; the engine sends them there only where torch's loop
-    misses the cache, on inputs too large for a unit test), straight through the kernel."""
+    """Rows narrower than `tuning.COMPILED_NARROW` (element loops; the engine sends only reverse and shifted scans
+    of them there, the gradients), straight through the kernel."""
     x = values((4, 300, 3), dtype, seed=2)
     if operation == compiled.PRODUCT:
         x = np.where(np.isfinite(x), np.sign(x), x) if dtype != np.int64 else x % 3 - 1
@@ -111,42 +111,49 @@ def test_the_last_axis_stays_with_torch(shape, axis):
     """One add chain per lane either way: torch's own call is the cheaper one (measured in benchmarks/)."""
     x = values(shape, np.float32)
     assert engine.choose_path(x, np.empty_like(x), axis, False, False)[0] == "torch"
-    assert engine.direct_torch(shape, np.dtype(np.float32), axis)
+    assert engine.direct(shape, np.dtype(np.float32), axis) is engine.torch_scan
 
 
-def test_lanes_torch_keeps_in_cache_stay_torchs(accelerator):
-    """Short lanes off the last axis: torch's strided loop stays in cache and is as fast (measured): its call,
-    with the accelerator or without; reversed, they take the accelerator's loop (torch has no reverse scan)."""
-    x = values((20, 30, 200), np.float32)
-    assert engine.direct_torch(x.shape, x.dtype, 1)
-    assert engine.choose_path(x, np.empty_like(x), 1, False, False)[0] == "torch"
-    assert (engine.choose_path(x, np.empty_like(x), 1, False, True)[0] == "compiled") is accelerator
+@pytest.mark.parametrize("shape, axis", [((20, 12, 200), 1), ((200, 30, 8), 1), ((6000, 2), 0)])
+def test_short_lanes_and_narrow_rows_stay_torchs(accelerator, shape, axis):
+    """Lanes shorter than tuning.COMPILED_MIN_LENGTH, rows narrower than a cache line: torch's strided loop is as
+    fast there (measured), so the forward is its call with the accelerator or without; reversed, they take the
+    accelerator's loop (torch has no reverse scan)."""
+    x = values(shape, np.float32)
+    assert engine.direct(x.shape, x.dtype, axis) is engine.torch_scan
+    assert engine.choose_path(x, np.empty_like(x), axis, False, False)[0] == "torch"
+    assert (engine.choose_path(x, np.empty_like(x), axis, False, True)[0] == "compiled") is accelerator
 
 
-def test_wide_rows_take_the_accelerator_where_torch_would_run(accelerator):
-    """Rows of engine.ROWS_MIN_WIDTH lanes or more: the compiled loop even where torch's lanes stay in cache (it
-    measured 0.60-0.80x torch there), and the op makes no direct torch call for them; torch's bits either way."""
-    x = values((40, 600), np.float32)
-    assert engine.direct_torch(x.shape, x.dtype, 0) is not accelerator
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_rows_of_a_line_take_the_accelerator_where_torch_would_run(accelerator, dtype):
+    """Rows of a cache line or more, lanes of tuning.COMPILED_MIN_LENGTH or more: the compiled loop even where
+    torch's lanes stay in cache, and the op's direct call is that loop; torch's bits either way."""
+    x = values((tuning.COMPILED_MIN_LENGTH, 600), dtype)
+    found = engine.direct(x.shape, x.dtype, 0)
+    assert (getattr(found, "func", None) is engine.compiled_scan) is accelerator
+    assert (found is engine.torch_scan) is not accelerator
     assert engine.choose_path(x, np.empty_like(x), 0, False, False)[0] == ("compiled" if accelerator else "torch")
+    out = np.empty_like(x)
+    found(torch.from_numpy(x), torch.from_numpy(out), 0)
+    assert_same(out, oracle(x, 0, False, False))
     assert_same(cumsum_forward(x, ScanSpec("PyCumSum", 0)), oracle(x, 0, False, False))
 
 
-def test_threads_split_the_compiled_scan(monkeypatch, accelerator):
-    """Split over two threads (by outer slices, then by runs of lanes), the compiled scan is still torch's."""
-    monkeypatch.setattr(engine, "PARALLEL_MIN_SIZE", 0)
-    monkeypatch.setattr(engine, "MIN_FREE_CORES", float("-inf"))
-    monkeypatch.setattr(engine, "SPLIT_MIN_BYTES", 16)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        for shape, axis in [((6, 300, 32), 1), ((1, 600, 300), 1)]:
-            x = values(shape, np.float32, seed=3)
-            for exclusive, reverse in FLAGS:
-                actual = cumsum_forward(x, ScanSpec("PyCumSum", axis, exclusive, reverse))
-                assert_same(actual, oracle(x, axis, exclusive, reverse))
-    finally:
-        torch.set_num_threads(threads)
+def test_direct_is_the_engines_own_path(accelerator):
+    """`engine.direct` (the op's shortcut) claims exactly the shapes the engine scans by one torch call or one
+    compiled loop; random shapes around the thresholds."""
+    rng = np.random.RandomState(14)
+    for _ in range(300):
+        rank = rng.randint(1, 5)
+        shape = tuple(int(np.exp(rng.uniform(0, np.log(1 << 21) / rank))) for _ in range(rank))
+        axis, dtype = int(rng.randint(rank)), np.dtype([np.float32, np.float64, np.int64][rng.randint(3)])
+        found = engine.direct(shape, dtype, axis)
+        path = engine.choose_path(np.empty(shape, dtype), np.empty(shape, dtype), axis, False, False)[0]
+        if found is None:
+            assert path not in ("torch", "compiled"), (shape, axis, dtype)
+        else:
+            assert ("torch" if found is engine.torch_scan else found.func is engine.compiled_scan and "compiled") == path
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])

@@ -27,6 +27,8 @@ import threading
 
 import numpy as np
 
+from . import tuning
+
 #: The environment variable that turns the accelerator off ("0", "off", "false", "no").
 SWITCH = "PYCUMSUM_OP_ACCELERATOR"
 #: The environment variable naming the on-disk cache of compiled kernels.
@@ -60,9 +62,8 @@ def enabled() -> bool:
     return installed() and os.environ.get(SWITCH, "1").strip().lower() not in _OFF
 
 
-def accumulate_dtype(dtype: np.dtype) -> np.dtype:
-    """The accumulator of a sum or product of ``dtype`` (torch's CPU acc_type)."""
-    return np.dtype(np.float64 if dtype.kind == "f" else np.int64)
+#: dtype kind -> the accumulator of a sum or product (torch's CPU acc_type).
+_ACCUMULATORS = {"f": np.dtype(np.float64), "i": np.dtype(np.int64)}
 
 
 def accepts(src: np.ndarray, dst: np.ndarray) -> bool:
@@ -81,9 +82,10 @@ def cache_directory() -> str:
 
 def scan_rows(src: np.ndarray, dst: np.ndarray, operation: int, exclusive: bool, reverse: bool) -> None:
     """dst = the running sum or product of src along axis 1 of the 3-D (outer, length, inner) views."""
-    inner, dtype = src.shape[2], accumulate_dtype(src.dtype)
+    inner = src.shape[2]
     kept = np.empty(inner if exclusive else 0, src.dtype)  # an exclusive scan in place reads a row first
-    _compiled().scan(src, dst, np.empty(inner, dtype), kept, operation, exclusive, reverse)
+    _compiled().scan(src, dst, np.empty(inner, _ACCUMULATORS[src.dtype.kind]), kept, operation, exclusive, reverse,
+                     tuning.COMPILED_NARROW, tuning.COMPILED_BLOCK)
 
 
 def extremum_rows(src: np.ndarray, values: np.ndarray, indices: np.ndarray, maximum: bool) -> None:
@@ -92,20 +94,14 @@ def extremum_rows(src: np.ndarray, values: np.ndarray, indices: np.ndarray, maxi
     _compiled().extremum(src, values, indices, np.empty(inner, src.dtype), np.empty(inner, np.int64), maximum)
 
 
-#: Rows narrower than this are combined element by element (a whole-row expression costs more per row: element
-#: loops measured faster at 4-8 lanes, array expressions from 16 on, 1.3-1.6x) ...
-NARROW = 16
-#: ... wider ones in blocks of this many lanes, so that the accumulator block stays in the L1 cache.
-BLOCK = 1024
-
-
-def _scan(src, dst, accumulator, kept, operation, exclusive, reverse):
-    """Narrow rows element by element; wider ones in blocks of `BLOCK` lanes, each block taken down the rows
+def _scan(src, dst, accumulator, kept, operation, exclusive, reverse, narrow, block_width):
+    """Rows narrower than ``narrow`` lanes element by element; wider ones in blocks of ``block_width`` lanes
+    (`tuning.COMPILED_NARROW`, `tuning.COMPILED_BLOCK`), each block taken down the rows
     by whole-block array expressions (numba vectorises them; measured 2.1-4.2x a copy on float32, where
     torch's strided loop is 5-8x)."""
     outer, length, inner = src.shape
     identity = 1 if operation == PRODUCT else 0
-    if inner < NARROW:  # element by element, indexing the arrays themselves (no row views)
+    if inner < narrow:  # element by element, indexing the arrays themselves (no row views)
         for o in range(outer):
             for j in range(inner):
                 accumulator[j] = identity
@@ -119,8 +115,8 @@ def _scan(src, dst, accumulator, kept, operation, exclusive, reverse):
                     dst[o, i, j] = before if exclusive else total
         return
     for o in range(outer):
-        for start in range(0, inner, BLOCK):
-            stop = min(inner, start + BLOCK)
+        for start in range(0, inner, block_width):
+            stop = min(inner, start + block_width)
             block = accumulator[start:stop]
             block[:] = identity
             if operation == SUM and not exclusive:  # the common scan, branch-free (measured 1.1-1.5x faster)

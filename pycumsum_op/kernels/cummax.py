@@ -29,7 +29,7 @@ import torch
 
 from ..torch_versions import has
 from . import compiled, engine
-from .flagged import along, as_lanes, as_tensor, forward_path, gradient_compute_dtype
+from .torch_scans import along, as_lanes, as_tensor, forward_path, gradient_compute_dtype
 from .spec import ScanPlan, ScanSpec, backward_plan_and_out
 
 #: input dtype -> the dtype torch scans it in (exactly: every value is representable).

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from . import compiled, engine
-from .flagged import reversed_cumsum, run_gradient, scan_forward
+from .torch_scans import reversed_cumsum, run_gradient, scan_forward
 from .spec import ScanPlan, ScanSpec, backward_plan_and_out
 
 #: result dtype -> the dtype torch.cumprod runs in (it accumulates int32 in int64, and has no float16).

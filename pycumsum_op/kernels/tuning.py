@@ -1,0 +1,43 @@
+"""Every tuning constant of the scan engine (`engine`) and the accelerator's loops (`compiled`), in one place.
+
+Each value changes speed only, never results: every path adds a lane's elements in the same order. The
+numbers behind each value are dated in benchmarks/RESULTS.md (2-core AMD EPYC VM, one torch thread).
+`engine` reads these names at call time (tests scale them down to reach every path on small arrays);
+`compiled`'s loops read theirs when numba compiles them.
+"""
+
+#: Inputs smaller than this take the ``numpy`` path (a torch call costs more than it saves).
+SMALL_SIZE = 1 << 12
+
+#: A model of the cache torch's strided loop runs in (L1: 64-byte lines, 64 sets of 8 ways). The loop sweeps
+#: one lane, then its neighbour, which reads the same lines again: fast only while one lane's lines stay
+#: cached. A stride that is a multiple of a line maps them to fewer sets.
+CACHE_LINE = 64
+L1_SETS = 64
+L1_WAYS = 8
+#: Rows narrower than a line share lines between lanes; the sweeps stream from memory once the lines of a
+#: lane sweep no longer fit in this much cache (an L3 share).
+STREAM_CACHE_BYTES = 1 << 23
+
+#: Without the accelerator, where torch's loop misses the cache: rows of at least this many lanes take the
+#: ``rows`` path (a numpy call per row pays off), narrower ones the ``lanes`` path ...
+ROWS_MIN_WIDTH = 512
+#: ... and so do rows of at least this many whose byte stride is a multiple of `ALIASED_STRIDE` (torch's
+#: strided loop then maps a lane to few cache sets and misses: 4-7 ns an element, not 1.5).
+ROWS_MIN_ALIASED_WIDTH = 128
+ALIASED_STRIDE = 1024
+#: Elements in the ``lanes`` / ``rows`` paths' block buffer (512 KiB of float64).
+BUFFER_ELEMENTS = 1 << 16
+#: Fewest rows per block on those paths (wider rows are better, but the carry costs a row).
+ROWS_MIN_BLOCK = 4
+
+#: With the accelerator, a forward scan off the last axis takes its compiled loop where rows are at least a
+#: cache line wide and lanes at least this long; elsewhere torch's strided loop keeps up with it (kernel time,
+#: compiled / torch: 0.20-0.78x from 16 elements on, 0.80-1.15x at 2-13 elements, 1.1-3.4x on rows narrower
+#: than a line).
+COMPILED_MIN_LENGTH = 16
+#: The compiled loop combines rows narrower than this element by element (a whole-row expression costs more
+#: per row: element loops measured faster at 4-8 lanes, array expressions from 16 on, 1.3-1.6x) ...
+COMPILED_NARROW = 16
+#: ... wider ones in blocks of this many lanes, so that the accumulator block stays in the L1 cache.
+COMPILED_BLOCK = 1024
