@@ -20,9 +20,10 @@ from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine, scan
 
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusive, reverse)
 #: rows of a cache line or more, lanes of tuning.COMPILED_MIN_LENGTH or more (elsewhere the forward stays torch's
-#: call): 16-lane rows, wide ones (blocks of lanes), two blocks
+#: call): 16-lane rows, wide ones (blocks of lanes), two blocks, rows of 4-5 lanes (the grouped loop forward;
+#: tuning.COMPILED_NARROW_MIN_LENGTH)
 SHAPES = [((600, 50), 0), ((300, 32), 0), ((2, 700, 16), 1), ((600, 200), 0), ((3, 600, 40), 1),
-          ((2, 520, 2, 8), 1), ((520, 1100), 0)]
+          ((2, 520, 2, 8), 1), ((520, 1100), 0), ((2, 1100, 5), 1), ((1200, 4), 0)]
 
 
 @pytest.fixture(params=[True, False], ids=["accelerated", "plain"])
@@ -80,20 +81,23 @@ def test_cumsum_off_the_last_axis_is_torchs(accelerator, shape, axis, dtype, exc
     assert_same(actual, oracle(x, axis, exclusive, reverse))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
 @pytest.mark.parametrize("operation, scan, identity", [(compiled.SUM, torch.cumsum, 0),
                                                        (compiled.PRODUCT, torch.cumprod, 1)])
 @pytest.mark.parametrize("exclusive, reverse", FLAGS)
 @pytest.mark.parametrize("in_place", [False, True])
-def test_narrow_rows_element_loops(dtype, operation, scan, identity, exclusive, reverse, in_place):
-    """Rows narrower than `tuning.COMPILED_NARROW` (element loops; the engine sends only reverse and shifted scans
-    of them there, the gradients), straight through the kernel."""
-    x = values((4, 300, 3), dtype, seed=2)
+@pytest.mark.parametrize("inner", [1, 2, 3, 4, 5, 7, 15])
+def test_narrow_rows(dtype, operation, scan, identity, exclusive, reverse, in_place, inner, monkeypatch):
+    """Rows narrower than `tuning.COMPILED_NARROW` straight through the kernels: the grouped loop (forward
+    inclusive sums, lanes in groups of 4, 2 and 1, over chunks of 3 rows here) and the element loop (the rest)."""
+    monkeypatch.setattr(tuning, "COMPILED_CHUNK_BYTES", 3 * inner * np.dtype(dtype).itemsize)
+    x = values((4, 301, inner), dtype, seed=2)
     if operation == compiled.PRODUCT:
-        x = np.where(np.isfinite(x), np.sign(x), x) if dtype != np.int64 else x % 3 - 1
+        x = np.where(np.isfinite(x), np.sign(x), x) if np.dtype(dtype).kind == "f" else x % 3 - 1
     target = x.copy() if in_place else np.empty_like(x)
     compiled.scan_rows(target if in_place else x, target, operation, exclusive, reverse)
-    assert_same(target, oracle(x, 1, exclusive, reverse, scan, identity))
+    expected = oracle(x, 1, exclusive, reverse, scan, identity)
+    assert_same(target, expected.astype(x.dtype) if dtype == np.int32 else expected)
 
 
 def test_float32_sums_are_taken_in_float64():
@@ -114,10 +118,10 @@ def test_the_last_axis_stays_with_torch(shape, axis):
     assert engine.direct(shape, np.dtype(np.float32), axis) is engine.torch_scan
 
 
-@pytest.mark.parametrize("shape, axis", [((20, 12, 200), 1), ((200, 30, 8), 1), ((6000, 2), 0)])
+@pytest.mark.parametrize("shape, axis", [((20, 12, 200), 1), ((200, 30, 3), 1), ((6000, 2), 0)])
 def test_short_lanes_and_narrow_rows_stay_torchs(accelerator, shape, axis):
-    """Lanes shorter than tuning.COMPILED_MIN_LENGTH, rows narrower than a cache line: torch's strided loop is as
-    fast there (measured), so the forward is its call with the accelerator or without; reversed, they take the
+    """Lanes shorter than tuning.COMPILED_MIN_LENGTH, rows narrower than tuning.COMPILED_NARROW_MIN_WIDTH: torch's
+    strided loop is as fast there (measured), so the forward is its call with the accelerator or without; reversed, they take the
     accelerator's loop (torch has no reverse scan)."""
     x = values(shape, np.float32)
     assert engine.direct(x.shape, x.dtype, axis) is engine.torch_scan

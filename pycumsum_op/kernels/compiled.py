@@ -83,8 +83,13 @@ def cache_directory() -> str:
 def scan_rows(src: np.ndarray, dst: np.ndarray, operation: int, exclusive: bool, reverse: bool) -> None:
     """dst = the running sum or product of src along axis 1 of the 3-D (outer, length, inner) views."""
     inner = src.shape[2]
+    accumulator = np.empty(inner, _ACCUMULATORS[src.dtype.kind])
+    if operation == SUM and not (exclusive or reverse) and inner < tuning.COMPILED_NARROW:
+        rows = max(1, tuning.COMPILED_CHUNK_BYTES // (inner * src.itemsize))
+        _compiled().narrow_sum(src, dst, accumulator, rows)
+        return
     kept = np.empty(inner if exclusive else 0, src.dtype)  # an exclusive scan in place reads a row first
-    _compiled().scan(src, dst, np.empty(inner, _ACCUMULATORS[src.dtype.kind]), kept, operation, exclusive, reverse,
+    _compiled().scan(src, dst, accumulator, kept, operation, exclusive, reverse,
                      tuning.COMPILED_NARROW, tuning.COMPILED_BLOCK)
 
 
@@ -141,6 +146,44 @@ def _scan(src, dst, accumulator, kept, operation, exclusive, reverse, narrow, bl
                     out[:] = block
 
 
+def _narrow_sum(src, dst, accumulator, rows):
+    """The running sum of rows narrower than `tuning.COMPILED_NARROW` lanes, forward and inclusive: lanes in
+    groups of four (then two, then one), each group's running sums held in registers down a chunk of ``rows``
+    rows, which stays in cache for the next group (measured 0.22-0.73x torch's strided loop from 4 lanes on,
+    where the element loop of `_scan` is 0.3-1.9x)."""
+    outer, length, inner = src.shape
+    for o in range(outer):
+        for j in range(inner):
+            accumulator[j] = 0
+        for first in range(0, length, rows):
+            last = min(length, first + rows)
+            j = 0
+            while j + 4 <= inner:
+                a0, a1, a2, a3 = accumulator[j], accumulator[j + 1], accumulator[j + 2], accumulator[j + 3]
+                for i in range(first, last):
+                    a0 += src[o, i, j]
+                    a1 += src[o, i, j + 1]
+                    a2 += src[o, i, j + 2]
+                    a3 += src[o, i, j + 3]
+                    dst[o, i, j], dst[o, i, j + 1], dst[o, i, j + 2], dst[o, i, j + 3] = a0, a1, a2, a3
+                accumulator[j], accumulator[j + 1], accumulator[j + 2], accumulator[j + 3] = a0, a1, a2, a3
+                j += 4
+            if j + 2 <= inner:
+                a0, a1 = accumulator[j], accumulator[j + 1]
+                for i in range(first, last):
+                    a0 += src[o, i, j]
+                    a1 += src[o, i, j + 1]
+                    dst[o, i, j], dst[o, i, j + 1] = a0, a1
+                accumulator[j], accumulator[j + 1] = a0, a1
+                j += 2
+            if j < inner:
+                a0 = accumulator[j]
+                for i in range(first, last):
+                    a0 += src[o, i, j]
+                    dst[o, i, j] = a0
+                accumulator[j] = a0
+
+
 def _extremum(src, values, indices, best, where, maximum):
     outer, length, inner = src.shape
     for o in range(outer):
@@ -160,8 +203,8 @@ def _extremum(src, values, indices, best, where, maximum):
 
 
 class _Kernels:
-    def __init__(self, scan, extremum):
-        self.scan, self.extremum = scan, extremum
+    def __init__(self, scan, narrow_sum, extremum):
+        self.scan, self.narrow_sum, self.extremum = scan, narrow_sum, extremum
 
 
 def _compiled() -> _Kernels:
@@ -170,7 +213,7 @@ def _compiled() -> _Kernels:
     if _kernels is None:
         with _lock:
             if _kernels is None:
-                _kernels = _Kernels(_jit(_scan), _jit(_extremum))
+                _kernels = _Kernels(_jit(_scan), _jit(_narrow_sum), _jit(_extremum))
     return _kernels
 
 

@@ -14,8 +14,8 @@ other, and with torch for float32, float64, int32 and int64. The array is seen a
   strided loop stays in cache (`_torch_strided_slow`: the last axis, and lanes short
   enough for the cache sets their stride maps them to).
 - ``compiled``: with the accelerator (`compiled`, the ``fast`` extra), forward scans off the last
-  axis where its loop wins (`compiled_wins`: rows of a cache line or more, lanes of
-  `tuning.COMPILED_MIN_LENGTH` or more), and every reverse or shifted scan off the last axis
+  axis where its loop wins (`compiled_wins`: rows of a cache line and lanes of 16 elements or more,
+  or narrower rows of 4 lanes or more and lanes of 1024 or more), and every reverse or shifted scan off the last axis
   (the gradients): whole rows are added into a row of float64 (int64) accumulators, reading the
   input once. The last axis keeps torch's call (a lane is one add chain either way).
 - ``lanes``: cache-sized blocks of (a few outer slices) x (some rows of the scan axis)
@@ -107,11 +107,16 @@ def _torch_strided_slow(length: int, inner: int, itemsize: int) -> bool:
     return length > (lines // 2 if aliasing > 1 else lines)
 
 
-def compiled_wins(length: int, inner: int, itemsize: int) -> bool:
+def compiled_wins(length: int, inner: int, itemsize: int, narrow_sum: bool = True) -> bool:
     """Whether the accelerator's row loop beats torch's strided loop on a forward scan of lanes of ``length``
-    elements ``inner`` apart (see `tuning.COMPILED_MIN_LENGTH`)."""
-    return (inner > 1 and inner * itemsize >= tuning.CACHE_LINE and length >= tuning.COMPILED_MIN_LENGTH
-            and compiled.enabled())
+    elements ``inner`` apart: rows a cache line wide and lanes of `tuning.COMPILED_MIN_LENGTH` or more, or, for
+    a sum (``narrow_sum``: `compiled.scan_rows` has a grouped loop for narrow rows), rows of
+    `tuning.COMPILED_NARROW_MIN_WIDTH` lanes or more and lanes of `tuning.COMPILED_NARROW_MIN_LENGTH` or more."""
+    if inner * itemsize >= tuning.CACHE_LINE:
+        wins = length >= tuning.COMPILED_MIN_LENGTH
+    else:
+        wins = narrow_sum and inner >= tuning.COMPILED_NARROW_MIN_WIDTH and length >= tuning.COMPILED_NARROW_MIN_LENGTH
+    return wins and compiled.enabled()
 
 
 def _forward_path(length: int, inner: int, itemsize: int, torch_may_run: bool, accelerated: bool) -> str:
@@ -168,7 +173,7 @@ def compiled_views(axis: int, src: np.ndarray, dst: np.ndarray, *others: np.ndar
     if src.ndim == 0 or src.size < tuning.SMALL_SIZE:
         return None
     shape = _shape_3d(src.shape, axis)
-    if not (compiled_wins(shape[1], shape[2], src.itemsize) and compiled.accepts(src, dst)):
+    if not (compiled_wins(shape[1], shape[2], src.itemsize, narrow_sum=False) and compiled.accepts(src, dst)):
         return None
     views = tuple(_as_3d(array, shape) for array in (src, dst) + others)
     return None if any(view is None for view in views) else views

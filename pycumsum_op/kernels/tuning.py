@@ -31,13 +31,20 @@ BUFFER_ELEMENTS = 1 << 16
 #: Fewest rows per block on those paths (wider rows are better, but the carry costs a row).
 ROWS_MIN_BLOCK = 4
 
-#: With the accelerator, a forward scan off the last axis takes its compiled loop where rows are at least a
-#: cache line wide and lanes at least this long; elsewhere torch's strided loop keeps up with it (kernel time,
-#: compiled / torch: 0.20-0.78x from 16 elements on, 0.80-1.15x at 2-13 elements, 1.1-3.4x on rows narrower
-#: than a line).
+#: With the accelerator, a forward scan off the last axis takes its compiled loop where rows are a cache line
+#: wide and lanes at least this long; elsewhere torch's strided loop keeps up with it (kernel time, compiled /
+#: torch: 0.20-0.78x from 16 elements on, 0.80-1.15x at 2-13 elements) ...
 COMPILED_MIN_LENGTH = 16
+#: ... and a forward sum where rows are narrower than a line but at least `COMPILED_NARROW_MIN_WIDTH` lanes wide
+#: and lanes at least `COMPILED_NARROW_MIN_LENGTH` long (its grouped loop: 0.22-0.84x torch on lanes of 13891
+#: elements or more; 0.9-1.5x on lanes of 16-300, where torch's loop stays in cache; 0.8-1.7x on 2-3 lanes).
+COMPILED_NARROW_MIN_WIDTH = 4
+COMPILED_NARROW_MIN_LENGTH = 1024
 #: The compiled loop combines rows narrower than this element by element (a whole-row expression costs more
 #: per row: element loops measured faster at 4-8 lanes, array expressions from 16 on, 1.3-1.6x) ...
 COMPILED_NARROW = 16
 #: ... wider ones in blocks of this many lanes, so that the accumulator block stays in the L1 cache.
 COMPILED_BLOCK = 1024
+#: A forward sum of narrow rows takes its lanes in groups, down chunks of rows of this many bytes (in cache
+#: for the next group).
+COMPILED_CHUNK_BYTES = 1 << 14
