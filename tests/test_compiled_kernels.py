@@ -308,7 +308,8 @@ def test_family_off_the_last_axis_is_torchs(accelerator, torch_scan, scan, dtype
     spec = ScanSpec(kernel.op_name, axis, exclusive, reverse) if exclusive else ScanSpec(kernel.op_name, axis,
                                                                                           reverse=reverse)
     plan = kernel.plan(spec, x)
-    assert (engine.compiled_views(axis, x, np.empty(shape, plan.result_dtype)) is not None) is accelerator
+    loop = "product" if scan == "cumprod" else "extremum"
+    assert (engine.compiled_views(loop, axis, x, np.empty(shape, plan.result_dtype)) is not None) is accelerator
     actual = kernel.forward(x, spec, None, plan)
     expected = torch_scan(torch.from_numpy(x), axis, exclusive, reverse, None, scan)
     for got, want in zip(actual, expected) if isinstance(actual, tuple) else [(actual, expected)]:
@@ -328,3 +329,13 @@ def test_a_broken_numba_counts_as_none(tmp_path):
             "print(compiled.enabled(), engine.choose_path(x, x.copy(), 0, False, False)[0],\n"
             "      cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, 0])\n")
     assert python(code, env) == "False lanes 1000.0\n"
+
+
+@pytest.mark.parametrize("loop, shape, taken", [
+    ("extremum", (2000, 4), False), ("extremum", (2000, 8), True), ("extremum", (3, 2000), True),
+    ("product", (2000, 8), False), ("product", (10, 600), False), ("product", (20, 600), True)])
+def test_family_takes_the_accelerator_where_it_wins(accelerator, loop, shape, taken):
+    """cummax / cummin from rows of tuning.COMPILED_EXTREMUM_MIN_WIDTH lanes (lanes of any length); cumprod where
+    rows are a cache line wide and lanes tuning.COMPILED_MIN_LENGTH long (measured in benchmarks/RESULTS.md)."""
+    x = np.ones(shape, np.float32)
+    assert (engine.compiled_views(loop, 0, x, np.empty_like(x)) is not None) is (taken and accelerator)

@@ -124,26 +124,27 @@ def _scan(src, dst, accumulator, kept, operation, exclusive, reverse, narrow, bl
             stop = min(inner, start + block_width)
             block = accumulator[start:stop]
             block[:] = identity
-            if operation == SUM and not exclusive:  # the common scan, branch-free (measured 1.1-1.5x faster)
-                for step in range(length):
-                    i = length - 1 - step if reverse else step
-                    block += src[o, i, start:stop]
-                    dst[o, i, start:stop] = block
+            if not exclusive:  # the common scans, branch-free (measured 1.1-1.5x faster than with the branches)
+                if operation == SUM:
+                    for step in range(length):
+                        i = length - 1 - step if reverse else step
+                        block += src[o, i, start:stop]
+                        dst[o, i, start:stop] = block
+                else:
+                    for step in range(length):
+                        i = length - 1 - step if reverse else step
+                        block *= src[o, i, start:stop]
+                        dst[o, i, start:stop] = block
                 continue
+            keep = kept[start:stop]
             for step in range(length):
                 i = length - 1 - step if reverse else step
-                row, out = src[o, i, start:stop], dst[o, i, start:stop]
-                if exclusive:
-                    keep = kept[start:stop]
-                    keep[:] = row  # in place, out is row: read it before writing
-                    out[:] = block
-                    if operation == PRODUCT:
-                        block *= keep
-                    else:
-                        block += keep
+                keep[:] = src[o, i, start:stop]  # in place, the output row is the input row: read it first
+                dst[o, i, start:stop] = block
+                if operation == PRODUCT:
+                    block *= keep
                 else:
-                    block *= row
-                    out[:] = block
+                    block += keep
 
 
 def _narrow_sum(src, dst, accumulator, rows):

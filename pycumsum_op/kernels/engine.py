@@ -107,15 +107,19 @@ def _torch_strided_slow(length: int, inner: int, itemsize: int) -> bool:
     return length > (lines // 2 if aliasing > 1 else lines)
 
 
-def compiled_wins(length: int, inner: int, itemsize: int, narrow_sum: bool = True) -> bool:
-    """Whether the accelerator's row loop beats torch's strided loop on a forward scan of lanes of ``length``
-    elements ``inner`` apart: rows a cache line wide and lanes of `tuning.COMPILED_MIN_LENGTH` or more, or, for
-    a sum (``narrow_sum``: `compiled.scan_rows` has a grouped loop for narrow rows), rows of
-    `tuning.COMPILED_NARROW_MIN_WIDTH` lanes or more and lanes of `tuning.COMPILED_NARROW_MIN_LENGTH` or more."""
-    if inner * itemsize >= tuning.CACHE_LINE:
+def compiled_wins(length: int, inner: int, itemsize: int, loop: str = "sum") -> bool:
+    """Whether the accelerator's ``loop`` ("sum", "product" or "extremum": `compiled.scan_rows`,
+    `compiled.extremum_rows`) beats torch's strided loop on a forward scan of lanes of ``length`` elements
+    ``inner`` apart (`tuning`): sums and products where rows are a cache line wide and lanes
+    `tuning.COMPILED_MIN_LENGTH` long, sums also (a grouped loop) where rows are `tuning.COMPILED_NARROW_MIN_WIDTH`
+    lanes wide and lanes `tuning.COMPILED_NARROW_MIN_LENGTH` long; cummax/cummin where rows are
+    `tuning.COMPILED_EXTREMUM_MIN_WIDTH` lanes wide."""
+    if loop == "extremum":
+        wins = inner >= tuning.COMPILED_EXTREMUM_MIN_WIDTH
+    elif inner * itemsize >= tuning.CACHE_LINE:
         wins = length >= tuning.COMPILED_MIN_LENGTH
     else:
-        wins = narrow_sum and inner >= tuning.COMPILED_NARROW_MIN_WIDTH and length >= tuning.COMPILED_NARROW_MIN_LENGTH
+        wins = loop == "sum" and inner >= tuning.COMPILED_NARROW_MIN_WIDTH and length >= tuning.COMPILED_NARROW_MIN_LENGTH
     return wins and compiled.enabled()
 
 
@@ -166,14 +170,14 @@ def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, re
     return path, src3, dst3, 1
 
 
-def compiled_views(axis: int, src: np.ndarray, dst: np.ndarray, *others: np.ndarray):
-    """3-D (outer, length, inner) views of src, dst and ``others`` around ``axis`` for the accelerator's row loops
-    (`compiled`), or None where they do not win (`compiled_wins`) or do not apply: small inputs, the accelerator
-    off, dtypes it does not take (src -> dst), layouts no such view describes. The scan family's kernels use it."""
+def compiled_views(loop: str, axis: int, src: np.ndarray, dst: np.ndarray, *others: np.ndarray):
+    """3-D (outer, length, inner) views of src, dst and ``others`` around ``axis`` for the accelerator's ``loop``
+    (`compiled_wins`), or None where it does not win or does not apply: small inputs, the accelerator off, dtypes
+    it does not take (src -> dst), layouts no such view describes. The scan family's kernels use it."""
     if src.ndim == 0 or src.size < tuning.SMALL_SIZE:
         return None
     shape = _shape_3d(src.shape, axis)
-    if not (compiled_wins(shape[1], shape[2], src.itemsize, narrow_sum=False) and compiled.accepts(src, dst)):
+    if not (compiled_wins(shape[1], shape[2], src.itemsize, loop) and compiled.accepts(src, dst)):
         return None
     views = tuple(_as_3d(array, shape) for array in (src, dst) + others)
     return None if any(view is None for view in views) else views

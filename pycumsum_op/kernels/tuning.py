@@ -40,6 +40,10 @@ COMPILED_MIN_LENGTH = 16
 #: elements or more; 0.9-1.5x on lanes of 16-300, where torch's loop stays in cache; 0.8-1.7x on 2-3 lanes).
 COMPILED_NARROW_MIN_WIDTH = 4
 COMPILED_NARROW_MIN_LENGTH = 1024
+#: cummax / cummin take the compiled loop where rows are at least this many lanes wide, lanes of any length (its
+#: compare-and-select per element measured 0.10-1.02x torch's from 8 lanes on, also on lanes of 2-7 elements;
+#: 1.3-2.4x on 2-4 lanes).
+COMPILED_EXTREMUM_MIN_WIDTH = 8
 #: The compiled loop combines rows narrower than this element by element (a whole-row expression costs more
 #: per row: element loops measured faster at 4-8 lanes, array expressions from 16 on, 1.3-1.6x) ...
 COMPILED_NARROW = 16
