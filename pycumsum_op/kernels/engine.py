@@ -109,7 +109,7 @@ def _torch_strided_slow(length: int, inner: int, itemsize: int) -> bool:
 
 def compiled_wins(length: int, inner: int, itemsize: int, loop: str = "sum") -> bool:
     """Whether the accelerator's ``loop`` ("sum", "product" or "extremum": `compiled.scan_rows`,
-    `compiled.extremum_rows`) beats torch's strided loop on a forward scan of lanes of ``length`` elements
+    `compiled.extremum_rows`; the caller checks that it is on) beats torch's strided loop on a forward scan of lanes of ``length`` elements
     ``inner`` apart (`tuning`): sums and products where rows are a cache line wide and lanes
     `tuning.COMPILED_MIN_LENGTH` long, sums also (a grouped loop) where rows are `tuning.COMPILED_NARROW_MIN_WIDTH`
     lanes wide and lanes `tuning.COMPILED_NARROW_MIN_LENGTH` long; cummax/cummin where rows are
@@ -120,7 +120,7 @@ def compiled_wins(length: int, inner: int, itemsize: int, loop: str = "sum") -> 
         wins = length >= tuning.COMPILED_MIN_LENGTH
     else:
         wins = loop == "sum" and inner >= tuning.COMPILED_NARROW_MIN_WIDTH and length >= tuning.COMPILED_NARROW_MIN_LENGTH
-    return wins and compiled.enabled()
+    return wins
 
 
 def _forward_path(length: int, inner: int, itemsize: int, torch_may_run: bool, accelerated: bool) -> str:
@@ -177,7 +177,8 @@ def compiled_views(loop: str, axis: int, src: np.ndarray, dst: np.ndarray, *othe
     if src.ndim == 0 or src.size < tuning.SMALL_SIZE:
         return None
     shape = _shape_3d(src.shape, axis)
-    if not (compiled_wins(shape[1], shape[2], src.itemsize, loop) and compiled.accepts(src, dst)):
+    if not (compiled_wins(shape[1], shape[2], src.itemsize, loop) and compiled.accepts(src, dst)
+            and compiled.enabled()):
         return None
     views = tuple(_as_3d(array, shape) for array in (src, dst) + others)
     return None if any(view is None for view in views) else views
