@@ -121,8 +121,8 @@ def test_the_last_axis_stays_with_torch(shape, axis):
 @pytest.mark.parametrize("shape, axis", [((20, 12, 200), 1), ((200, 30, 3), 1), ((6000, 2), 0)])
 def test_short_lanes_and_narrow_rows_stay_torchs(accelerator, shape, axis):
     """Lanes shorter than tuning.COMPILED_MIN_LENGTH, rows narrower than tuning.COMPILED_NARROW_MIN_WIDTH: torch's
-    strided loop is as fast there (measured), so the forward is its call with the accelerator or without; reversed, they take the
-    accelerator's loop (torch has no reverse scan)."""
+    strided loop is as fast there (measured), so the forward is its call with the accelerator or without;
+    reversed, they take the accelerator's loop (torch has no reverse scan)."""
     x = values(shape, np.float32)
     assert engine.direct(x.shape, x.dtype, axis) is engine.torch_scan
     assert engine.choose_path(x, np.empty_like(x), axis, False, False)[0] == "torch"
@@ -157,7 +157,8 @@ def test_direct_is_the_engines_own_path(accelerator):
         if found is None:
             assert path not in ("torch", "compiled"), (shape, axis, dtype)
         else:
-            assert ("torch" if found is engine.torch_scan else found.func is engine.compiled_scan and "compiled") == path
+            name = "torch" if found is engine.torch_scan else found.func is engine.compiled_scan and "compiled"
+            assert name == path, (shape, axis, dtype)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])

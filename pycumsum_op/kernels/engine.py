@@ -14,10 +14,10 @@ other, and with torch for float32, float64, int32 and int64. The array is seen a
   strided loop stays in cache (`_torch_strided_slow`: the last axis, and lanes short
   enough for the cache sets their stride maps them to).
 - ``compiled``: with the accelerator (`compiled`, the ``fast`` extra), forward scans off the last
-  axis where its loop wins (`compiled_wins`: rows of a cache line and lanes of 16 elements or more,
-  or narrower rows of 4 lanes or more and lanes of 1024 or more), and every reverse or shifted scan off the last axis
-  (the gradients): whole rows are added into a row of float64 (int64) accumulators, reading the
-  input once. The last axis keeps torch's call (a lane is one add chain either way).
+  axis where its loop wins (`compiled_wins`: rows of a cache line and lanes of 16 elements or
+  more, or narrower rows of 4 lanes or more and lanes of 1024 or more), and every reverse or
+  shifted scan off the last axis (the gradients): whole rows are added into a row of float64
+  (int64) accumulators, reading the input once. The last axis keeps torch's call (a lane is one add chain either way).
 - ``lanes``: cache-sized blocks of (a few outer slices) x (some rows of the scan axis)
   x (inner lanes) are copied (cast, reversed as needed) into a buffer of the same layout,
   scanned there in place by torch.cumsum, and copied out, with a carry row between
@@ -109,18 +109,22 @@ def _torch_strided_slow(length: int, inner: int, itemsize: int) -> bool:
 
 def compiled_wins(length: int, inner: int, itemsize: int, loop: str = "sum") -> bool:
     """Whether the accelerator's ``loop`` ("sum", "product" or "extremum": `compiled.scan_rows`,
-    `compiled.extremum_rows`; the caller checks that it is on) beats torch's strided loop on a forward scan of lanes of ``length`` elements
-    ``inner`` apart (`tuning`): sums and products where rows are a cache line wide and lanes
-    `tuning.COMPILED_MIN_LENGTH` long, sums also (a grouped loop) where rows are `tuning.COMPILED_NARROW_MIN_WIDTH`
-    lanes wide and lanes `tuning.COMPILED_NARROW_MIN_LENGTH` long; cummax/cummin where rows are
-    `tuning.COMPILED_EXTREMUM_MIN_WIDTH` lanes wide."""
+    `compiled.extremum_rows`; the caller checks that it is on) beats torch's strided loop on a forward scan
+    of lanes of ``length`` elements ``inner`` apart (`tuning`): sums and products where rows are a cache line
+    wide and lanes `tuning.COMPILED_MIN_LENGTH` long, sums also (a grouped loop) where rows are
+    `tuning.COMPILED_NARROW_MIN_WIDTH` lanes wide and lanes `tuning.COMPILED_NARROW_MIN_LENGTH` long;
+    cummax/cummin where rows are `tuning.COMPILED_EXTREMUM_MIN_WIDTH` lanes wide."""
     if loop == "extremum":
-        wins = inner >= tuning.COMPILED_EXTREMUM_MIN_WIDTH
-    elif inner * itemsize >= tuning.CACHE_LINE:
-        wins = length >= tuning.COMPILED_MIN_LENGTH
-    else:
-        wins = loop == "sum" and inner >= tuning.COMPILED_NARROW_MIN_WIDTH and length >= tuning.COMPILED_NARROW_MIN_LENGTH
-    return wins
+        return inner >= tuning.COMPILED_EXTREMUM_MIN_WIDTH
+    if inner * itemsize >= tuning.CACHE_LINE:
+        return length >= tuning.COMPILED_MIN_LENGTH
+    return (loop == "sum" and inner >= tuning.COMPILED_NARROW_MIN_WIDTH
+            and length >= tuning.COMPILED_NARROW_MIN_LENGTH)
+
+
+def _blocked_path(length: int, inner: int, itemsize: int) -> str:
+    """``rows`` where torch's strided loop misses the cache and numpy's row adds pay off, else ``lanes``."""
+    return "rows" if _torch_strided_slow(length, inner, itemsize) and _rows_win(inner, itemsize) else "lanes"
 
 
 def _forward_path(length: int, inner: int, itemsize: int, torch_may_run: bool, accelerated: bool) -> str:
@@ -128,12 +132,11 @@ def _forward_path(length: int, inner: int, itemsize: int, torch_may_run: bool, a
     reads and writes these arrays as they are, ``accelerated``: the compiled loop takes them."""
     if accelerated and compiled_wins(length, inner, itemsize):
         return "compiled"
-    slow = _torch_strided_slow(length, inner, itemsize)
-    if torch_may_run and not slow:
+    if torch_may_run and not _torch_strided_slow(length, inner, itemsize):
         return "torch"
     if accelerated:  # a dtype change or a shifted scan in place, off the last axis: one pass beats the buffer
         return "compiled"
-    return "rows" if slow and _rows_win(inner, itemsize) else "lanes"
+    return _blocked_path(length, inner, itemsize)
 
 
 def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, reverse: bool):
@@ -158,11 +161,7 @@ def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, re
     if reverse:  # lanes are independent: flipping all three axes reverses each lane and keeps
         # a contiguous input one contiguous (reversed) run for the copies
         src3, dst3 = src3[::-1, ::-1, ::-1], dst3[::-1, ::-1, ::-1]
-        if accelerated:
-            path = "compiled"
-        else:
-            path = "rows" if _torch_strided_slow(length, inner, src.itemsize) and _rows_win(inner, src.itemsize) \
-                else "lanes"
+        path = "compiled" if accelerated else _blocked_path(length, inner, src.itemsize)
     else:
         torch_may_run = (src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
                          and _torch_may_write(src3, dst3, exclusive, in_place))
