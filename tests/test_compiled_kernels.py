@@ -326,10 +326,10 @@ def test_a_broken_numba_counts_as_none(tmp_path):
     env.pop(compiled.SWITCH, None)
     code = ("import numpy as np\n"
             "from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine\n"
-            "x = np.ones((1000, 200), np.float32)\n"
+            "x = np.ones((2000, 200), np.float32)\n"
             "print(compiled.enabled(), engine.choose_path(x, x.copy(), 0, False, False)[0],\n"
             "      cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, 0])\n")
-    assert python(code, env) == "False lanes 1000.0\n"
+    assert python(code, env) == "False lanes 2000.0\n"
 
 
 @pytest.mark.parametrize("loop, shape, taken", [

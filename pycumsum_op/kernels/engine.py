@@ -101,8 +101,8 @@ def _torch_strided_slow(length: int, inner: int, itemsize: int) -> bool:
     stride = inner * itemsize
     if stride < tuning.CACHE_LINE:
         return length * stride > tuning.STREAM_CACHE_BYTES
-    aliasing = math.gcd(stride // tuning.CACHE_LINE, tuning.L1_SETS) if stride % tuning.CACHE_LINE == 0 else 1
-    lines = tuning.L1_SETS * tuning.L1_WAYS // aliasing
+    aliasing = math.gcd(stride // tuning.CACHE_LINE, tuning.CACHE_SETS) if stride % tuning.CACHE_LINE == 0 else 1
+    lines = tuning.CACHE_SETS * tuning.CACHE_WAYS // aliasing
     # an aliased stride also maps the output's lines to the same few sets: half of them for the input
     return length > (lines // 2 if aliasing > 1 else lines)
 

@@ -9,12 +9,15 @@ numbers behind each value are dated in benchmarks/RESULTS.md (2-core AMD EPYC VM
 #: Inputs smaller than this take the ``numpy`` path (a torch call costs more than it saves).
 SMALL_SIZE = 1 << 12
 
-#: A model of the cache torch's strided loop runs in (L1: 64-byte lines, 64 sets of 8 ways). The loop sweeps
-#: one lane, then its neighbour, which reads the same lines again: fast only while one lane's lines stay
-#: cached. A stride that is a multiple of a line maps them to fewer sets.
+#: A model of the cache torch's strided loop runs in: 64 sets of 16 ways of 64-byte lines (64 KiB, the L1
+#: and what the L2 adds: torch's loop kept pace on lanes of up to 1005 rows of 720-1440 bytes and fell behind,
+#: 0.41-0.77x through the `lanes` buffer, from 1398 rows on; with 8 ways, lanes of 237-1028 rows took that
+#: buffer at 1.29-1.76x torch). The loop sweeps one lane, then its neighbour, which reads the same lines
+#: again: fast only while one lane's lines stay cached. A stride that is a multiple of a line maps them to
+#: fewer sets.
 CACHE_LINE = 64
-L1_SETS = 64
-L1_WAYS = 8
+CACHE_SETS = 64
+CACHE_WAYS = 16
 #: Rows narrower than a line share lines between lanes; the sweeps stream from memory once the lines of a
 #: lane sweep no longer fit in this much cache (an L3 share).
 STREAM_CACHE_BYTES = 1 << 23
