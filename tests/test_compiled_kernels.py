@@ -19,11 +19,10 @@ import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine, scan_kernel, tuning
 
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusive, reverse)
-#: rows of a cache line or more, lanes of tuning.COMPILED_MIN_LENGTH or more (elsewhere the forward stays torch's
-#: call): 16-lane rows, wide ones (blocks of lanes), two blocks, rows of 4-5 lanes (the grouped loop forward;
-#: tuning.COMPILED_NARROW_MIN_LENGTH)
+#: rows of a cache line or more (elsewhere the forward stays torch's call): 16-lane rows, wide ones (blocks of
+#: lanes), two blocks, short lanes, rows of 4-5 lanes (the grouped loop forward; tuning.COMPILED_NARROW_MIN_LENGTH)
 SHAPES = [((600, 50), 0), ((300, 32), 0), ((2, 700, 16), 1), ((600, 200), 0), ((3, 600, 40), 1),
-          ((2, 520, 2, 8), 1), ((520, 1100), 0), ((2, 1100, 5), 1), ((1200, 4), 0)]
+          ((2, 520, 2, 8), 1), ((520, 1100), 0), ((2, 1100, 5), 1), ((1200, 4), 0), ((2, 3000), 0)]
 
 
 @pytest.fixture(params=[True, False], ids=["accelerated", "plain"])
@@ -118,10 +117,11 @@ def test_the_last_axis_stays_with_torch(shape, axis):
     assert engine.direct(shape, np.dtype(np.float32), axis) is engine.torch_scan
 
 
-@pytest.mark.parametrize("shape, axis", [((20, 12, 200), 1), ((200, 30, 3), 1), ((6000, 2), 0)])
+@pytest.mark.parametrize("shape, axis", [((1000, 20, 5), 1), ((200, 30, 3), 1), ((6000, 2), 0)])
 def test_short_lanes_and_narrow_rows_stay_torchs(accelerator, shape, axis):
-    """Lanes shorter than tuning.COMPILED_MIN_LENGTH, rows narrower than tuning.COMPILED_NARROW_MIN_WIDTH: torch's
-    strided loop is as fast there (measured), so the forward is its call with the accelerator or without;
+    """Rows narrower than a cache line with lanes shorter than tuning.COMPILED_NARROW_MIN_LENGTH, or narrower
+    than tuning.COMPILED_NARROW_MIN_WIDTH: torch's strided loop is as fast there (measured), so the forward
+    is its call with the accelerator or without;
     reversed, they take the accelerator's loop (torch has no reverse scan)."""
     x = values(shape, np.float32)
     assert engine.direct(x.shape, x.dtype, axis) is engine.torch_scan
@@ -131,9 +131,9 @@ def test_short_lanes_and_narrow_rows_stay_torchs(accelerator, shape, axis):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
 def test_rows_of_a_line_take_the_accelerator_where_torch_would_run(accelerator, dtype):
-    """Rows of a cache line or more, lanes of tuning.COMPILED_MIN_LENGTH or more: the compiled loop even where
-    torch's lanes stay in cache, and the op's direct call is that loop; torch's bits either way."""
-    x = values((tuning.COMPILED_MIN_LENGTH, 600), dtype)
+    """Rows of a cache line or more, lanes of any length: the compiled loop even where torch's lanes stay in
+    cache, and the op's direct call is that loop; torch's bits either way."""
+    x = values((2, 3000), dtype)
     found = engine.direct(x.shape, x.dtype, 0)
     assert (getattr(found, "func", None) is engine.compiled_scan) is accelerator
     assert (found is engine.torch_scan) is not accelerator
@@ -163,7 +163,10 @@ def test_direct_is_the_engines_own_path(accelerator):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
 @pytest.mark.parametrize("maximum", [True, False])
-def test_extremum_rows_are_torchs_cummax_and_cummin(dtype, maximum):
+@pytest.mark.parametrize("block", [1024, 3])
+def test_extremum_rows_are_torchs_cummax_and_cummin(dtype, maximum, block, monkeypatch):
+    """Whole rows, and rows cut into blocks of 3 lanes (tuning.COMPILED_BLOCK)."""
+    monkeypatch.setattr(tuning, "COMPILED_BLOCK", block)
     x = values((40, 30, 7), dtype, seed=4)
     if dtype != np.int64:
         x[::3, ::4] = 1.5  # ties: torch keeps the later index
@@ -176,7 +179,9 @@ def test_extremum_rows_are_torchs_cummax_and_cummin(dtype, maximum):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
 @pytest.mark.parametrize("exclusive, reverse", FLAGS)
-def test_products_are_torchs_cumprod(dtype, exclusive, reverse):
+@pytest.mark.parametrize("block", [1024, 7])
+def test_products_are_torchs_cumprod(dtype, exclusive, reverse, block, monkeypatch):
+    monkeypatch.setattr(tuning, "COMPILED_BLOCK", block)
     rng = np.random.RandomState(5)
     x = rng.uniform(0.5, 1.5, (300, 20)).astype(dtype) if dtype != np.int64 else rng.randint(-3, 4, (300, 20))
     y = np.empty_like(x)
@@ -334,9 +339,9 @@ def test_a_broken_numba_counts_as_none(tmp_path):
 
 @pytest.mark.parametrize("loop, shape, taken", [
     ("extremum", (2000, 4), False), ("extremum", (2000, 8), True), ("extremum", (3, 2000), True),
-    ("product", (2000, 8), False), ("product", (10, 600), False), ("product", (20, 600), True)])
+    ("product", (2000, 8), False), ("product", (2000, 15), False), ("product", (2, 3000), True)])
 def test_family_takes_the_accelerator_where_it_wins(accelerator, loop, shape, taken):
-    """cummax / cummin from rows of tuning.COMPILED_EXTREMUM_MIN_WIDTH lanes (lanes of any length); cumprod where
-    rows are a cache line wide and lanes tuning.COMPILED_MIN_LENGTH long (measured in benchmarks/RESULTS.md)."""
+    """cummax / cummin from rows of tuning.COMPILED_EXTREMUM_MIN_WIDTH lanes, cumprod from rows a cache line wide
+    (lanes of any length; measured in benchmarks/RESULTS.md)."""
     x = np.ones(shape, np.float32)
     assert (engine.compiled_views(loop, 0, x, np.empty_like(x)) is not None) is (taken and accelerator)

@@ -14,9 +14,9 @@ other, and with torch for float32, float64, int32 and int64. The array is seen a
   strided loop stays in cache (`_torch_strided_slow`: the last axis, and lanes short
   enough for the cache sets their stride maps them to).
 - ``compiled``: with the accelerator (`compiled`, the ``fast`` extra), forward scans off the last
-  axis where its loop wins (`compiled_wins`: rows of a cache line and lanes of 16 elements or
-  more, or narrower rows of 4 lanes or more and lanes of 1024 or more), and every reverse or
-  shifted scan off the last axis (the gradients): whole rows are added into a row of float64
+  axis where its loop wins (`compiled_wins`: rows of a cache line or more, or narrower rows of 4
+  lanes or more and lanes of 64 or more), and every reverse or shifted scan off the last axis
+  (the gradients): whole rows are added into a row of float64
   (int64) accumulators, reading the input once. The last axis keeps torch's call (a lane is one add chain either way).
 - ``lanes``: cache-sized blocks of (a few outer slices) x (some rows of the scan axis)
   x (inner lanes) are copied (cast, reversed as needed) into a buffer of the same layout,
@@ -111,13 +111,13 @@ def compiled_wins(length: int, inner: int, itemsize: int, loop: str = "sum") -> 
     """Whether the accelerator's ``loop`` ("sum", "product" or "extremum": `compiled.scan_rows`,
     `compiled.extremum_rows`; the caller checks that it is on) beats torch's strided loop on a forward scan
     of lanes of ``length`` elements ``inner`` apart (`tuning`): sums and products where rows are a cache line
-    wide and lanes `tuning.COMPILED_MIN_LENGTH` long, sums also (a grouped loop) where rows are
-    `tuning.COMPILED_NARROW_MIN_WIDTH` lanes wide and lanes `tuning.COMPILED_NARROW_MIN_LENGTH` long;
-    cummax/cummin where rows are `tuning.COMPILED_EXTREMUM_MIN_WIDTH` lanes wide."""
+    wide, sums also (a grouped loop) where rows are `tuning.COMPILED_NARROW_MIN_WIDTH` lanes wide and lanes
+    `tuning.COMPILED_NARROW_MIN_LENGTH` long; cummax/cummin where rows are `tuning.COMPILED_EXTREMUM_MIN_WIDTH`
+    lanes wide."""
     if loop == "extremum":
         return inner >= tuning.COMPILED_EXTREMUM_MIN_WIDTH
     if inner * itemsize >= tuning.CACHE_LINE:
-        return length >= tuning.COMPILED_MIN_LENGTH
+        return True
     return (loop == "sum" and inner >= tuning.COMPILED_NARROW_MIN_WIDTH
             and length >= tuning.COMPILED_NARROW_MIN_LENGTH)
 

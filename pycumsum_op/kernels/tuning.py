@@ -34,18 +34,17 @@ BUFFER_ELEMENTS = 1 << 16
 #: Fewest rows per block on those paths (wider rows are better, but the carry costs a row).
 ROWS_MIN_BLOCK = 4
 
-#: With the accelerator, a forward scan off the last axis takes its compiled loop where rows are a cache line
-#: wide and lanes at least this long; elsewhere torch's strided loop keeps up with it (kernel time, compiled /
-#: torch: 0.20-0.78x from 16 elements on, 0.80-1.15x at 2-13 elements) ...
-COMPILED_MIN_LENGTH = 16
-#: ... and a forward sum where rows are narrower than a line but at least `COMPILED_NARROW_MIN_WIDTH` lanes wide
-#: and lanes at least `COMPILED_NARROW_MIN_LENGTH` long (its grouped loop: 0.22-0.84x torch on lanes of 13891
-#: elements or more; 0.9-1.5x on lanes of 16-300, where torch's loop stays in cache; 0.8-1.7x on 2-3 lanes).
+#: With the accelerator, a forward sum or product off the last axis takes its compiled loop wherever rows (the
+#: lanes side by side) are at least a cache line wide, at any lane length (kernel time, compiled / torch:
+#: 0.09-0.45x from 16 elements on, 0.42-0.63x at 2-13), and a forward sum also where rows are narrower but at
+#: least `COMPILED_NARROW_MIN_WIDTH` lanes wide and lanes at least `COMPILED_NARROW_MIN_LENGTH` long (its
+#: grouped loop: 0.22-0.96x torch on lanes of 98 elements or more; 0.9-1.5x on lanes of 16-30 with many outer
+#: slices, where torch's loop stays in cache; 0.8-1.7x on 2-3 lanes).
 COMPILED_NARROW_MIN_WIDTH = 4
-COMPILED_NARROW_MIN_LENGTH = 1024
+COMPILED_NARROW_MIN_LENGTH = 64
 #: cummax / cummin take the compiled loop where rows are at least this many lanes wide, lanes of any length (its
-#: compare-and-select per element measured 0.10-1.02x torch's from 8 lanes on, also on lanes of 2-7 elements;
-#: 1.3-2.4x on 2-4 lanes).
+#: row loops measured 0.14-0.63x torch's from 8 lanes on, also on lanes of 2 elements; the element loop before
+#: them 1.3-2.4x at 2-4 lanes).
 COMPILED_EXTREMUM_MIN_WIDTH = 8
 #: The compiled loop combines rows narrower than this element by element (a whole-row expression costs more
 #: per row: element loops measured faster at 4-8 lanes, array expressions from 16 on, 1.3-1.6x) ...
