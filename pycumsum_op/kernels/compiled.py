@@ -273,9 +273,10 @@ def _compiled() -> _Kernels:
     if _kernels is None:
         with _lock:
             if _kernels is None:
-                for name in _ROW_LOOPS:
-                    globals()[name] = _jit(globals()[name])
-                _kernels = _Kernels(_jit(_scan), _jit(_narrow_sum), _jit(_extremum))
+                row_loops = {name: _jit(globals()[name]) for name in _ROW_LOOPS}
+                kernels = _Kernels(_jit(_scan), _jit(_narrow_sum), _jit(_extremum))
+                globals().update(row_loops)  # before any kernel compiles: they call the row loops
+                _kernels = kernels
     return _kernels
 
 
