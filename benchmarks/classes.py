@@ -60,11 +60,16 @@ def draw(seed, count):
 
 
 def switched(run, on):
-    """``run`` with the accelerator turned on or off for the call (the switch is read on every scan)."""
+    """``run`` with the accelerator turned on or off for the call (the switch is read on every scan); ``run``
+    itself when ``on`` is None (the paths are the same either way: setting the switch costs ~1-3 µs a call,
+    which the candidates it is compared with do not pay)."""
+    if on is None:
+        return run
     setting = "1" if on else "0"
 
     def call():
-        os.environ[compiled.SWITCH] = setting
+        if os.environ.get(compiled.SWITCH) != setting:  # set only when it changes (putenv costs more)
+            os.environ[compiled.SWITCH] = setting
         return run()
     return call
 
@@ -78,13 +83,14 @@ def differs(x, axis):
     return taken[0] != taken[1]
 
 
-def time_cumsum(shape, axis, dtype, budget_s, statistic=median):
+def time_cumsum(shape, axis, dtype, budget_s, statistic=median, clock=time.perf_counter):
     x, grad_y = nets.feed(shape, dtype=dtype)
     accelerated = compiled.installed() and differs(x, axis)
     candidates = {"torch_forward": nets.torch_forward(x, axis),
                   "torch_forward_backward": nets.torch_forward_backward(x, grad_y, axis)}
-    for on in (True, False) if accelerated else (compiled.installed(),):
-        suffix = "" if on else "_plain"
+    os.environ[compiled.SWITCH] = "1"
+    for on in (True, False) if accelerated else (None,):
+        suffix = "" if on is not False else "_plain"
         # created and first run under the setting: the op remembers its direct calls per shape
         candidates["pycumsum_forward" + suffix] = switched(nets.pycumsum(axis), on)
         candidates["pycumsum_forward_backward" + suffix] = switched(nets.pycumsum(axis, backward=True), on)
@@ -94,37 +100,38 @@ def time_cumsum(shape, axis, dtype, budget_s, statistic=median):
         candidates["floor"] = nets.python_floor(axis)
     os.environ[compiled.SWITCH] = "1"
     entry = {"shape": list(shape), "axis": axis, "dtype": dtype, "size": x.size, "paths": list(nets.paths(x, axis))}
-    entry.update({name: statistic(times) for name, times in timing.measure(candidates, budget_s, 5, 40).items()})
+    entry.update({name: statistic(times) for name, times in timing.measure(candidates, budget_s, 5, 40, clock).items()})
     if not accelerated:  # the same paths either way
         for kind in ("forward", "forward_backward"):
             entry["pycumsum_{}_plain".format(kind)] = entry["pycumsum_" + kind]
     return entry
 
 
-def time_family(scan, shape, axis, dtype, budget_s, statistic=median):
+def time_family(scan, shape, axis, dtype, budget_s, statistic=median, clock=time.perf_counter):
     x, _ = nets.feed(shape, 0.99, 1.01, dtype=dtype)
     candidates = {"torch_forward": nets.torch_family_forward(scan, x, axis)}
     accelerated = compiled.installed() and scan in EXACT_FAMILY and shape_class(shape, axis) == "non-last axes"
-    for on in (True, False) if accelerated else (compiled.installed(),):
-        candidates["forward" if on else "forward_plain"] = switched(nets.family(scan, axis), on)
+    os.environ[compiled.SWITCH] = "1"
+    for on in (True, False) if accelerated else (None,):
+        candidates["forward" if on is not False else "forward_plain"] = switched(nets.family(scan, axis), on)
     os.environ[compiled.SWITCH] = "1"
     entry = {"scan": scan, "shape": list(shape), "axis": axis, "dtype": dtype, "size": x.size}
-    entry.update({name: statistic(times) for name, times in timing.measure(candidates, budget_s, 5, 40).items()})
+    entry.update({name: statistic(times) for name, times in timing.measure(candidates, budget_s, 5, 40, clock).items()})
     entry.setdefault("forward_plain", entry.get("forward"))
     return entry
 
 
-def run_seed(seed, count, family_count, budget_s, statistic=median):
+def run_seed(seed, count, family_count, budget_s, statistic=median, clock=time.perf_counter):
     """{"cumsum": {class: [entries]}, "family": {class: [entries]}} for one seed; each time is ``statistic`` of
-    the candidate's alternating rounds."""
+    the candidate's alternating rounds, timed by ``clock`` (wall time, or the thread's CPU time)."""
     drawn = draw(seed, count)
     result = {"seed": seed, "cumsum": {}, "family": {}}
     for name in CLASSES:
         result["cumsum"][name] = []
         for shape, axis, dtype in drawn[name]:
-            result["cumsum"][name].append(time_cumsum(shape, axis, dtype, budget_s, statistic))
+            result["cumsum"][name].append(time_cumsum(shape, axis, dtype, budget_s, statistic, clock))
             print("seed {} {}: {} axis {} {}".format(seed, name, shape, axis, dtype), file=sys.stderr)
-        result["family"][name] = [time_family(scan, shape, axis, dtype, budget_s / 2, statistic)
+        result["family"][name] = [time_family(scan, shape, axis, dtype, budget_s / 2, statistic, clock)
                                   for shape, axis, dtype in drawn[name][:family_count] for scan in FAMILY]
     return result
 
@@ -210,15 +217,16 @@ def markdown(result):
     return "\n".join(out) + "\n"
 
 
-def run(seeds, count, family_count, budget_s, statistic=median):
+def run(seeds, count, family_count, budget_s, statistic=median, clock=time.perf_counter):
     """Markdown of every seed, with the thread settings and load averages; and the raw results."""
     started, load = time.time(), os.getloadavg()
     threads = timing.fix_threads()
-    results = [run_seed(seed, count, family_count, budget_s, statistic) for seed in seeds]
+    results = [run_seed(seed, count, family_count, budget_s, statistic, clock) for seed in seeds]
     head = ["## Shape classes (benchmarks/classes.py)", "",
-            "{}; numba {}; times are the {} of alternating rounds; load average {} at start, {} at the end; "
+            "{}; numba {}; times ({}) are the {} of alternating rounds; load average {} at start, {} at the end; "
             "{:.0f} s. Seed {} is the development seed; seeds {} were not used for tuning.".format(
-                threads, _numba_version(), statistic.__name__, "/".join("{:.2f}".format(v) for v in load),
+                threads, _numba_version(), "thread CPU time" if clock is time.thread_time else "wall time",
+                statistic.__name__, "/".join("{:.2f}".format(v) for v in load),
                 "/".join("{:.2f}".format(v) for v in os.getloadavg()), time.time() - started, seeds[0],
                 ", ".join(str(seed) for seed in seeds[1:]) or "none"), ""]
     return "\n".join(head) + "\n" + "\n".join(markdown(result) for result in results), results
@@ -244,11 +252,14 @@ def main(argv=None):
     parser.add_argument("--budget", type=float, default=0.3, help="seconds of timing per case")
     parser.add_argument("--statistic", choices=("median", "min"), default="median",
                         help="per candidate: the median of its rounds, or the fastest (on a loaded machine)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="wall time, or this thread's CPU time (on a machine shared with other jobs)")
     args = parser.parse_args(argv)
     seeds = [int(seed) for seed in args.seeds.split(",")]
     if min(seeds) < 0 or args.count < 1 or args.family_count < 0 or args.budget <= 0:
         parser.error("seeds must be >= 0, --count >= 1, --family-count >= 0, --budget > 0")
-    text, _ = run(seeds, args.count, args.family_count, args.budget, median if args.statistic == "median" else fastest)
+    text, _ = run(seeds, args.count, args.family_count, args.budget, median if args.statistic == "median" else fastest,
+                  time.thread_time if args.clock == "cpu" else time.perf_counter)
     print(text)
 
 

@@ -88,7 +88,7 @@ def _torch_into_output(axis):
 
     def forward(inputs, outputs):
         x = wrap(inputs[0]._tensor_impl_raw_handle())
-        outputs[0].init(x.shape, FLOOR_TYPES[x.dtype])
+        outputs[0].init(list(x.shape), FLOOR_TYPES[x.dtype])  # pybind reads a list faster than a tuple
         torch.cumsum(x, axis, out=wrap(outputs[0]._tensor_impl_raw_handle()))
     return forward
 

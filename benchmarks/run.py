@@ -39,7 +39,7 @@ import nets
 import sweep
 import timing
 from pycumsum_op.commands._common import whole_number
-from pycumsum_op.kernels import engine
+from pycumsum_op.kernels import tuning
 from timing import duration, measure, median, table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -188,8 +188,8 @@ def memory_extra(entry, kind, outputs):
 
 
 def memory_allowance():
-    """Extra bytes PyCumSum may use besides its outputs: a block buffer and a carry row per thread, 1 MiB slack."""
-    return torch.get_num_threads() * engine.BUFFER_ELEMENTS * 8 * 2 + MIB
+    """Extra bytes PyCumSum may use besides its outputs: a block buffer and a carry row, 1 MiB slack."""
+    return tuning.BUFFER_ELEMENTS * 8 * 2 + MIB
 
 
 def evaluate(cases, overhead, accuracy_report, memory):

@@ -13,14 +13,14 @@ import hypothesis.strategies as st
 import numpy as np
 import pytest
 
-from pycumsum_op.kernels import compiled, engine
+from pycumsum_op.kernels import compiled, engine, tuning
 
 #: The tests of the compiled paths: the `fast` extra installs numba 0.56.4 on CPython >= 3.7 only.
 NEEDS_NUMBA = pytest.mark.skipif(sys.version_info < (3, 7), reason="the `fast` extra installs no numba on CPython 3.6 "
                                  "(numba 0.56.4 needs 3.7): no compiled path there")
 
 ENGINE_DTYPES = [np.float32, np.float64, np.int32, np.int64]
-ENGINE_MAX_SIZE = 32 * engine.SMALL_SIZE
+ENGINE_MAX_SIZE = 32 * tuning.SMALL_SIZE
 
 
 @st.composite
@@ -29,10 +29,10 @@ def engine_shapes(draw, dtype):
     itemsize = np.dtype(dtype).itemsize
     inner = draw(st.one_of(
         st.just(1),                                                       # the last axis
-        st.integers(2, engine.CACHE_LINE // itemsize - 1),                # rows narrower than a cache line
-        st.integers(engine.CACHE_LINE // itemsize, engine.ROWS_MIN_WIDTH - 1),
-        st.just(max(engine.ROWS_MIN_ALIASED_WIDTH, engine.ALIASED_STRIDE // itemsize)),  # an aliased stride
-        st.integers(engine.ROWS_MIN_WIDTH, engine.ROWS_MIN_WIDTH + 64)))  # wide rows
+        st.integers(2, tuning.CACHE_LINE // itemsize - 1),                # rows narrower than a cache line
+        st.integers(tuning.CACHE_LINE // itemsize, tuning.ROWS_MIN_WIDTH - 1),
+        st.just(max(tuning.ROWS_MIN_ALIASED_WIDTH, tuning.ALIASED_STRIDE // itemsize)),  # an aliased stride
+        st.integers(tuning.ROWS_MIN_WIDTH, tuning.ROWS_MIN_WIDTH + 64)))  # wide rows
     length = draw(st.integers(2, max(2, ENGINE_MAX_SIZE // inner)))
     outer = draw(st.integers(1, max(1, min(64, ENGINE_MAX_SIZE // (length * inner)))))
     outer_dims = [] if outer == 1 and draw(st.booleans()) else [outer]

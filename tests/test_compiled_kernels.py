@@ -16,16 +16,16 @@ import torch
 from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
-from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine
+from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine, tuning
 from pycumsum_op.scans import scan as registered_scan
 from pycumsum_op.torch_versions import has
 from engine_support import NEEDS_NUMBA
 
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusive, reverse)
-#: lanes torch's strided loop misses the cache on (elsewhere the forward stays torch's call): narrow rows
-#: (element loops), wide ones (blocks of lanes), two blocks
+#: rows of a cache line or more (elsewhere the forward stays torch's call): 16-lane rows, wide ones (blocks of
+#: lanes), two blocks, short lanes, rows of 4-5 lanes (the grouped loop forward; tuning.COMPILED_NARROW_MIN_LENGTH)
 SHAPES = [((600, 50), 0), ((300, 32), 0), ((2, 700, 16), 1), ((600, 200), 0), ((3, 600, 40), 1),
-          ((2, 520, 2, 8), 1), ((520, 1100), 0)]
+          ((2, 520, 2, 8), 1), ((520, 1100), 0), ((2, 1100, 5), 1), ((1200, 4), 0), ((2, 3000), 0)]
 
 
 @pytest.fixture(params=[True, False], ids=["accelerated", "plain"])
@@ -85,21 +85,24 @@ def test_cumsum_off_the_last_axis_is_torchs(accelerator, shape, axis, dtype, exc
     assert_same(actual, oracle(x, axis, exclusive, reverse))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
 @pytest.mark.parametrize("operation, scan, identity", [(compiled.SUM, torch.cumsum, 0),
                                                        (compiled.PRODUCT, torch.cumprod, 1)])
 @NEEDS_NUMBA
 @pytest.mark.parametrize("exclusive, reverse", FLAGS)
 @pytest.mark.parametrize("in_place", [False, True])
-def test_narrow_rows_element_loops(dtype, operation, scan, identity, exclusive, reverse, in_place):
-    """Rows narrower than `compiled.NARROW` (element loops; the engine sends them there only where torch's loop
-    misses the cache, on inputs too large for a unit test), straight through the kernel."""
-    x = values((4, 300, 3), dtype, seed=2)
+@pytest.mark.parametrize("inner", [1, 2, 3, 4, 5, 7, 15])
+def test_narrow_rows(dtype, operation, scan, identity, exclusive, reverse, in_place, inner, monkeypatch):
+    """Rows narrower than `tuning.COMPILED_NARROW` straight through the kernels: the grouped loop (forward
+    inclusive sums, lanes in groups of 4, 2 and 1, over chunks of 3 rows here) and the element loop (the rest)."""
+    monkeypatch.setattr(tuning, "COMPILED_CHUNK_BYTES", 3 * inner * np.dtype(dtype).itemsize)
+    x = values((4, 301, inner), dtype, seed=2)
     if operation == compiled.PRODUCT:
-        x = np.where(np.isfinite(x), np.sign(x), x) if dtype != np.int64 else x % 3 - 1
+        x = np.where(np.isfinite(x), np.sign(x), x) if np.dtype(dtype).kind == "f" else x % 3 - 1
     target = x.copy() if in_place else np.empty_like(x)
     compiled.scan_rows(target if in_place else x, target, operation, exclusive, reverse)
-    assert_same(target, oracle(x, 1, exclusive, reverse, scan, identity))
+    expected = oracle(x, 1, exclusive, reverse, scan, identity)
+    assert_same(target, expected.astype(x.dtype) if dtype == np.int32 else expected)
 
 
 @NEEDS_NUMBA
@@ -118,48 +121,60 @@ def test_the_last_axis_stays_with_torch(shape, axis):
     """One add chain per lane either way: torch's own call is the cheaper one (measured in benchmarks/)."""
     x = values(shape, np.float32)
     assert engine.choose_path(x, np.empty_like(x), axis, False, False)[0] == "torch"
-    assert engine.direct_torch(shape, np.dtype(np.float32), axis)
+    assert engine.direct(shape, np.dtype(np.float32), axis) is engine.torch_scan
 
 
-def test_lanes_torch_keeps_in_cache_stay_torchs(accelerator):
-    """Short lanes off the last axis: torch's strided loop stays in cache and is as fast (measured): its call,
-    with the accelerator or without; reversed, they take the accelerator's loop (torch has no reverse scan)."""
-    x = values((20, 30, 200), np.float32)
-    assert engine.direct_torch(x.shape, x.dtype, 1)
-    assert engine.choose_path(x, np.empty_like(x), 1, False, False)[0] == "torch"
-    assert (engine.choose_path(x, np.empty_like(x), 1, False, True)[0] == "compiled") is accelerator
+@pytest.mark.parametrize("shape, axis", [((1000, 20, 5), 1), ((200, 30, 3), 1), ((6000, 2), 0)])
+def test_short_lanes_and_narrow_rows_stay_torchs(accelerator, shape, axis):
+    """Rows narrower than a cache line with lanes shorter than tuning.COMPILED_NARROW_MIN_LENGTH, or narrower
+    than tuning.COMPILED_NARROW_MIN_WIDTH: torch's strided loop is as fast there (measured), so the forward
+    is its call with the accelerator or without;
+    reversed, they take the accelerator's loop (torch has no reverse scan)."""
+    x = values(shape, np.float32)
+    assert engine.direct(x.shape, x.dtype, axis) is engine.torch_scan
+    assert engine.choose_path(x, np.empty_like(x), axis, False, False)[0] == "torch"
+    assert (engine.choose_path(x, np.empty_like(x), axis, False, True)[0] == "compiled") is accelerator
 
 
-def test_wide_rows_take_the_accelerator_where_torch_would_run(accelerator):
-    """Rows of engine.ROWS_MIN_WIDTH lanes or more: the compiled loop even where torch's lanes stay in cache (it
-    measured 0.60-0.80x torch there), and the op makes no direct torch call for them; torch's bits either way."""
-    x = values((40, 600), np.float32)
-    assert engine.direct_torch(x.shape, x.dtype, 0) is not accelerator
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_rows_of_a_line_take_the_accelerator_where_torch_would_run(accelerator, dtype):
+    """Rows of a cache line or more, lanes of any length: the compiled loop even where torch's lanes stay in
+    cache, and the op's direct call is that loop; torch's bits either way."""
+    x = values((2, 3000), dtype)
+    found = engine.direct(x.shape, x.dtype, 0)
+    assert (getattr(found, "func", None) is engine.compiled_scan) is accelerator
+    assert (found is engine.torch_scan) is not accelerator
     assert engine.choose_path(x, np.empty_like(x), 0, False, False)[0] == ("compiled" if accelerator else "torch")
+    out = np.empty_like(x)
+    found(torch.from_numpy(x), torch.from_numpy(out), 0)
+    assert_same(out, oracle(x, 0, False, False))
     assert_same(cumsum_forward(x, ScanSpec("PyCumSum", 0)), oracle(x, 0, False, False))
 
 
-def test_threads_split_the_compiled_scan(monkeypatch, accelerator):
-    """Split over two threads (by outer slices, then by runs of lanes), the compiled scan is still torch's."""
-    monkeypatch.setattr(engine, "PARALLEL_MIN_SIZE", 0)
-    monkeypatch.setattr(engine, "MIN_FREE_CORES", float("-inf"))
-    monkeypatch.setattr(engine, "SPLIT_MIN_BYTES", 16)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        for shape, axis in [((6, 300, 32), 1), ((1, 600, 300), 1)]:
-            x = values(shape, np.float32, seed=3)
-            for exclusive, reverse in FLAGS:
-                actual = cumsum_forward(x, ScanSpec("PyCumSum", axis, exclusive, reverse))
-                assert_same(actual, oracle(x, axis, exclusive, reverse))
-    finally:
-        torch.set_num_threads(threads)
+def test_direct_is_the_engines_own_path(accelerator):
+    """`engine.direct` (the op's shortcut) claims exactly the shapes the engine scans by one torch call or one
+    compiled loop; random shapes around the thresholds."""
+    rng = np.random.RandomState(14)
+    for _ in range(300):
+        rank = rng.randint(1, 5)
+        shape = tuple(int(np.exp(rng.uniform(0, np.log(1 << 21) / rank))) for _ in range(rank))
+        axis, dtype = int(rng.randint(rank)), np.dtype([np.float32, np.float64, np.int64][rng.randint(3)])
+        found = engine.direct(shape, dtype, axis)
+        path = engine.choose_path(np.empty(shape, dtype), np.empty(shape, dtype), axis, False, False)[0]
+        if found is None:
+            assert path not in ("torch", "compiled"), (shape, axis, dtype)
+        else:
+            name = "torch" if found is engine.torch_scan else found.func is engine.compiled_scan and "compiled"
+            assert name == path, (shape, axis, dtype)
 
 
 @NEEDS_NUMBA
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
 @pytest.mark.parametrize("maximum", [True, False])
-def test_extremum_rows_are_torchs_cummax_and_cummin(dtype, maximum):
+@pytest.mark.parametrize("block", [1024, 3])
+def test_extremum_rows_are_torchs_cummax_and_cummin(dtype, maximum, block, monkeypatch):
+    """Whole rows, and rows cut into blocks of 3 lanes (tuning.COMPILED_BLOCK)."""
+    monkeypatch.setattr(tuning, "COMPILED_BLOCK", block)
     x = values((40, 30, 7), dtype, seed=4)
     if dtype != np.int64:
         x[::3, ::4] = 1.5  # ties: torch keeps the later index
@@ -173,7 +188,9 @@ def test_extremum_rows_are_torchs_cummax_and_cummin(dtype, maximum):
 @NEEDS_NUMBA
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
 @pytest.mark.parametrize("exclusive, reverse", FLAGS)
-def test_products_are_torchs_cumprod(dtype, exclusive, reverse):
+@pytest.mark.parametrize("block", [1024, 7])
+def test_products_are_torchs_cumprod(dtype, exclusive, reverse, block, monkeypatch):
+    monkeypatch.setattr(tuning, "COMPILED_BLOCK", block)
     rng = np.random.RandomState(5)
     x = rng.uniform(0.5, 1.5, (300, 20)).astype(dtype) if dtype != np.int64 else rng.randint(-3, 4, (300, 20))
     y = np.empty_like(x)
@@ -311,7 +328,8 @@ def test_family_off_the_last_axis_is_torchs(accelerator, torch_scan, scan, dtype
     spec = ScanSpec(kernel.op_name, axis, exclusive, reverse) if exclusive else ScanSpec(kernel.op_name, axis,
                                                                                           reverse=reverse)
     plan = kernel.plan(spec, x)
-    assert (engine.compiled_views(axis, x, np.empty(shape, plan.result_dtype)) is not None) is accelerator
+    loop = "product" if scan == "cumprod" else "extremum"
+    assert (engine.compiled_views(loop, axis, x, np.empty(shape, plan.result_dtype)) is not None) is accelerator
     actual = kernel.forward(x, spec, None, plan)
     expected = torch_scan(torch.from_numpy(x), axis, exclusive, reverse, None, scan)
     for got, want in zip(actual, expected) if isinstance(actual, tuple) else [(actual, expected)]:
@@ -327,7 +345,17 @@ def test_a_broken_numba_counts_as_none(tmp_path):
     env.pop(compiled.SWITCH, None)
     code = ("import numpy as np\n"
             "from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine\n"
-            "x = np.ones((1000, 200), np.float32)\n"
+            "x = np.ones((2000, 200), np.float32)\n"
             "print(compiled.enabled(), engine.choose_path(x, x.copy(), 0, False, False)[0],\n"
             "      cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, 0])\n")
-    assert python(code, env) == "False lanes 1000.0\n"
+    assert python(code, env) == "False lanes 2000.0\n"
+
+
+@pytest.mark.parametrize("loop, shape, taken", [
+    ("extremum", (2000, 4), False), ("extremum", (2000, 8), True), ("extremum", (3, 2000), True),
+    ("product", (2000, 8), False), ("product", (2000, 15), False), ("product", (2, 3000), True)])
+def test_family_takes_the_accelerator_where_it_wins(accelerator, loop, shape, taken):
+    """cummax / cummin from rows of tuning.COMPILED_EXTREMUM_MIN_WIDTH lanes, cumprod from rows a cache line wide
+    (lanes of any length; measured in benchmarks/RESULTS.md)."""
+    x = np.ones(shape, np.float32)
+    assert (engine.compiled_views(loop, 0, x, np.empty_like(x)) is not None) is (taken and accelerator)

@@ -8,12 +8,6 @@ float16 results must equal the float64 reference rounded to float16. Cases are c
 paths are then driven through real Caffe2 nets (forward and gradient), with the paths taken
 recorded. Timing is never tested here: speed is `make bench`'s job.
 """
-import multiprocessing
-import os
-import subprocess
-import sys
-import threading
-import time
 import tracemalloc
 
 import numpy as np
@@ -22,7 +16,7 @@ import torch
 from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
-from pycumsum_op.kernels import ScanSpec, compiled, cumsum_backward, cumsum_forward, engine
+from pycumsum_op.kernels import ScanSpec, compiled, cumsum_backward, cumsum_forward, engine, tuning
 from pycumsum_op.torch_versions import has
 
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusive, reverse)
@@ -35,26 +29,14 @@ def without_accelerator(monkeypatch):
 
 
 @pytest.fixture
-def two_torch_threads():
-    """torch.get_num_threads() == 2 for the test (the engine's threads follow torch's setting)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def tiny_blocks(monkeypatch, two_torch_threads):
+def tiny_blocks(monkeypatch):
     """Engine thresholds scaled down: 24-element buffers, rows from 12 lanes (4 with a 32-byte aliased stride),
     a cache of 4 sets of 2 16-byte lines (so torch's strided loop keeps lanes of up to 8 rows of 16 bytes or
-    more, fewer with aliased strides, 64 bytes of narrower rows), threads from 0 elements at any load,
-    2 torch threads."""
+    more, fewer with aliased strides, 64 bytes of narrower rows)."""
     for name, value in [("SMALL_SIZE", 0), ("BUFFER_ELEMENTS", 24), ("ROWS_MIN_WIDTH", 12),
-                        ("ROWS_MIN_ALIASED_WIDTH", 4), ("ALIASED_STRIDE", 32),
-                        ("ROWS_MIN_BLOCK", 2), ("SPLIT_MIN_BYTES", 4), ("PARALLEL_MIN_SIZE", 0),
-                        ("MIN_FREE_CORES", float("-inf")), ("CACHE_LINE", 16), ("L1_SETS", 4), ("L1_WAYS", 2),
-                        ("STREAM_CACHE_BYTES", 64)]:
-        monkeypatch.setattr(engine, name, value)
+                        ("ROWS_MIN_ALIASED_WIDTH", 4), ("ALIASED_STRIDE", 32), ("ROWS_MIN_BLOCK", 2),
+                        ("CACHE_LINE", 16), ("CACHE_SETS", 4), ("CACHE_WAYS", 2), ("STREAM_CACHE_BYTES", 64)]:
+        monkeypatch.setattr(tuning, name, value)
 
 
 @pytest.fixture
@@ -122,8 +104,8 @@ def run_kernel(x, axis, exclusive, reverse, in_place=False, dtype=None):
 # shape, axis, dtype (of input and result), the path `choose_path` must pick forward, and reversed
 # (under tiny_blocks)
 KERNEL_CASES = [
-    ((7, 50), 1, np.float32, "torch", "lanes"),      # last axis: threads split outer; reversed: float64 blocks
-    ((1, 5, 3), 1, np.float32, "torch", "lanes"),    # one outer slice: threads split the inner lanes
+    ((7, 50), 1, np.float32, "torch", "lanes"),      # last axis; reversed: float64 blocks
+    ((1, 5, 3), 1, np.float32, "torch", "lanes"),    # one outer slice
     ((9, 6), 1, np.float32, "torch", "lanes"),       # reversed: whole lanes fit, float32 buffer
     ((3, 40), -1, np.float64, "torch", "lanes"),
     ((4, 5), -1, np.float64, "torch", "lanes"),
@@ -170,15 +152,6 @@ def test_ragged_tiles_and_blocks(tiny_blocks, paths_taken):
         actual = run_kernel(x.copy() if in_place else x, axis, exclusive, reverse, in_place=in_place)
         assert_equal(actual, oracle(x, axis, exclusive, reverse))
     assert {"trivial", "torch", "lanes", "rows"} <= set(paths_taken)
-
-
-@pytest.mark.parametrize("lanes", [3, 5])
-def test_torch_path_left_to_torchs_own_threads(tiny_blocks, monkeypatch, paths_taken, lanes):
-    """From TORCH_GRAIN lanes on, one torch call (torch splits it); below, our threads split it."""
-    monkeypatch.setattr(engine, "TORCH_GRAIN", 4)
-    x = values((lanes, 30), np.float32)
-    assert_equal(run_kernel(x, 1, False, False), oracle(x, 1, False, False))
-    assert paths_taken == ["torch"]
 
 
 @pytest.mark.parametrize("exclusive, reverse", FLAGS)
@@ -254,7 +227,7 @@ def test_backward_sums_in_float64_then_casts(tiny_blocks, paths_taken, shape, ax
                                             monkeypatch):
     """A float64 grad_y for a float32 x: summed in float64, rounded once to float32 (torch autograd)."""
     if path == "numpy":
-        monkeypatch.setattr(engine, "SMALL_SIZE", 1 << 12)
+        monkeypatch.setattr(tuning, "SMALL_SIZE", 1 << 12)
     grad_y = values(shape, np.float64, seed=1)
     x = np.zeros(shape, np.float32)
     actual = cumsum_backward(grad_y, x, ScanSpec("PyCumSum", axis, exclusive, reverse))
@@ -271,182 +244,9 @@ def test_backward_in_place_on_grad_y(tiny_blocks, exclusive, reverse):
     assert_equal(actual, expected)
 
 
-def _failing_cumsum(fail_in_caller, fail_in_worker, started, finished):
-    """torch.cumsum that raises in the calling thread and/or a pool worker, recording the workers' calls.
-
-    The caller's first call waits until a worker has started one (so that both really run), and a
-    worker's call is slow: the caller is done (or has failed) while the worker still writes.
-    """
-    caller = threading.current_thread()
-
-    def cumsum(*args, **kwargs):
-        if threading.current_thread() is caller:
-            deadline = time.time() + 30
-            while not started and time.time() < deadline:
-                time.sleep(0.005)
-            if fail_in_caller:
-                raise ValueError("caller failed")
-            return torch.cumsum(*args, **kwargs)
-        started.append(1)
-        try:
-            time.sleep(0.2)
-            if fail_in_worker:
-                raise RuntimeError("worker failed")
-            return torch.cumsum(*args, **kwargs)
-        finally:
-            finished.append(1)
-    return cumsum
-
-
-@pytest.mark.parametrize("fail_in_caller, fail_in_worker, error", [
-    (False, True, "worker failed"), (True, True, "caller failed"), (True, False, "caller failed")])
-def test_worker_errors_reach_the_caller_and_never_mask_its_own(tiny_blocks, monkeypatch, fail_in_caller,
-                                                               fail_in_worker, error):
-    """The caller's own exception wins over a worker's; none is raised before every worker's chunk is done."""
-    started, finished = [], []
-    monkeypatch.setattr(engine, "_cumsum", _failing_cumsum(fail_in_caller, fail_in_worker, started, finished))
-    with pytest.raises((ValueError, RuntimeError), match=error):
-        run_kernel(values((8, 30), np.float32), 1, False, False)  # torch path, chunks over 2 threads
-    assert started and len(finished) == len(started)
-
-
-def test_threads_share_chunks_and_match_torch(tiny_blocks, monkeypatch):
-    """Whichever thread takes which chunk (a slow worker takes few), the result is torch's."""
-    started, finished = [], []
-    monkeypatch.setattr(engine, "_cumsum", _failing_cumsum(False, False, started, finished))
-    x = values((8, 30), np.float32)
-    assert_equal(run_kernel(x, 1, False, False), oracle(x, 1, False, False))
-    assert started and len(finished) == len(started)
-
-
-def _recording_callers(monkeypatch, *names):
-    """The threads that call engine.<name> for each of ``names`` (torch.cumsum, numpy's add) from now on."""
-    callers = set()
-
-    def recording(function):
-        def run(*args, **kwargs):
-            callers.add(threading.current_thread())
-            return function(*args, **kwargs)
-        return run
-    for name in names:
-        monkeypatch.setattr(engine, name, recording(getattr(engine, name)))
-    return callers
-
-
-def test_no_threads_when_the_cores_are_busy(tiny_blocks, monkeypatch):
-    """With fewer free cores than `MIN_FREE_CORES`, every chunk runs on the calling thread."""
-    monkeypatch.setattr(engine, "MIN_FREE_CORES", float("inf"))
-    callers = _recording_callers(monkeypatch, "_cumsum")
-    x = values((8, 30), np.float32)
-    for reverse in (False, True):
-        assert_equal(run_kernel(x, 1, False, reverse), oracle(x, 1, False, reverse))
-    assert callers == {threading.current_thread()}
-
-
-@pytest.mark.parametrize("outer, inner, itemsize, expected", [
-    (3, 6, 4, [(slice(0, 1), slice(None)), (slice(1, 2), slice(None)), (slice(2, 3), slice(None))]),
-    (2, 6, 4, [(slice(0, 1), slice(None)), (slice(1, 2), slice(None))]),     # whole outer slices, however narrow
-    (1, 6, 4, [(slice(None), slice(0, 6))]),                                   # 24-byte rows: not split
-    (1, 383, 4, [(slice(None), slice(0, 383))]),                               # halves under 1 KiB: not split
-    (1, 512, 4, [(slice(None), slice(0, 256)), (slice(None), slice(256, 512))]),
-    (1, 4096, 8, [(slice(None), slice(start, start + 1024)) for start in range(0, 4096, 1024)]),
-])
-def test_lane_slices_keep_each_thread_on_whole_outer_slices_or_wide_runs(outer, inner, itemsize, expected):
-    """Two threads' pieces: whole outer slices, or runs of lanes of at least SPLIT_MIN_BYTES (1 KiB)."""
-    assert engine.SPLIT_MIN_BYTES == 1024
-    assert engine._lane_slices(outer, inner, itemsize, 2) == expected
-
-
-@pytest.mark.parametrize("shape, axis, reverse, path", [
-    ((1, 400000, 6), 1, False, "lanes"),     # 6 lanes of one outer slice: 24-byte runs would share lines
-    ((1, 200000, 12), 1, True, "lanes"),     # a backward of the same kind
-    ((2, 64, 16384), 1, False, "rows"),      # the rows path holds the GIL between numpy's adds
-])
-def test_narrow_or_numpy_scans_stay_on_the_calling_thread(monkeypatch, two_torch_threads, paths_taken, shape, axis,
-                                                          reverse, path):
-    """Default thresholds, threads allowed: inputs over PARALLEL_MIN_SIZE that no split helps run on one thread."""
-    monkeypatch.setattr(engine, "MIN_FREE_CORES", float("-inf"))
-    callers = _recording_callers(monkeypatch, "_cumsum", "_add")
-    x = values(shape, np.float32)
-    assert x.size >= engine.PARALLEL_MIN_SIZE
-    assert_equal(run_kernel(x, axis, False, reverse), oracle(x, axis, False, reverse))
-    assert paths_taken == [path]
-    assert callers == {threading.current_thread()}
-
-
-def _free_cores_after(seconds, work=None):
-    """`engine.free_cores` over a window of about ``seconds`` (a fresh reading at its start and its end)."""
-    time.sleep(engine.GATE_INTERVAL)
-    engine.free_cores()  # the window's first reading
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        work() if work is not None else time.sleep(0.01)
-    return engine.free_cores()
-
-
-def test_other_processes_busy_cores_close_the_thread_gate(two_torch_threads):
-    """One spinning process per core: over the next window the gate sees no free core, so a scan of any size
-    gets one thread."""
-    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count())]
-    try:
-        free = _free_cores_after(1.0)
-        threads = engine._thread_count(1 << 30, 64)  # the same window's reading
-    finally:
-        for burner in burners:
-            burner.kill()
-            burner.wait()
-    assert free < engine.MIN_FREE_CORES and free < 1.0, free
-    assert threads == 1
-
-
-def test_this_processs_own_threads_do_not_close_the_thread_gate(two_torch_threads):
-    """Two of this process's own threads kept busy (torch's) leave the free cores as an idle window found them
-    (a gate that counted them would lose about two cores)."""
-    a = torch.rand(384, 384, dtype=torch.float64)
-    idle = _free_cores_after(1.0)
-    busy = _free_cores_after(1.0, lambda: torch.mm(a, a))
-    assert busy >= idle - 0.75, (idle, busy)
-
-
-def test_a_replaced_pool_is_shut_down(tiny_blocks):
-    """More threads replace the shared pool; the old one is shut down and its threads exit."""
-    x = values((64, 30), np.float32)
-    run_kernel(x, 1, False, False)  # 2 threads: a pool of at least one worker
-    old = engine._pool
-    old_threads = list(old._threads)
-    assert old_threads
-    torch.set_num_threads(engine._pool_workers + 2)
-    assert_equal(run_kernel(x, 1, False, False), oracle(x, 1, False, False))
-    assert engine._pool is not old
-    for thread in old_threads:
-        thread.join(10)
-    assert not any(thread.is_alive() for thread in old_threads)
-    with pytest.raises(RuntimeError):
-        old.submit(print)  # shut down: takes no more work
-
-
-def _scan_in_child(queue):
-    x = values((8, 30), np.float32)
-    queue.put(bool(np.array_equal(run_kernel(x, 1, False, True), oracle(x, 1, False, True))))
-
-
-def test_thread_pool_works_in_a_forked_child(tiny_blocks):
-    """A fork copies the pool object but not its threads: the child must build its own."""
-    run_kernel(values((8, 30), np.float32), 1, False, True)  # the parent's pool exists now
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
-    child = context.Process(target=_scan_in_child, args=(queue,))
-    child.start()
-    child.join(60)
-    if child.is_alive():
-        child.kill()
-        pytest.fail("the forked child hung on the thread pool")
-    assert queue.get(timeout=5) is True
-
-
 @pytest.mark.parametrize("shape, axis, reverse", [((4096, 512), 0, False), ((256, 8192), 1, True),
                                                    ((131072, 16), 0, True), ((1024, 2048), 1, False)])
-def test_extra_memory_is_one_block_buffer_per_thread(shape, axis, reverse):
+def test_extra_memory_is_one_block_buffer(shape, axis, reverse):
     """numpy allocations during an 8 MB scan (tracemalloc sees them): block buffers and carries only."""
     x = values(shape, np.float32)
     out = np.empty_like(x)
@@ -455,7 +255,7 @@ def test_extra_memory_is_one_block_buffer_per_thread(shape, axis, reverse):
     cumsum_forward(x, ScanSpec("PyCumSum", axis, False, reverse), out=out)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    bound = torch.get_num_threads() * (engine.BUFFER_ELEMENTS * 8 + 64 * 1024)
+    bound = tuning.BUFFER_ELEMENTS * 8 + 64 * 1024
     assert peak <= bound, (peak, bound, x.nbytes)
 
 
@@ -480,8 +280,8 @@ def test_float32_accuracy_on_long_scans(paths_taken, shape, axis, reverse, path)
 
 
 def test_float32_accuracy_on_long_rows_path(monkeypatch, paths_taken):
-    monkeypatch.setattr(engine, "ROWS_MIN_WIDTH", 2)
-    monkeypatch.setattr(engine, "STREAM_CACHE_BYTES", 1024)
+    monkeypatch.setattr(tuning, "ROWS_MIN_WIDTH", 2)
+    monkeypatch.setattr(tuning, "STREAM_CACHE_BYTES", 1024)
     x = np.random.RandomState(4).uniform(0.5, 1.5, (LENGTH, 2)).astype(np.float32)
     actual = run_kernel(x, 0, False, False)
     assert paths_taken == ["rows"]
@@ -500,12 +300,12 @@ OP_CASES = [  # shape, axis, reverse, forward path, backward path
     ((64, 32, 8), 1, False, "torch", "lanes"),
     ((64, 32, 8), 1, True, "lanes", "torch"),
     ((16, 40, 256), 1, False, "rows", "rows"),       # 1 KiB between a lane's elements: aliased
-    ((2, 600, 520), 1, True, "rows", "rows"),
+    ((2, 1100, 520), 1, True, "rows", "rows"),
     ((9, 7), 0, True, "numpy", "numpy"),
     ((1, 1), 1, False, "trivial", "trivial"),
-    ((3, 700000), 1, False, "torch", "lanes"),       # > PARALLEL_MIN_SIZE: threads split the outer lanes
-    ((1, 100000, 6), 1, False, "torch", "lanes"),    # one outer slice of 6 lanes (24 bytes): no thread split
-    ((2, 48, 16384), 1, False, "rows", "rows"),      # wide rows: numpy adds, on the calling thread
+    ((3, 700000), 1, False, "torch", "lanes"),
+    ((1, 100000, 6), 1, False, "torch", "lanes"),    # one outer slice of 6 lanes (24 bytes)
+    ((2, 48, 16384), 1, False, "rows", "rows"),      # wide rows: numpy adds
     ((3000, 40), 0, False, "lanes", "lanes"),        # long lanes, rows of 160 bytes: torch would miss
 ]
 
@@ -525,8 +325,7 @@ def run_op(x, grad_y, in_place=False, **kwargs):
 
 @pytest.mark.parametrize("shape, axis, reverse, forward_path, backward_path", OP_CASES)
 @pytest.mark.parametrize("exclusive", [False, True])
-def test_caffe2_op_forward_and_gradient(monkeypatch, paths_taken, shape, axis, reverse, forward_path, backward_path, exclusive):
-    monkeypatch.setattr(engine, "MIN_FREE_CORES", float("-inf"))  # threads even on a busy machine
+def test_caffe2_op_forward_and_gradient(paths_taken, shape, axis, reverse, forward_path, backward_path, exclusive):
     x, grad_y = values(shape, np.float32), values(shape, np.float32, seed=5)
     y, grad_x = run_op(x, grad_y, axis=axis, exclusive=exclusive, reverse=reverse)
     assert paths_taken == [forward_path, backward_path]
@@ -585,8 +384,9 @@ def test_caffe2_op_rechecks_when_the_input_dtype_or_rank_changes():
 @pytest.mark.parametrize("shape, axis", [((70000,), 0), ((40, 3000), 1), ((400, 13), 0), ((2, 4543, 1), 1),
                                          ((80, 44, 28), 2)])
 def test_caffe2_op_direct_call_is_torchs(paths_taken, shape, axis, dtype):
-    """Where `engine.direct_torch` holds, the op's forward is one torch.cumsum between the blobs: torch's bits."""
-    assert engine.direct_torch(shape, np.dtype(dtype), axis)
+    """Where `engine.direct` finds torch's call, the op's forward is one torch.cumsum between the blobs: torch's
+    bits."""
+    assert engine.direct(shape, np.dtype(dtype), axis) is engine.torch_scan
     workspace.ResetWorkspace()
     net = core.Net("kernel_paths_direct")
     net.PyCumSum("kp_x", "kp_y", axis=axis)
@@ -597,22 +397,19 @@ def test_caffe2_op_direct_call_is_torchs(paths_taken, shape, axis, dtype):
     assert_equal(workspace.FetchBlob("kp_y"), oracle(x, axis, False, False))
 
 
-def test_direct_torch_only_where_the_engine_makes_one_torch_call(monkeypatch):
-    """`engine.direct_torch` (the op's shortcut) never claims a shape the engine would scan another way, or
-    split over its threads; random shapes around the thresholds, threads allowed at any load."""
-    monkeypatch.setattr(engine, "MIN_FREE_CORES", float("-inf"))
+def test_direct_only_where_the_engine_makes_that_one_call():
+    """`engine.direct` (the op's shortcut) never claims a shape the engine would scan another way; random shapes
+    around the thresholds (tests/test_compiled_kernels.py does the same with the accelerator)."""
     rng = np.random.RandomState(13)
     claimed = 0
     for _ in range(400):
         rank = rng.randint(1, 5)
         shape = tuple(int(np.exp(rng.uniform(0, np.log(1 << 21) / rank))) for _ in range(rank))
         axis, dtype = int(rng.randint(rank)), np.dtype([np.float32, np.float64, np.int32, np.float16][rng.randint(4)])
-        if not engine.direct_torch(shape, dtype, axis):
-            continue
-        claimed += 1
+        found = engine.direct(shape, dtype, axis)
         src, dst = np.empty(shape, dtype), np.empty(shape, dtype)  # never touched: no memory is committed
-        path, src3, _, _ = engine.choose_path(src, dst, axis, False, False)
-        assert path == "torch", (shape, axis, dtype)
-        lanes = src3.shape[0] * src3.shape[2]
-        assert engine._thread_count(src.size, lanes) <= engine._torch_threads(lanes), (shape, axis, dtype)
+        path = engine.choose_path(src, dst, axis, False, False)[0]
+        assert (found is engine.torch_scan) is (path == "torch"), (shape, axis, dtype)
+        assert found is None or found is engine.torch_scan
+        claimed += found is not None
     assert claimed >= 40

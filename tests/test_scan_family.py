@@ -25,7 +25,7 @@ except ImportError:  # torch < 1.5 has no torch.testing._internal
 
 from pycumsum_op.kernels import ScanSpec
 from pycumsum_op.scans import scan as registered_scan
-from pycumsum_op.kernels.flagged import forward_path
+from pycumsum_op.kernels.torch_scans import forward_path
 from pycumsum_op.kernels.spec import RESULT_DTYPES
 from pycumsum_op.torch_versions import has
 from scan_family_support import (RUN_ERROR, TWO_OUTPUTS, assert_gradient_close, assert_outputs_equal, run_scan,

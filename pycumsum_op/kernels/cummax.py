@@ -29,7 +29,7 @@ import torch
 
 from ..torch_versions import has
 from . import compiled, engine
-from .flagged import along, as_lanes, as_tensor, forward_path, gradient_compute_dtype
+from .torch_scans import along, as_lanes, as_tensor, forward_path, gradient_compute_dtype
 from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
 
 #: input dtype -> the dtype torch scans it in (exactly: every value is representable).
@@ -77,7 +77,7 @@ def _extremum_forward(torch_scan: Callable, x: np.ndarray, spec: ScanSpec,
     source = as_lanes(x).astype(COMPUTE_DTYPES.get(x.dtype, x.dtype), copy=False)
     if spec.reverse:  # scan the reversed lanes; write back through reversed views, indices counted from the end
         source, lanes_values, lanes_indices = (np.flip(a, axis) for a in (source, lanes_values, lanes_indices))
-    views = engine.compiled_views(axis, source, lanes_values, lanes_indices)
+    views = engine.compiled_views("extremum", axis, source, lanes_values, lanes_indices)
     if views is not None:  # the accelerator: whole rows compared at once, torch's rule in each lane
         compiled.extremum_rows(*views, maximum=torch_scan is torch.cummax)
     elif not spec.reverse and forward_path(source, lanes_values, False, False) == "direct" and \

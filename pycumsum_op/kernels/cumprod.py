@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from . import compiled, engine
-from .flagged import reversed_cumsum, run_gradient, scan_forward
+from .torch_scans import reversed_cumsum, run_gradient, scan_forward
 from .spec import ScanPlan, ScanSpec, backward_plan_and_out
 
 #: result dtype -> the dtype torch.cumprod runs in (it accumulates int32 in int64, and has no float16).
@@ -45,7 +45,7 @@ def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = N
     if x.dtype != plan.result_dtype:  # torch casts first (dtype= narrowing included), then multiplies
         x = x.astype(plan.result_dtype)
     x = x.astype(compute, copy=False)
-    views = engine.compiled_views(plan.axis, x, out)
+    views = engine.compiled_views("product", plan.axis, x, out)
     if views is not None:  # the accelerator: rows multiplied into a float64 (int64) row, as torch's lanes
         compiled.scan_rows(views[0], views[1], compiled.PRODUCT, spec.exclusive, spec.reverse)
         return out

@@ -42,9 +42,9 @@ def cumsum_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = No
 
 
 def cumsum_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
-    """`engine.torch_scan` when ``cumsum_forward(x, spec, out, plan)`` into a separate C-contiguous ``out`` is that
-    one torch.cumsum call for a C-contiguous ``x`` (`engine.direct_torch`), else None. The function found takes
-    torch tensors viewing x and out, and the axis.
+    """The one call `engine.direct` finds when ``cumsum_forward(x, spec, out, plan)`` into a separate C-contiguous
+    ``out`` is a single call for a C-contiguous ``x`` (torch.cumsum, or the accelerator's row loop), else None.
+    The function found takes torch tensors viewing x and out, and the axis.
 
     >>> spec, x = ScanSpec("PyCumSum", axis=0), np.ones(1 << 16, np.float32)
     >>> cumsum_direct(spec, spec.plan(x), x) is engine.torch_scan, cumsum_direct(spec, spec.plan(x[:8]), x[:8])
@@ -52,7 +52,7 @@ def cumsum_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
     """
     if spec.exclusive or spec.reverse or x.dtype != plan.result_dtype:
         return None
-    return engine.torch_scan if engine.direct_torch(x.shape, x.dtype, plan.axis) else None
+    return engine.direct(x.shape, x.dtype, plan.axis)
 
 
 def cumsum_backward(grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,

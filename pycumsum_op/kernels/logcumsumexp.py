@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from ..torch_versions import has
-from .flagged import flip, reversed_cumsum, run_gradient, scan_forward
+from .torch_scans import flip, reversed_cumsum, run_gradient, scan_forward
 from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
 
 #: The input dtypes accepted (torch.logcumsumexp's floating types, and float16).

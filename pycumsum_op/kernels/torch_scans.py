@@ -16,7 +16,7 @@ Two paths per direction (`forward_path` tells which one a call takes):
 - ``staged``: a contiguous (cast, flipped) copy of the input, torch's scan of it, and one copy
   into the output (shifted by one when exclusive, flipped back when reversed).
 
-The gradient of the flagged scan is the inclusive scan's gradient taken on flipped data
+The gradient of the scan with its flags is the inclusive scan's gradient taken on flipped data
 (reverse) with the incoming gradient shifted one step back (exclusive: y[i] = inclusive[i-1],
 so inclusive[i] gets grad_y[i+1] and the last element gets none).
 
@@ -66,7 +66,7 @@ def forward_path(x: np.ndarray, out: np.ndarray, exclusive: bool, reverse: bool)
 
 def scan_forward(inclusive: Callable, x: np.ndarray, out: np.ndarray, axis: int, exclusive: bool,
                  reverse: bool, identity) -> np.ndarray:
-    """out = the flagged scan of ``x`` along ``axis``; ``inclusive(tensor, axis[, out=])`` is torch's scan.
+    """out = the scan with its flags of ``x`` along ``axis``; ``inclusive(tensor, axis[, out=])`` is torch's scan.
 
     ``x`` has the compute dtype torch scans in; ``out`` any dtype (cast once, as torch does with
     ``dtype=``); ``axis`` is normalised; 0-d and empty inputs are fine.
@@ -90,7 +90,7 @@ def scan_forward(inclusive: Callable, x: np.ndarray, out: np.ndarray, axis: int,
 
 def scan_gradient(inclusive_gradient: Callable, grad_y: torch.Tensor, x: torch.Tensor, axis: int,
                   exclusive: bool, reverse: bool, y: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """grad_x of the flagged scan; ``inclusive_gradient(grad_y, x, axis, y)`` is the plain scan's.
+    """grad_x of the scan with its flags; ``inclusive_gradient(grad_y, x, axis, y)`` is the plain scan's.
 
     Tensors have at least one dimension and one floating dtype; ``axis`` is normalised. ``y``, the
     forward's output of a scan that is not exclusive, reaches ``inclusive_gradient`` (flipped with
@@ -122,7 +122,7 @@ def gradient_compute_dtype(out_dtype: np.dtype) -> torch.dtype:
 
 def run_gradient(inclusive_gradient: Callable, grad_y: np.ndarray, x: np.ndarray, out: np.ndarray, axis: int,
                  exclusive: bool, reverse: bool, y: Optional[np.ndarray] = None) -> np.ndarray:
-    """out = grad_x of the flagged scan for numpy inputs: computed by `scan_gradient` in
+    """out = grad_x of the scan with its flags for numpy inputs: computed by `scan_gradient` in
     `gradient_compute_dtype`, written into ``out`` (whose dtype is the gradient's) with one cast.
     ``y`` (the forward's output) is used when it already has the compute dtype."""
     compute = gradient_compute_dtype(out.dtype)

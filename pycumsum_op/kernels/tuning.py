@@ -1,0 +1,56 @@
+"""Every tuning constant of the scan engine (`engine`) and the accelerator's loops (`compiled`), in one place.
+
+Each value changes speed only, never results: every path adds a lane's elements in the same order. The
+numbers behind each value are dated in benchmarks/RESULTS.md (2-core AMD EPYC VM, one torch thread).
+`engine` reads these names at call time (tests scale them down to reach every path on small arrays);
+`compiled`'s loops read theirs when numba compiles them.
+"""
+
+#: Inputs smaller than this take the ``numpy`` path (a torch call costs more than it saves).
+SMALL_SIZE = 1 << 12
+
+#: A model of the cache torch's strided loop runs in: 64 sets of 16 ways of 64-byte lines (64 KiB, the L1
+#: and what the L2 adds: torch's loop kept pace on lanes of up to 1005 rows of 720-1440 bytes and fell behind,
+#: 0.41-0.77x through the `lanes` buffer, from 1398 rows on; with 8 ways, lanes of 237-1028 rows took that
+#: buffer at 1.29-1.76x torch). The loop sweeps one lane, then its neighbour, which reads the same lines
+#: again: fast only while one lane's lines stay cached. A stride that is a multiple of a line maps them to
+#: fewer sets.
+CACHE_LINE = 64
+CACHE_SETS = 64
+CACHE_WAYS = 16
+#: Rows narrower than a line share lines between lanes; the sweeps stream from memory once the lines of a
+#: lane sweep no longer fit in this much cache (an L3 share).
+STREAM_CACHE_BYTES = 1 << 23
+
+#: Without the accelerator, where torch's loop misses the cache: rows of at least this many lanes take the
+#: ``rows`` path (a numpy call per row pays off), narrower ones the ``lanes`` path ...
+ROWS_MIN_WIDTH = 512
+#: ... and so do rows of at least this many whose byte stride is a multiple of `ALIASED_STRIDE` (torch's
+#: strided loop then maps a lane to few cache sets and misses: 4-7 ns an element, not 1.5).
+ROWS_MIN_ALIASED_WIDTH = 128
+ALIASED_STRIDE = 1024
+#: Elements in the ``lanes`` / ``rows`` paths' block buffer (512 KiB of float64).
+BUFFER_ELEMENTS = 1 << 16
+#: Fewest rows per block on those paths (wider rows are better, but the carry costs a row).
+ROWS_MIN_BLOCK = 4
+
+#: With the accelerator, a forward sum or product off the last axis takes its compiled loop wherever rows (the
+#: lanes side by side) are at least a cache line wide, at any lane length (kernel time, compiled / torch:
+#: 0.09-0.45x from 16 elements on, 0.42-0.63x at 2-13), and a forward sum also where rows are narrower but at
+#: least `COMPILED_NARROW_MIN_WIDTH` lanes wide and lanes at least `COMPILED_NARROW_MIN_LENGTH` long (its
+#: grouped loop: 0.22-0.96x torch on lanes of 98 elements or more; 0.9-1.5x on lanes of 16-30 with many outer
+#: slices, where torch's loop stays in cache; 0.8-1.7x on 2-3 lanes).
+COMPILED_NARROW_MIN_WIDTH = 4
+COMPILED_NARROW_MIN_LENGTH = 64
+#: cummax / cummin take the compiled loop where rows are at least this many lanes wide, lanes of any length (its
+#: row loops measured 0.14-0.63x torch's from 8 lanes on, also on lanes of 2 elements; the element loop before
+#: them 1.3-2.4x at 2-4 lanes).
+COMPILED_EXTREMUM_MIN_WIDTH = 8
+#: The compiled loop combines rows narrower than this element by element (a whole-row expression costs more
+#: per row: element loops measured faster at 4-8 lanes, array expressions from 16 on, 1.3-1.6x) ...
+COMPILED_NARROW = 16
+#: ... wider ones in blocks of this many lanes, so that the accumulator block stays in the L1 cache.
+COMPILED_BLOCK = 1024
+#: A forward sum of narrow rows takes its lanes in groups, down chunks of rows of this many bytes (in cache
+#: for the next group).
+COMPILED_CHUNK_BYTES = 1 << 14
