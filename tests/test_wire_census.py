@@ -2,6 +2,7 @@
 memory protobuf's own parser takes (measured in a child process per input), an independent count made
 by walking the parsed message, and protobuf's own verdict on what is readable."""
 import json
+import os
 import subprocess
 import sys
 import warnings
@@ -62,17 +63,8 @@ import ctypes, gc, json, sys
 import onnx
 from caffe2.proto import caffe2_pb2
 from pycumsum_op.wire_census import census
-
-def varint(value):
-    out = b""
-    while True:
-        low, value = value & 0x7F, value >> 7
-        if not value:
-            return out + bytes([low])
-        out += bytes([low | 0x80])
-
-def field(number, payload):
-    return varint(number << 3 | 2) + varint(len(payload)) + payload
+sys.path.insert(0, sys.argv[4])
+from test_wire_census import field  # noqa: E402
 
 def resident():
     with open("/proc/self/status") as status:
@@ -95,7 +87,8 @@ print(json.dumps({"grew": grew, "estimate": census(data, message.DESCRIPTOR, "in
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_the_estimate_bounds_the_memory_protobuf_takes_and_stays_within_5x_of_it(shape):
     message, source = SHAPES[shape]
-    proc = subprocess.run([sys.executable, "-c", CHILD, message, source, str(N)], stdout=subprocess.PIPE,
+    proc = subprocess.run([sys.executable, "-c", CHILD, message, source, str(N), os.path.dirname(__file__)],
+                          stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     found = json.loads(proc.stdout)
