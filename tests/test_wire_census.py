@@ -17,8 +17,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from pycumsum_op import load_net, save_net, wire_census
 from pycumsum_op.input_limits import InputTooLarge
-from pycumsum_op.onnx import load_model
 from pycumsum_op.wire_census import COSTS, census
+from onnx_support import needs_onnx_backend
 
 NETDEF = caffe2_pb2.NetDef.DESCRIPTOR
 
@@ -250,7 +250,10 @@ def test_an_init_net_of_48_mb_of_weights_loads_with_the_default_caps(tmp_path):
 
 
 @pytest.mark.slow
+@needs_onnx_backend
 def test_an_onnx_model_of_48_mb_of_weights_loads_with_the_default_caps(tmp_path):
+    from pycumsum_op.onnx import load_model
+
     weights = np.random.RandomState(1).standard_normal((3000, 4000)).astype(np.float32)
     graph = helper.make_graph([helper.make_node("Identity", ["w"], ["y"])], "census",
                               [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(weights.shape))],
