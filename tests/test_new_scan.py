@@ -23,6 +23,7 @@ from pycumsum_op.kernels import DtypeRule, ScanArgumentError
 from pycumsum_op.kernels.spec import backward_plan_and_out
 from pycumsum_op.ops import add_scan_op, scan_function
 from pycumsum_op.scans import AtenForm, PortableForm, Refused, Scan
+from onnx_support import needs_onnx_backend
 
 FLOATING = DtypeRule((np.dtype(np.float32), np.dtype(np.float64)), integers_to_int64=False)
 
@@ -248,6 +249,7 @@ def test_lowering_refuses_with_the_entrys_reason(new_scans, target):
         pycumsum_op.lower(net, target=target, shapes={"lx": (2, 3)}, dtypes={"lx": np.float64})
 
 
+@needs_onnx_backend
 def test_onnx_export_refuses_with_the_entrys_reason(new_scans):
     from pycumsum_op.onnx import export
     from onnx import TensorProto
