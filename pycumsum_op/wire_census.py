@@ -20,14 +20,17 @@ Traceback (most recent call last):
 ...
 pycumsum_op.wire_census.UnreadableMessage: net cannot be read as a caffe2.NetDef: field 2 at byte 0 runs past the end of its message (5 bytes declared, 0 left)
 """
+import functools
 from typing import NamedTuple
 
 import numpy as np
 from google.protobuf.descriptor import FieldDescriptor
 
 #: Bytes of memory charged per element once parsed (measured on protobuf 3.20.3's C++ implementation:
-#: sub-messages 168-296, an empty string element 40, a scalar 8.3-10.2, an unknown field 16-48).
-COSTS = {"message": 320, "string": 64, "scalar": 12, "unknown": 64}
+#: sub-messages 168-296, an empty string element 40, an unknown field 16-48); a scalar is charged twice
+#: its size plus 4 (a repeated field may hold twice its elements; measured 8.3-10.2 per float, 16.4 per
+#: int64).
+COSTS = {"message": 320, "string": 64, "unknown": 64}
 #: The most fields `census` visits (a run of one repeated scalar counts once); more is refused.
 MAX_FIELDS = 2000000
 #: The deepest nesting of messages read (protobuf's parser refuses deeper ones too).
@@ -67,6 +70,7 @@ class Census(NamedTuple):
     fields: int
 
 
+@functools.lru_cache(maxsize=None)
 def _tags(descriptor) -> dict:
     """tag -> (what it holds, its argument) for each field of ``descriptor`` in each wire type it may take."""
     tags = {}
@@ -140,17 +144,16 @@ def census(data: bytes, descriptor, what: str) -> Census:
         return UnreadableMessage(what, descriptor.full_name, reason)
 
     message_cost, string_cost, unknown_cost = COSTS["message"], COSTS["string"], COSTS["unknown"]
-    tables = {}
     memory = fields = 0
     stack = []
     position, end, message = 0, len(data), descriptor
-    tags = tables[message] = _tags(message)
+    tags = _tags(message)
     while True:
         if position >= end:
             if not stack:
                 return Census(memory, fields)
             position, end, message = stack.pop()
-            tags = tables[message]
+            tags = _tags(message)
             continue
         fields += 1
         if fields > MAX_FIELDS:
@@ -182,7 +185,7 @@ def census(data: bytes, descriptor, what: str) -> Census:
                         raise TooManyFields("{} nests messages more than {} deep".format(what, MAX_DEPTH))
                     stack.append((position, end, message))
                     position, end, message = inner, position, argument
-                    tags = tables[message] if message in tables else tables.setdefault(message, _tags(message))
+                    tags = _tags(message)
             elif kind == _PACKED_VARINTS:  # one value per byte below 0x80
                 ends = np.flatnonzero(np.frombuffer(data, np.uint8, length, inner) < 0x80)
                 if length and (len(ends) == 0 or ends[-1] != length - 1 or np.diff(ends, prepend=-1).max() > 10):

@@ -5,8 +5,9 @@ onnx 1.10's ``onnx.load`` follows a tensor's external-data ``location`` wherever
 becomes. `load_model` reads the model without its external data and resolves each location
 itself: a relative path inside the model's folder, naming a regular file there (a symlink is
 followed only if it stays inside the folder), with ``offset`` / ``length`` inside that file. The
-model file and all its external data together are capped by ``PYCUMSUM_OP_MAX_INPUT_BYTES``
-(`pycumsum_op.input_limits`). Anything else raises `ExternalDataError` (a ValueError) naming the
+model file and all its external data together are capped by ``PYCUMSUM_OP_MAX_INPUT_BYTES``, and
+the memory the model would take once parsed by ``PYCUMSUM_OP_MAX_PARSE_BYTES``, counted from its bytes
+first (`pycumsum_op.input_limits`). Anything else raises `ExternalDataError` (a ValueError) naming the
 tensor, the location and why.
 
 `load_zip_archive` reads Caffe2's zip format (``CumSumBackend.prepare_zip_archive``) within the same cap.
@@ -132,7 +133,8 @@ def load_model(path) -> onnx.ModelProto:
     """An ONNX model file with its external data read from the model's folder only (see the module).
 
     Raises FileNotFoundError / PermissionError / IsADirectoryError, `ExternalDataError`,
-    `pycumsum_op.input_limits.InputTooLarge`, or ``google.protobuf.message.DecodeError``."""
+    `pycumsum_op.input_limits.InputTooLarge`, `pycumsum_op.wire_census.UnreadableMessage` (a ValueError)
+    for bytes that are no ModelProto, or ``google.protobuf.message.DecodeError``."""
     path = os.fspath(path)
     with _open_regular(path, "ONNX model {!r}".format(path)) as handle:
         status = os.fstat(handle.fileno())
