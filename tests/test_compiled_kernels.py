@@ -92,15 +92,23 @@ def test_cumsum_off_the_last_axis_is_torchs(accelerator, shape, axis, dtype, exc
 @pytest.mark.parametrize("exclusive, reverse", FLAGS)
 @pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("inner", [1, 2, 3, 4, 5, 7, 15])
-def test_narrow_rows(dtype, operation, scan, identity, exclusive, reverse, in_place, inner, monkeypatch):
-    """Rows narrower than `tuning.COMPILED_NARROW` straight through the kernels: the grouped loop (forward
-    inclusive sums, lanes in groups of 4, 2 and 1, over chunks of 3 rows here) and the element loop (the rest)."""
+@pytest.mark.parametrize("outer", [1, 2, 3, 5])
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_narrow_rows(dtype, operation, scan, identity, exclusive, reverse, in_place, inner, outer, contiguous,
+                     monkeypatch):
+    """Rows narrower than `tuning.COMPILED_NARROW` straight through the kernels: the chains (rows of 1-3 lanes,
+    C-contiguous: lanes in fours, the last group of 1-3 lanes repeating its last lane), the grouped loop (forward
+    inclusive sums, lanes in groups of 4, 2 and 1, over chunks of 3 rows here) and the element loop (the rest,
+    and views with gaps)."""
     monkeypatch.setattr(tuning, "COMPILED_CHUNK_BYTES", 3 * inner * np.dtype(dtype).itemsize)
-    x = values((4, 301, inner), dtype, seed=2)
+    x = values((outer, 301, inner if contiguous else 2 * inner), dtype, seed=2)
     if operation == compiled.PRODUCT:
         x = np.where(np.isfinite(x), np.sign(x), x) if np.dtype(dtype).kind == "f" else x % 3 - 1
     target = x.copy() if in_place else np.empty_like(x)
-    compiled.scan_rows(target if in_place else x, target, operation, exclusive, reverse)
+    source = target if in_place else x
+    if not contiguous:
+        source, target, x = source[:, :, ::2], target[:, :, ::2], x[:, :, ::2]
+    compiled.scan_rows(source, target, operation, exclusive, reverse)
     expected = oracle(x, 1, exclusive, reverse, scan, identity)
     assert_same(target, expected.astype(x.dtype) if dtype == np.int32 else expected)
 
@@ -116,19 +124,42 @@ def test_float32_sums_are_taken_in_float64():
     assert y[-1, 0] == np.float32(1e8 + 99)
 
 
-@pytest.mark.parametrize("shape, axis", [((64, 300), 1), ((70000,), 0)])
-def test_the_last_axis_stays_with_torch(shape, axis):
-    """One add chain per lane either way: torch's own call is the cheaper one (measured in benchmarks/)."""
-    x = values(shape, np.float32)
+@pytest.mark.parametrize("shape, axis, dtype", [((70000,), 0, np.float32), ((2, 3000), 1, np.float64),
+                                                ((300, 1023), 1, np.float32), ((64, 1100), 1, np.int64),
+                                                ((4, 8192), 1, np.float64), ((5000, 2), 0, np.float32)])
+def test_one_chain_stays_with_torch(accelerator, shape, axis, dtype):
+    """1-D (one add chain either way), two lanes (the chains a group repeats cost what they save), lanes
+    shorter than tuning.COMPILED_CHAINS_MIN_BYTES, integer sums (a 1-cycle add) and lanes 64 KiB apart:
+    torch's own call is the cheaper one, with the accelerator or without (measured in benchmarks/)."""
+    x = values(shape, dtype)
     assert engine.choose_path(x, np.empty_like(x), axis, False, False)[0] == "torch"
-    assert engine.direct(shape, np.dtype(np.float32), axis) is engine.torch_scan
+    assert engine.direct(shape, np.dtype(dtype), axis) is engine.torch_scan
 
 
-@pytest.mark.parametrize("shape, axis", [((1000, 20, 5), 1), ((200, 30, 3), 1), ((6000, 2), 0)])
+@pytest.mark.parametrize("shape, axis", [((3, 3000), 1), ((64, 1100), 1), ((4, 600, 2), 1), ((3000, 3), 0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rows_of_one_to_three_lanes_take_the_chains(accelerator, shape, axis, dtype):
+    """The last axis with three rows or more, and rows of 2-3 lanes, of floats: four chains at once with the
+    accelerator (the op's direct call too), torch's call without; reversed (the gradient) the chains as well,
+    the blocked path without; torch's bits every way."""
+    x = values(shape, dtype)
+    found = engine.direct(x.shape, x.dtype, axis)
+    assert (getattr(found, "func", None) is engine.compiled_scan) is accelerator
+    assert (found is engine.torch_scan) is not accelerator
+    assert (engine.choose_path(x, np.empty_like(x), axis, False, True)[0] == "compiled") is accelerator
+    out = np.empty_like(x)
+    found(torch.from_numpy(x), torch.from_numpy(out), axis)
+    assert_same(out, oracle(x, axis, False, False))
+    for exclusive, reverse in FLAGS:
+        actual = cumsum_forward(x, ScanSpec("PyCumSum", axis, exclusive, reverse))
+        assert_same(actual, oracle(x, axis, exclusive, reverse))
+
+
+@pytest.mark.parametrize("shape, axis", [((1000, 20, 5), 1), ((200, 30, 3), 1), ((3000, 2, 2), 1)])
 def test_short_lanes_and_narrow_rows_stay_torchs(accelerator, shape, axis):
-    """Rows narrower than a cache line with lanes shorter than tuning.COMPILED_NARROW_MIN_LENGTH, or narrower
-    than tuning.COMPILED_NARROW_MIN_WIDTH: torch's strided loop is as fast there (measured), so the forward
-    is its call with the accelerator or without;
+    """Rows narrower than a cache line with lanes shorter than tuning.COMPILED_NARROW_MIN_LENGTH (4-15 lanes) or
+    tuning.COMPILED_CHAINS_MIN_BYTES (1-3 lanes): torch's strided loop is as fast there (measured), so the
+    forward is its call with the accelerator or without;
     reversed, they take the accelerator's loop (torch has no reverse scan)."""
     x = values(shape, np.float32)
     assert engine.direct(x.shape, x.dtype, axis) is engine.torch_scan

@@ -107,16 +107,25 @@ def _torch_strided_slow(length: int, inner: int, itemsize: int) -> bool:
     return length > (lines // 2 if aliasing > 1 else lines)
 
 
-def compiled_wins(length: int, inner: int, itemsize: int, loop: str = "sum") -> bool:
+def compiled_wins(outer: int, length: int, inner: int, dtype: np.dtype, loop: str = "sum") -> bool:
     """Whether the accelerator's ``loop`` ("sum", "product" or "extremum": `compiled.scan_rows`,
-    `compiled.extremum_rows`; the caller checks that it is on) beats torch's strided loop on a forward scan
-    of lanes of ``length`` elements ``inner`` apart (`tuning`): sums and products where rows are a cache line
-    wide, sums also (a grouped loop) where rows are `tuning.COMPILED_NARROW_MIN_WIDTH` lanes wide and lanes
-    `tuning.COMPILED_NARROW_MIN_LENGTH` long; cummax/cummin where rows are `tuning.COMPILED_EXTREMUM_MIN_WIDTH`
-    lanes wide."""
+    `compiled.extremum_rows`; the caller checks that it is on) beats torch's loop on a forward scan of ``outer``
+    slices of lanes of ``length`` ``dtype`` elements ``inner`` apart (`tuning`):
+
+    - rows narrower than `tuning.COMPILED_CHAINS_WIDTH` lanes (the last axis among them), floating sums and every
+      product (torch's integer add takes a cycle, no chain to break): four lanes' chains at once, where there are
+      `tuning.COMPILED_CHAINS_MIN_LANES` lanes or more, each spanning `tuning.COMPILED_CHAINS_MIN_BYTES` (with its
+      neighbours), not a multiple of `tuning.COMPILED_CHAINS_ALIASED_SPAN` apart;
+    - sums and products where rows are a cache line wide, and sums (a grouped loop) where rows are
+      `tuning.COMPILED_NARROW_MIN_WIDTH` lanes wide and lanes `tuning.COMPILED_NARROW_MIN_LENGTH` long;
+    - cummax/cummin where rows are `tuning.COMPILED_EXTREMUM_MIN_WIDTH` lanes wide."""
     if loop == "extremum":
         return inner >= tuning.COMPILED_EXTREMUM_MIN_WIDTH
-    if inner * itemsize >= tuning.CACHE_LINE:
+    if inner < tuning.COMPILED_CHAINS_WIDTH:
+        span = length * inner * dtype.itemsize
+        return ((dtype.kind == "f" or loop == "product") and outer * inner >= tuning.COMPILED_CHAINS_MIN_LANES
+                and span >= tuning.COMPILED_CHAINS_MIN_BYTES and span % tuning.COMPILED_CHAINS_ALIASED_SPAN != 0)
+    if inner * dtype.itemsize >= tuning.CACHE_LINE:
         return True
     return (loop == "sum" and inner >= tuning.COMPILED_NARROW_MIN_WIDTH
             and length >= tuning.COMPILED_NARROW_MIN_LENGTH)
@@ -127,16 +136,18 @@ def _blocked_path(length: int, inner: int, itemsize: int) -> str:
     return "rows" if _torch_strided_slow(length, inner, itemsize) and _rows_win(inner, itemsize) else "lanes"
 
 
-def _forward_path(length: int, inner: int, itemsize: int, torch_may_run: bool, accelerated: bool) -> str:
-    """The path of a forward scan seen as (outer, length, inner) (see the module doc); ``torch_may_run``: torch
-    reads and writes these arrays as they are, ``accelerated``: the compiled loop takes them."""
-    if accelerated and compiled_wins(length, inner, itemsize):
+def _forward_path(shape: tuple, dtype: np.dtype, torch_may_run: bool, accelerated: bool) -> str:
+    """The path of a forward scan of ``dtype`` seen as ``shape`` (outer, length, inner) (see the module doc);
+    ``torch_may_run``: torch reads and writes these arrays as they are, ``accelerated``: the compiled loops take
+    them."""
+    _, length, inner = shape
+    if accelerated and compiled_wins(*shape, dtype):
         return "compiled"
-    if torch_may_run and not _torch_strided_slow(length, inner, itemsize):
+    if torch_may_run and not _torch_strided_slow(length, inner, dtype.itemsize):
         return "torch"
-    if accelerated:  # a dtype change or a shifted scan in place, off the last axis: one pass beats the buffer
-        return "compiled"
-    return _blocked_path(length, inner, itemsize)
+    if accelerated and inner > 1:  # a dtype change or a shifted scan in place, off the last axis: one pass
+        return "compiled"          # beats the buffer
+    return _blocked_path(length, inner, dtype.itemsize)
 
 
 def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, reverse: bool):
@@ -156,16 +167,17 @@ def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, re
         if reverse:
             src, dst = np.flip(src, axis), np.flip(dst, axis)
         return "numpy", src, dst, axis
-    _, length, inner = src3.shape
-    accelerated = inner > 1 and compiled.enabled() and compiled.accepts(src, dst)
+    shape = src3.shape
+    accelerated = compiled.enabled() and compiled.accepts(src, dst)
     if reverse:  # lanes are independent: flipping all three axes reverses each lane and keeps
         # a contiguous input one contiguous (reversed) run for the copies
         src3, dst3 = src3[::-1, ::-1, ::-1], dst3[::-1, ::-1, ::-1]
-        path = "compiled" if accelerated else _blocked_path(length, inner, src.itemsize)
+        path = ("compiled" if accelerated and (shape[2] > 1 or compiled_wins(*shape, src.dtype))
+                else _blocked_path(shape[1], shape[2], src.itemsize))
     else:
         torch_may_run = (src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
                          and _torch_may_write(src3, dst3, exclusive, in_place))
-        path = _forward_path(length, inner, src.itemsize, torch_may_run, accelerated)
+        path = _forward_path(shape, src.dtype, torch_may_run, accelerated)
     return path, src3, dst3, 1
 
 
@@ -176,7 +188,7 @@ def compiled_views(loop: str, axis: int, src: np.ndarray, dst: np.ndarray, *othe
     if src.ndim == 0 or src.size < tuning.SMALL_SIZE:
         return None
     shape = _shape_3d(src.shape, axis)
-    if not (compiled_wins(shape[1], shape[2], src.itemsize, loop) and compiled.accepts(src, dst)
+    if not (compiled_wins(*shape, src.dtype, loop) and compiled.accepts(src, dst)
             and compiled.enabled()):
         return None
     views = tuple(_as_3d(array, shape) for array in (src, dst) + others)
@@ -194,14 +206,15 @@ def direct(shape: tuple, dtype: np.dtype, axis: int):
     """
     if not shape or dtype not in TORCH_EXACT_DTYPES:
         return None
-    outer, length, inner = _shape_3d(shape, axis)
+    shape3 = _shape_3d(shape, axis)
+    outer, length, inner = shape3
     if outer * length * inner < tuning.SMALL_SIZE or length < 2:
         return None
-    path = _forward_path(length, inner, dtype.itemsize, True, inner > 1 and compiled.enabled())
+    path = _forward_path(shape3, dtype, True, compiled.enabled())
     if path == "torch":
         return torch_scan
     if path == "compiled":
-        return functools.partial(compiled_scan, (outer, length, inner))
+        return functools.partial(compiled_scan, shape3)
     return None
 
 

@@ -49,6 +49,19 @@ COMPILED_EXTREMUM_MIN_WIDTH = 8
 #: The compiled loop combines rows narrower than this element by element (a whole-row expression costs more
 #: per row: element loops measured faster at 4-8 lanes, array expressions from 16 on, 1.3-1.6x) ...
 COMPILED_NARROW = 16
+#: ... and rows narrower than this (C-contiguous) in `compiled._chains`: four lanes at a time, each a chain of
+#: adds (products) in registers, where torch's loop waits on one add after another (3-4 cycles each). Forward, it
+#: wins (kernel time against torch's, caches warm: 0.45-0.85x; inputs and outputs fetched from memory:
+#: 0.38-0.91x) where a lane's elements span this many bytes or more (with the inner lanes beside them); on
+#: shorter runs the four runs a group reads do not keep the memory prefetch going (cold: 1.14-1.75x at 0.5-2 KiB)
+COMPILED_CHAINS_WIDTH = 4
+COMPILED_CHAINS_MIN_BYTES = 4096
+#: ... where there are this many lanes or more (2 lanes measured 0.85-1.14x: the chains the group repeats cost
+#: about what they save) ...
+COMPILED_CHAINS_MIN_LANES = 3
+#: ... and lanes do not start a multiple of this many bytes apart (float64 lanes 64 and 128 KiB apart measured
+#: 1.6-2.8x with some placements of input and output: their lines meet in the same cache sets).
+COMPILED_CHAINS_ALIASED_SPAN = 1 << 16
 #: ... wider ones in blocks of this many lanes, so that the accumulator block stays in the L1 cache.
 COMPILED_BLOCK = 1024
 #: A forward sum of narrow rows takes its lanes in groups, down chunks of rows of this many bytes (in cache
