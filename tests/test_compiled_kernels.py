@@ -203,12 +203,18 @@ def test_direct_is_the_engines_own_path(accelerator):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
 @pytest.mark.parametrize("maximum", [True, False])
 @pytest.mark.parametrize("block", [1024, 3])
-def test_extremum_rows_are_torchs_cummax_and_cummin(dtype, maximum, block, monkeypatch):
-    """Whole rows, and rows cut into blocks of 3 lanes (tuning.COMPILED_BLOCK)."""
+@pytest.mark.parametrize("inner", [1, 2, 4, 7, 12])
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_extremum_rows_are_torchs_cummax_and_cummin(dtype, maximum, block, inner, contiguous, monkeypatch):
+    """Rows narrower than tuning.COMPILED_EXTREMUM_CHAINS_WIDTH four lanes at a time (C-contiguous; the last group
+    of 41 lanes or fewer repeats its last lane), wider ones (and views with gaps) whole, and cut into blocks of 3
+    lanes (tuning.COMPILED_BLOCK)."""
     monkeypatch.setattr(tuning, "COMPILED_BLOCK", block)
-    x = values((40, 30, 7), dtype, seed=4)
+    x = values((41, 30, inner if contiguous else 2 * inner), dtype, seed=4)
     if dtype != np.int64:
         x[::3, ::4] = 1.5  # ties: torch keeps the later index
+    if not contiguous:
+        x = x[:, :, ::2]
     values_out, indices = np.empty_like(x), np.empty(x.shape, np.int64)
     compiled.extremum_rows(x, values_out, indices, maximum)
     expected_values, expected_indices = (torch.cummax if maximum else torch.cummin)(torch.from_numpy(x), 1)
@@ -383,10 +389,12 @@ def test_a_broken_numba_counts_as_none(tmp_path):
 
 
 @pytest.mark.parametrize("loop, shape, taken", [
-    ("extremum", (2000, 4), False), ("extremum", (2000, 8), True), ("extremum", (3, 2000), True),
-    ("product", (2000, 8), False), ("product", (2000, 15), False), ("product", (2, 3000), True)])
+    ("extremum", (2000, 3), False), ("extremum", (2000, 4), True), ("extremum", (2000, 8), True),
+    ("extremum", (3, 2000), True), ("product", (2000, 8), False), ("product", (2000, 15), False),
+    ("product", (2, 3000), True), ("product", (2000, 3), True), ("product", (2000, 2), False)])
 def test_family_takes_the_accelerator_where_it_wins(accelerator, loop, shape, taken):
     """cummax / cummin from rows of tuning.COMPILED_EXTREMUM_MIN_WIDTH lanes, cumprod from rows a cache line wide
-    (lanes of any length; measured in benchmarks/RESULTS.md)."""
+    and, as sums, rows of 1-3 lanes (three lanes or more, of tuning.COMPILED_CHAINS_MIN_BYTES; lanes of any
+    length; measured in benchmarks/RESULTS.md)."""
     x = np.ones(shape, np.float32)
     assert (engine.compiled_views(loop, 0, x, np.empty_like(x)) is not None) is (taken and accelerator)

@@ -101,6 +101,11 @@ def scan_rows(src: np.ndarray, dst: np.ndarray, operation: int, exclusive: bool,
 
 def extremum_rows(src: np.ndarray, values: np.ndarray, indices: np.ndarray, maximum: bool) -> None:
     """values, indices = torch.cummax (``maximum``) or torch.cummin of src along axis 1 of the 3-D views."""
+    outer, length, inner = src.shape
+    if inner < tuning.COMPILED_EXTREMUM_CHAINS_WIDTH and all(a.flags.c_contiguous for a in (src, values, indices)):
+        _compiled().extremum_chains[maximum](src.reshape(-1), values.reshape(-1), indices.reshape(-1), outer, length,
+                                             inner)
+        return
     width = min(src.shape[2], tuning.COMPILED_BLOCK)
     _compiled().extremum(src, values, indices, np.empty(width, src.dtype), np.empty(width, np.int64), maximum,
                          tuning.COMPILED_BLOCK)
@@ -180,7 +185,7 @@ def _row_product_shifted(total, row, out):
 #: The row loops `_scan` and `_extremum` call: compiled (by `_compiled`) before it is, in place of these Python functions,
 #: since numba resolves the functions a compiled function calls among its module's globals.
 _ROW_LOOPS = ("_row_sum", "_row_product", "_row_sum_shifted", "_row_product_shifted", "_row_maximum",
-              "_row_minimum")
+              "_row_minimum", "_lane_start", "_takes")
 
 
 def _narrow_sum(src, dst, accumulator, rows):
@@ -221,23 +226,27 @@ def _narrow_sum(src, dst, accumulator, rows):
                 accumulator[j] = a0
 
 
+def _lane_start(lane, lanes, inner, span, first):
+    """Where lane ``lane`` of ``lanes`` (its last one, past the end) starts in the flat (outer, length, inner) array,
+    lanes ``span`` elements a slice, ``first`` elements in (where a reversed lane starts)."""
+    lane = min(lane, lanes - 1)
+    return np.uint64(lane // inner * span + lane % inner + first)
+
+
 def _chains(operation, exclusive):
     """The loop of rows narrower than `tuning.COMPILED_CHAINS_WIDTH` lanes (the last axis among them: rows of one
     lane), for one ``operation`` and ``exclusive``: lanes in fours, each of the four a chain of adds (products)
     in registers, so that four chains advance at once where torch's loop waits on one (an add waits for the one
     before it: 3-4 cycles). It takes the C-contiguous arrays flat, with the (outer, length, inner) shape, the
-    ``identity`` in the accumulation dtype and ``reverse``; dst may be src itself."""
+    ``identity`` in the accumulation dtype and ``reverse``; dst may be src itself. A last group of 1-3 lanes
+    repeats its last lane (the same values, written twice)."""
     def chains(src, dst, outer, length, inner, identity, reverse):
-        lanes = outer * inner
-        span = length * inner
+        lanes, span = outer * inner, length * inner
         first = (length - 1) * inner if reverse else 0
         step = np.uint64(-inner) if reverse else np.uint64(inner)  # indices wrap around modulo 2**64
         for lane in range(0, lanes, 4):
-            q1, q2, q3 = min(lane + 1, lanes - 1), min(lane + 2, lanes - 1), min(lane + 3, lanes - 1)
-            i0 = np.uint64(lane // inner * span + lane % inner + first)
-            i1 = np.uint64(q1 // inner * span + q1 % inner + first)
-            i2 = np.uint64(q2 // inner * span + q2 % inner + first)
-            i3 = np.uint64(q3 // inner * span + q3 % inner + first)
+            i0, i1 = _lane_start(lane, lanes, inner, span, first), _lane_start(lane + 1, lanes, inner, span, first)
+            i2, i3 = _lane_start(lane + 2, lanes, inner, span, first), _lane_start(lane + 3, lanes, inner, span, first)
             a0 = a1 = a2 = a3 = identity
             for _ in range(length):
                 x0, x1, x2, x3 = src[i0], src[i1], src[i2], src[i3]
@@ -251,6 +260,40 @@ def _chains(operation, exclusive):
                     dst[i0], dst[i1], dst[i2], dst[i3] = a0, a1, a2, a3
                 i0, i1, i2, i3 = i0 + step, i1 + step, i2 + step, i3 + step
     return chains
+
+
+def _extremum_chains(maximum):
+    """cummax (``maximum``) / cummin of rows narrower than `tuning.COMPILED_EXTREMUM_CHAINS_WIDTH` lanes as
+    `_chains` takes sums: four lanes at a time, each lane's best value and index in registers, torch's rule
+    (`_takes`) in each; C-contiguous arrays flat, with the (outer, length, inner) shape."""
+    def chains(src, values, indices, outer, length, inner):
+        lanes, span = outer * inner, length * inner
+        step = np.uint64(inner)
+        for lane in range(0, lanes, 4):
+            i0, i1 = _lane_start(lane, lanes, inner, span, 0), _lane_start(lane + 1, lanes, inner, span, 0)
+            i2, i3 = _lane_start(lane + 2, lanes, inner, span, 0), _lane_start(lane + 3, lanes, inner, span, 0)
+            b0, b1, b2, b3 = src[i0], src[i1], src[i2], src[i3]
+            w0 = w1 = w2 = w3 = 0
+            for position in range(length):
+                x0, x1, x2, x3 = src[i0], src[i1], src[i2], src[i3]
+                if _takes(x0, b0, maximum):
+                    b0, w0 = x0, position
+                if _takes(x1, b1, maximum):
+                    b1, w1 = x1, position
+                if _takes(x2, b2, maximum):
+                    b2, w2 = x2, position
+                if _takes(x3, b3, maximum):
+                    b3, w3 = x3, position
+                values[i0], values[i1], values[i2], values[i3] = b0, b1, b2, b3
+                indices[i0], indices[i1], indices[i2], indices[i3] = w0, w1, w2, w3
+                i0, i1, i2, i3 = i0 + step, i1 + step, i2 + step, i3 + step
+    return chains
+
+
+def _takes(x, best, maximum):
+    """torch 1.10's cummax (``maximum``) / cummin rule: x takes the lead ``if isnan(x) or (not isnan(best) and
+    x >= best)`` (``<=`` for cummin): NaN wins and stays, ties take the later index."""
+    return x != x or (best == best and (x >= best if maximum else x <= best))
 
 
 def _extremum(src, values, indices, best, where, maximum, block_width):
@@ -300,8 +343,9 @@ def _row_minimum(best, where, row, values, indices, position):
 
 
 class _Kernels:
-    def __init__(self, scan, narrow_sum, chains, extremum):
+    def __init__(self, scan, narrow_sum, chains, extremum, extremum_chains):
         self.scan, self.narrow_sum, self.chains, self.extremum = scan, narrow_sum, chains, extremum
+        self.extremum_chains = extremum_chains
 
 
 def _compiled() -> _Kernels:
@@ -313,7 +357,8 @@ def _compiled() -> _Kernels:
                 row_loops = {name: _jit(globals()[name]) for name in _ROW_LOOPS}
                 chains = {(operation, exclusive): _jit(_chains(operation, exclusive))
                           for operation in (SUM, PRODUCT) for exclusive in (False, True)}
-                kernels = _Kernels(_jit(_scan), _jit(_narrow_sum), chains, _jit(_extremum))
+                extremum_chains = {maximum: _jit(_extremum_chains(maximum)) for maximum in (False, True)}
+                kernels = _Kernels(_jit(_scan), _jit(_narrow_sum), chains, _jit(_extremum), extremum_chains)
                 globals().update(row_loops)  # before any kernel compiles: they call the row loops
                 _kernels = kernels
     return _kernels

@@ -118,7 +118,8 @@ def compiled_wins(outer: int, length: int, inner: int, dtype: np.dtype, loop: st
       neighbours), not a multiple of `tuning.COMPILED_CHAINS_ALIASED_SPAN` apart;
     - sums and products where rows are a cache line wide, and sums (a grouped loop) where rows are
       `tuning.COMPILED_NARROW_MIN_WIDTH` lanes wide and lanes `tuning.COMPILED_NARROW_MIN_LENGTH` long;
-    - cummax/cummin where rows are `tuning.COMPILED_EXTREMUM_MIN_WIDTH` lanes wide."""
+    - cummax/cummin where rows are `tuning.COMPILED_EXTREMUM_MIN_WIDTH` lanes wide (four lanes at a time up to
+      `tuning.COMPILED_EXTREMUM_CHAINS_WIDTH`)."""
     if loop == "extremum":
         return inner >= tuning.COMPILED_EXTREMUM_MIN_WIDTH
     if inner < tuning.COMPILED_CHAINS_WIDTH:

@@ -42,10 +42,13 @@ ROWS_MIN_BLOCK = 4
 #: slices, where torch's loop stays in cache; 0.8-1.7x on 2-3 lanes).
 COMPILED_NARROW_MIN_WIDTH = 4
 COMPILED_NARROW_MIN_LENGTH = 64
-#: cummax / cummin take the compiled loop where rows are at least this many lanes wide, lanes of any length (its
-#: row loops measured 0.14-0.63x torch's from 8 lanes on, also on lanes of 2 elements; the element loop before
-#: them 1.3-2.4x at 2-4 lanes).
-COMPILED_EXTREMUM_MIN_WIDTH = 8
+#: cummax / cummin take the compiled loop where rows are at least this many lanes wide, lanes of any length: rows of
+#: 4-7 lanes (C-contiguous) four lanes at a time (`compiled._extremum_chains`: 0.33-0.83x torch's strided loop; on
+#: 1-3 lanes 0.85-1.9x, torch's loop keeps its branches predicted there) ...
+COMPILED_EXTREMUM_MIN_WIDTH = 4
+#: ... wider ones by row loops (`compiled._row_maximum`: 0.14-0.63x torch's from 8 lanes on, also on lanes of 2
+#: elements; the element loop before them 1.3-2.4x at 2-4 lanes).
+COMPILED_EXTREMUM_CHAINS_WIDTH = 8
 #: The compiled loop combines rows narrower than this element by element (a whole-row expression costs more
 #: per row: element loops measured faster at 4-8 lanes, array expressions from 16 on, 1.3-1.6x) ...
 COMPILED_NARROW = 16
