@@ -92,7 +92,7 @@ def test_cumsum_off_the_last_axis_is_torchs(accelerator, shape, axis, dtype, exc
 @pytest.mark.parametrize("exclusive, reverse", FLAGS)
 @pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("inner", [1, 2, 3, 4, 5, 7, 15])
-@pytest.mark.parametrize("outer", [1, 2, 3, 5])
+@pytest.mark.parametrize("outer", [1, 5])
 @pytest.mark.parametrize("contiguous", [True, False])
 def test_narrow_rows(dtype, operation, scan, identity, exclusive, reverse, in_place, inner, outer, contiguous,
                      monkeypatch):

@@ -11,10 +11,12 @@ uses, so the results are torch's bit for bit; only the order in which lanes adva
 - `scan_rows(src, dst, operation, exclusive, reverse)`: a running sum (``SUM``) or product
   (``PRODUCT``) of 3-D views; ``exclusive`` shifts by one (the identity first), ``reverse``
   walks each lane from its end. ``dst`` may be ``src`` itself (in place). Rows of
-  `tuning.COMPILED_NARROW` lanes or more go in blocks of whole-row expressions; narrower ones element
-  by element, or, for a forward inclusive sum, in groups of lanes whose running sums stay in registers.
+  `tuning.COMPILED_NARROW` lanes or more go in blocks of whole-row expressions; rows of 1-3 lanes (the
+  last axis among them) four lanes at a time, each lane's running sum in a register (`_chains`: where torch
+  waits on one add after another, four chains advance together); rows between element by element, or, for
+  a forward inclusive sum, in groups of lanes whose running sums stay in registers.
 - `extremum_rows(src, values, indices, maximum)`: torch.cummax / torch.cummin (NaN wins and
-  stays; ties take the later index), values and int64 indices.
+  stays; ties take the later index), values and int64 indices; rows of 4-7 lanes four lanes at a time.
 
 Nothing here imports numba until a kernel is first needed, so ``import pycumsum_op`` never
 pays for it. `enabled()` says whether the accelerator is there: numba importable (the ``fast``

@@ -13,11 +13,12 @@ other, and with torch for float32, float64, int32 and int64. The array is seen a
   forward scans that keep a dtype torch accumulates as we do, wherever torch's own
   strided loop stays in cache (`_torch_strided_slow`: the last axis, and lanes short
   enough for the cache sets their stride maps them to).
-- ``compiled``: with the accelerator (`compiled`, the ``fast`` extra), forward scans off the last
-  axis where its loop wins (`compiled_wins`: rows of a cache line or more, or narrower rows of 4
-  lanes or more and lanes of 64 or more), and every reverse or shifted scan off the last axis
-  (the gradients): whole rows are added into a row of float64
-  (int64) accumulators, reading the input once. The last axis keeps torch's call (a lane is one add chain either way).
+- ``compiled``: with the accelerator (`compiled`, the ``fast`` extra), forward scans where its loops
+  win (`compiled_wins`: rows of a cache line or more; rows of 4-15 lanes with lanes of 64 or more;
+  floating rows of 1-3 lanes, the last axis among them, with three lanes or more of 4 KiB), and every
+  reverse or shifted scan off the last axis (the gradients) or where those rows win: whole rows are
+  added into a row of float64 (int64) accumulators, reading the input once, or four lanes' add chains
+  advance together. A 1-D scan keeps torch's call (one add chain either way).
 - ``lanes``: cache-sized blocks of (a few outer slices) x (some rows of the scan axis)
   x (inner lanes) are copied (cast, reversed as needed) into a buffer of the same layout,
   scanned there in place by torch.cumsum, and copied out, with a carry row between
