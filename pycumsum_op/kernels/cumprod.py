@@ -52,6 +52,20 @@ def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = N
     return scan_forward(torch.cumprod, x, out, plan.axis, spec.exclusive, spec.reverse, IDENTITY)
 
 
+def cumprod_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
+    """The one call ``cumprod_forward(x, spec, out, plan)`` into a separate C-contiguous ``out`` amounts to for a
+    C-contiguous ``x`` (torch.cumprod, or the accelerator's row loop: `engine.direct`), else None. The function
+    found takes torch tensors viewing x and out, and the axis.
+
+    >>> spec, x = ScanSpec("PyCumProd", axis=0), np.ones(1 << 16, np.float32)
+    >>> cumprod_direct(spec, spec.plan(x), x) is engine.torch_product
+    True
+    """
+    if spec.exclusive or spec.reverse or x.dtype != plan.result_dtype or x.dtype in COMPUTE_DTYPES:
+        return None
+    return engine.direct(x.shape, x.dtype, plan.axis, "product")
+
+
 def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int,
                         products: Optional[torch.Tensor] = None) -> torch.Tensor:
     """grad_x of y = cumprod(x, axis) (see the module doc); exact with any number of zeros per lane.

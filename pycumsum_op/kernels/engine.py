@@ -40,7 +40,7 @@ constants live in `tuning`. Memory: besides the output, one buffer of at most
 >>> out
 array([[ 3.,  3.,  2.],
        [12.,  9.,  5.]], dtype=float32)
->>> choose_path(np.zeros((1024, 1024), np.float32), np.zeros((1024, 1024), np.float32), 1, False, False)[0]
+>>> choose_path(np.zeros(1 << 20, np.float32), np.zeros(1 << 20, np.float32), 0, False, False)[0]
 'torch'
 """
 import functools
@@ -58,6 +58,7 @@ TORCH_EXACT_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.
 _add = np.add
 _copyto = np.copyto
 _cumsum = torch.cumsum
+_cumprod = torch.cumprod
 _from_numpy = torch.from_numpy
 
 
@@ -197,11 +198,12 @@ def compiled_views(loop: str, axis: int, src: np.ndarray, dst: np.ndarray, *othe
     return None if any(view is None for view in views) else views
 
 
-def direct(shape: tuple, dtype: np.dtype, axis: int):
-    """The one call an inclusive forward scan of a C-contiguous ``shape`` / ``dtype`` array into another one, of
-    the same dtype and apart, amounts to: `torch_scan` (the ``torch`` path) or `compiled_scan` bound to the
-    3-D shape (the ``compiled`` path), each taking torch tensors viewing the arrays and the axis; None on the
-    other paths. A caller that knows its arrays (the Caffe2 op) skips `choose_path` and the views it makes.
+def direct(shape: tuple, dtype: np.dtype, axis: int, loop: str = "sum"):
+    """The one call an inclusive forward sum (``loop`` "sum") or product ("product") of a C-contiguous ``shape`` /
+    ``dtype`` array into another one, of the same dtype and apart, amounts to: torch's (`torch_scan`,
+    `torch_product`) or the accelerator's loop (`compiled_scan` bound to the 3-D shape and the operation), each
+    taking torch tensors viewing the arrays and the axis; None where a sum takes another path. A caller that knows
+    its arrays (the Caffe2 op) skips `choose_path` and the views it makes.
 
     >>> direct((69248,), np.dtype(np.float32), 0) is torch_scan, direct((100,), np.dtype(np.float32), 0)
     (True, None)
@@ -212,11 +214,14 @@ def direct(shape: tuple, dtype: np.dtype, axis: int):
     outer, length, inner = shape3
     if outer * length * inner < tuning.SMALL_SIZE or length < 2:
         return None
-    path = _forward_path(shape3, dtype, True, compiled.enabled())
+    if loop == "product":  # cumprod has no path of its own but torch's call and the accelerator's loop
+        path = "compiled" if compiled.enabled() and compiled_wins(*shape3, dtype, loop) else "torch"
+    else:
+        path = _forward_path(shape3, dtype, True, compiled.enabled())
     if path == "torch":
-        return torch_scan
+        return torch_product if loop == "product" else torch_scan
     if path == "compiled":
-        return functools.partial(compiled_scan, shape3)
+        return functools.partial(compiled_scan, shape3, compiled.PRODUCT if loop == "product" else compiled.SUM)
     return None
 
 
@@ -226,13 +231,18 @@ def torch_scan(src: torch.Tensor, dst: torch.Tensor, axis: int) -> None:
     _cumsum(src, axis, out=dst)
 
 
-def compiled_scan(shape: tuple, src: torch.Tensor, dst: torch.Tensor, axis: int) -> None:
-    """dst = torch.cumsum(src, axis) by the ``compiled`` path's loop, on C-contiguous tensors seen as the 3-D
-    (outer, length, inner) ``shape`` around ``axis`` (bound by `direct`); torch's call once the accelerator is
-    turned off."""
+def torch_product(src: torch.Tensor, dst: torch.Tensor, axis: int) -> None:
+    """dst = torch.cumprod(src, axis), as `torch_scan`."""
+    _cumprod(src, axis, out=dst)
+
+
+def compiled_scan(shape: tuple, operation: int, src: torch.Tensor, dst: torch.Tensor, axis: int) -> None:
+    """dst = torch.cumsum (``operation`` `compiled.SUM`) or torch.cumprod (`compiled.PRODUCT`) of src along ``axis``
+    by the accelerator's loop, on C-contiguous tensors seen as the 3-D (outer, length, inner) ``shape`` around
+    ``axis`` (bound by `direct`); torch's call once the accelerator is turned off."""
     if not compiled.enabled():
-        return torch_scan(src, dst, axis)
-    compiled.scan_rows(src.numpy().reshape(shape), dst.numpy().reshape(shape), compiled.SUM, False, False)
+        return (torch_product if operation == compiled.PRODUCT else torch_scan)(src, dst, axis)
+    compiled.scan_rows(src.numpy().reshape(shape), dst.numpy().reshape(shape), operation, False, False)
 
 
 def _torch_may_write(src3, dst3, exclusive, in_place):

@@ -40,7 +40,7 @@ CUMPROD = register(Scan(
 
     Arguments as `cumsum` (exclusive starts with 1). Not in place: the gradient needs the input.
     """,
-    saves=("input", "y"), identity=_cumprod.IDENTITY,
+    saves=("input", "y"), identity=_cumprod.IDENTITY, direct=_cumprod.cumprod_direct,
     aten=AtenForm("cumprod", needs=None, backward="cumprod_backward",
                   backward_needs="aten cumprod_backward(grad, input)"),
     portable=Refused("a log-depth product of Mul ops rounds floats differently from torch's sequential cumprod "
