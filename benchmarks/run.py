@@ -8,7 +8,7 @@ seed's Transpose -> EnsureDense -> SparseLengthsSum -> Transpose net. Candidates
 in a rotated order, each sample a batch of calls lasting about a millisecond; the table shows medians.
 A seeded random sweep of shapes (benchmarks/sweep.py; ``--seed`` draws another) follows the grid.
 Peak memory comes from child processes (benchmarks/peak_memory.py: peak resident set growth), accuracy
-from 10^6-long float32 rows and columns against float64, and every target of the issue gets PASS or MISS.
+from 10^6-long float32 rows and columns against float64, and every target gets PASS or MISS.
 
 ``--only-lowering`` (also run at the end of a full run) times the nets `pycumsum_op.lower` makes — targets "aten"
 and "portable", forward and forward+backward — against torch and PyCumSum on the grid plus seeded random shapes,
@@ -18,7 +18,8 @@ The scan family (cumprod, cummax, cummin, logcumsumexp) is timed against torch o
 random shapes of 64K-1M elements (``--family-only`` runs just those rows).
 
 The sweep by shape class (benchmarks/classes.py: 1-D, last axis with many / few rows, non-last axes; cumsum and
-the family, with and without the accelerator; ``--class-seeds``) ends a full run; ``--only-classes`` runs just it.
+the family, with and without the accelerator; ``--class-seeds``) and the kernels of rows of 1-7 lanes, warm and
+cold (benchmarks/kernels.py) end a full run; ``--only-classes`` and ``--only-kernels`` run just one.
 
 Output: markdown tables on stdout, the same in benchmarks/results/latest.md, raw numbers in
 benchmarks/results/latest.json. Timings are only as quiet as the machine: the load average is reported.
@@ -35,6 +36,7 @@ import numpy as np
 import torch
 
 import classes
+import kernels
 import nets
 import sweep
 import timing
@@ -193,7 +195,7 @@ def memory_allowance():
 
 
 def evaluate(cases, overhead, accuracy_report, memory):
-    """PASS/MISS for every target of the issue, with the number behind each."""
+    """PASS/MISS for every target of the grid, with the number behind each."""
     targets = []
 
     def add(name, passed, detail):
@@ -342,7 +344,7 @@ def time_lowering_case(shape, axis, budget_s):
 
 
 def lowering_targets(rows):
-    """PASS/MISS for issue 9's targets, from ratios measured in the same process."""
+    """PASS/MISS for the lowered nets' targets, from ratios measured in the same process."""
     targets = []
 
     def add(name, ratio, limit, faster=False):
@@ -426,6 +428,8 @@ def main(argv=None):
     parser.add_argument("--only-classes", action="store_true",
                         help="time only the sweep by shape class, with and without the accelerator (classes.py)")
     parser.add_argument("--class-seeds", default="0,1,2", help="seeds of the shape-class sweep (first: development)")
+    parser.add_argument("--only-kernels", action="store_true",
+                        help="time only the kernels of rows of 1-7 lanes, warm and cold (kernels.py; --class-seeds)")
     args = parser.parse_args(argv)
     started = time.time()
     threads = timing.fix_threads()
@@ -436,6 +440,10 @@ def main(argv=None):
         markdown, result["classes"] = classes.run(class_seeds, 6, 2, args.budget / 12)
         result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
         return write_report(result, markdown, args.output + "_classes", started)
+    if args.only_kernels:
+        markdown, result["kernels"] = kernels.run(class_seeds, 8, 7)
+        result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
+        return write_report(result, markdown, args.output + "_kernels", started)
     if args.only_lowering:
         result["lowering"], result["lowering_targets"], markdown = lowering_rows(args.budget)
         result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
@@ -464,9 +472,11 @@ def main(argv=None):
     result["lowering"], result["lowering_targets"], lowering_markdown_text = lowering_rows(args.budget)
     result["family"] = time_family(args.budget / 4)
     classes_markdown, result["classes"] = classes.run(class_seeds, 6, 2, args.budget / 12)
+    kernels_markdown, result["kernels"] = kernels.run(class_seeds, 8, 7)
     result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
     return write_report(result, "\n".join([report_markdown(result), lowering_markdown_text,
-                                           family_markdown(result["family"]), classes_markdown]), args.output, started)
+                                           family_markdown(result["family"]), classes_markdown, kernels_markdown]),
+                        args.output, started)
 
 
 def write_report(result, markdown, output, started):

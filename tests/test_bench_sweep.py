@@ -89,3 +89,25 @@ def test_the_class_sweep_draws_each_class_from_the_shared_draw():
                         "last axis, many rows" if lanes >= 64 else "last axis, few rows")
             assert name == expected and classes.shape_class(shape, axis) == name
             assert sweep.MIN_SIZE <= int(np.prod(shape)) <= sweep.MAX_SIZE and dtype in ("float32", "float64")
+
+
+def test_the_kernel_sweep_draws_rows_of_one_to_seven_lanes():
+    """benchmarks/kernels.py: ``count`` cases per loop, the sum and product chains on rows of 1-3 lanes, cummax's on
+    4-7, each within 64K-4M elements; one seed, one draw."""
+    import kernels
+    cases = kernels.draw(3, 6)
+    assert cases == kernels.draw(3, 6) and cases != kernels.draw(4, 6)
+    for loop, widths in kernels.LOOPS:
+        ours = [case for case in cases if case[0] == loop]
+        assert len(ours) == 6 and {dtype for _, _, dtype in ours} == {"float32", "float64"}
+        for _, (outer, length, inner), _ in ours:
+            assert inner in widths and length >= 8 and kernels.MIN_SIZE <= outer * length * inner <= kernels.MAX_SIZE
+
+
+@pytest.mark.parametrize("argv, message", [(["--count", "0"], "--count: expected a whole number of at least 1"),
+                                           (["--seeds", "1,x"], "--seeds: expected a whole number of at least 0")])
+def test_bad_kernel_sweep_arguments_are_refused_in_words(capsys, argv, message):
+    import kernels
+    with pytest.raises(SystemExit) as exit_info:
+        kernels.main(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
