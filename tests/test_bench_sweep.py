@@ -66,12 +66,15 @@ def test_the_python_op_floor_computes_torchs_forward(shape, axis, dtype):
     np.testing.assert_array_equal(workspace.FetchBlob("bench_y_floor"), torch.cumsum(torch.from_numpy(x), axis).numpy())
 
 
-@pytest.mark.parametrize("argv, message", [(["--count", "0"], "--count: expected a whole number of at least 1"),
-                                           (["--seed", "-1"], "--seed: expected a whole number of at least 0")])
-def test_bad_sweep_arguments_are_refused_in_words(capsys, argv, message):
+@pytest.mark.parametrize("script, argv, message", [
+    ("sweep", ["--count", "0"], "--count: expected a whole number of at least 1"),
+    ("sweep", ["--seed", "-1"], "--seed: expected a whole number of at least 0"),
+    ("kernels", ["--count", "0"], "--count: expected a whole number of at least 1"),
+    ("kernels", ["--seeds", "1,x"], "--seeds: expected a whole number of at least 0")])
+def test_bad_sweep_arguments_are_refused_in_words(capsys, script, argv, message):
     """An empty sweep or a seed numpy cannot take ends with a usage error (exit 2), not a traceback."""
     with pytest.raises(SystemExit) as exit_info:
-        sweep.main(argv)
+        __import__(script).main(argv)
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
@@ -103,11 +106,3 @@ def test_the_kernel_sweep_draws_rows_of_one_to_seven_lanes():
         for _, (outer, length, inner), _ in ours:
             assert inner in widths and length >= 8 and kernels.MIN_SIZE <= outer * length * inner <= kernels.MAX_SIZE
 
-
-@pytest.mark.parametrize("argv, message", [(["--count", "0"], "--count: expected a whole number of at least 1"),
-                                           (["--seeds", "1,x"], "--seeds: expected a whole number of at least 0")])
-def test_bad_kernel_sweep_arguments_are_refused_in_words(capsys, argv, message):
-    import kernels
-    with pytest.raises(SystemExit) as exit_info:
-        kernels.main(argv)
-    assert exit_info.value.code == 2 and message in capsys.readouterr().err
