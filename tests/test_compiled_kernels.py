@@ -374,12 +374,14 @@ def test_family_off_the_last_axis_is_torchs(accelerator, torch_scan, scan, dtype
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
-@pytest.mark.parametrize("shape, axis", [((5000,), 0), ((3, 2000), 1), ((2, 3000), 1), ((600, 50), 0), ((4, 600, 2), 1)])
+@pytest.mark.parametrize("shape, axis", [((5000,), 0), ((3, 2000), 1), ((2, 3000), 1), ((600, 50), 0),
+                                         ((4, 600, 2), 1)])
 def test_cumprod_op_makes_one_call(accelerator, clean_workspace, torch_scan, dtype, shape, axis):
     """PyCumProd's direct call (`cumprod.cumprod_direct`): the accelerator's loop where `engine.compiled_views`
     takes the product (the op's own path), torch.cumprod otherwise; in the Caffe2 op, torch's bits either way."""
     rng = np.random.RandomState(9)
-    x = rng.randint(-3, 4, size=shape).astype(dtype) if dtype == np.int64 else rng.uniform(0.9, 1.1, shape).astype(dtype)
+    x = rng.randint(-3, 4, size=shape) if dtype == np.int64 else rng.uniform(0.9, 1.1, shape)
+    x = x.astype(dtype)
     spec = ScanSpec("PyCumProd", axis)
     found = registered_scan("cumprod").direct(spec, spec.plan(x), x)
     compiled_path = engine.compiled_views("product", axis, x, np.empty_like(x)) is not None
