@@ -17,6 +17,7 @@ from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine, tuning
+from pycumsum_op.kernels import cummax as cummax_kernels
 from pycumsum_op.scans import scan as registered_scan
 from pycumsum_op.torch_versions import has
 from engine_support import NEEDS_NUMBA
@@ -373,27 +374,35 @@ def test_family_off_the_last_axis_is_torchs(accelerator, torch_scan, scan, dtype
         assert_same(got, want.numpy())
 
 
+@pytest.mark.parametrize("scan, loop", [("cumprod", "product"), ("cummax", "extremum"), ("cummin", "extremum")])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
 @pytest.mark.parametrize("shape, axis", [((5000,), 0), ((3, 2000), 1), ((2, 3000), 1), ((600, 50), 0),
-                                         ((4, 600, 2), 1)])
-def test_cumprod_op_makes_one_call(accelerator, clean_workspace, torch_scan, dtype, shape, axis):
-    """PyCumProd's direct call (`cumprod.cumprod_direct`): the accelerator's loop where `engine.compiled_views`
-    takes the product (the op's own path), torch.cumprod otherwise; in the Caffe2 op, torch's bits either way."""
+                                         ((4, 600, 2), 1), ((700, 5), 0), ((300, 30), 0)])
+def test_family_ops_make_one_call(accelerator, clean_workspace, torch_scan, scan, loop, dtype, shape, axis):
+    """PyCumProd's, PyCumMax's and PyCumMin's direct calls (`Scan.direct`): the accelerator's loop where
+    `engine.compiled_views` takes the scan (the op's own path), torch's scan otherwise; in the Caffe2 op, with
+    both outputs of cummax / cummin, torch's bits either way, on the first run and on the remembered call."""
     rng = np.random.RandomState(9)
     x = rng.randint(-3, 4, size=shape) if dtype == np.int64 else rng.uniform(0.9, 1.1, shape)
     x = x.astype(dtype)
-    spec = ScanSpec("PyCumProd", axis)
-    found = registered_scan("cumprod").direct(spec, spec.plan(x), x)
-    compiled_path = engine.compiled_views("product", axis, x, np.empty_like(x)) is not None
-    assert (getattr(found, "func", None) is engine.compiled_scan) is compiled_path
-    assert (found is engine.torch_product) is not compiled_path
+    if dtype != np.int64:
+        x.reshape(-1)[::7] = 1.0  # ties: the later index
+        x.reshape(-1)[::97] = np.nan
+    kernel = registered_scan(scan)
+    spec = ScanSpec(kernel.op_name, axis)
+    found = kernel.direct(spec, kernel.plan(spec, x), x)
+    compiled_path = engine.compiled_views(loop, axis, x, np.empty_like(x)) is not None
+    assert (getattr(found, "func", None) in (engine.compiled_scan, cummax_kernels._compiled_extremum)) is compiled_path
     workspace.FeedBlob("direct_x", x)
-    net = core.Net("cumprod_direct")
-    net.PyCumProd("direct_x", "direct_y", axis=axis)
+    net = core.Net("family_direct")
+    outputs = ["direct_v", "direct_i"] if loop == "extremum" else ["direct_v"]
+    getattr(net, kernel.op_name)("direct_x", outputs, axis=axis)
     workspace.CreateNet(net)
+    expected = torch_scan(torch.from_numpy(x), axis, scan=scan)
     for _ in range(2):  # the second run takes the call the first one remembered
         workspace.RunNet(net.Proto().name)
-        assert_same(workspace.FetchBlob("direct_y"), torch_scan(torch.from_numpy(x), axis, scan="cumprod").numpy())
+        for name, want in zip(outputs, expected if loop == "extremum" else [expected]):
+            assert_same(workspace.FetchBlob(name), want.numpy())
 
 
 def test_a_broken_numba_counts_as_none(tmp_path):

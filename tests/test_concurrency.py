@@ -73,9 +73,11 @@ def run_simple(t, name, iters):
             try:
                 workspace.RunNet(name)
             except RUN_ERROR as error:
-                if "axis=1 is out of range for an input of shape (6,)" in str(error):
-                    with lock:
+                with lock:
+                    if "axis=1 is out of range for an input of shape (6,)" in str(error):
                         report["faults_seen"] += 1
+                    else:  # the right exception with another message is a failure, said as such
+                        report["errors"].append("thread 7 iter %d: bad input failed with %r" % (i, str(error)))
                 continue
             with lock:
                 report["errors"].append("bad input did not fail")

@@ -92,6 +92,34 @@ def _extremum_forward(torch_scan: Callable, x: np.ndarray, spec: ScanSpec,
     return values, indices
 
 
+def _extremum_direct(torch_scan: Callable, maximum: bool, spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
+    """The one call ``_extremum_forward(torch_scan, x, spec, out, plan)`` amounts to for a C-contiguous ``x`` and
+    separate C-contiguous outputs: the accelerator's loop where `engine.compiled_views` takes it, else torch's
+    scan; None for reversed scans and dtypes torch scans in another (`COMPUTE_DTYPES`). The function found takes
+    a torch tensor viewing x, the (values, indices) tensors and the axis."""
+    if spec.reverse or x.ndim == 0 or x.size == 0 or x.dtype in COMPUTE_DTYPES:
+        return None
+    views = engine.compiled_views("extremum", plan.axis, x, x)
+    if views is not None:
+        return partial(_compiled_extremum, views[0].shape, torch_scan, maximum)
+    return partial(_torch_extremum, torch_scan)
+
+
+def _torch_extremum(torch_scan: Callable, source: torch.Tensor, out: Tuple[torch.Tensor, torch.Tensor],
+                    axis: int) -> None:
+    torch_scan(source, axis, out=out)
+
+
+def _compiled_extremum(shape: tuple, torch_scan: Callable, maximum: bool, source: torch.Tensor,
+                       out: Tuple[torch.Tensor, torch.Tensor], axis: int) -> None:
+    """The accelerator's cummax / cummin on tensors seen as the 3-D (outer, length, inner) ``shape``; torch's
+    scan once the accelerator is turned off."""
+    if not compiled.enabled():
+        return torch_scan(source, axis, out=out)
+    compiled.extremum_rows(source.numpy().reshape(shape), out[0].numpy().reshape(shape),
+                           out[1].numpy().reshape(shape), maximum)
+
+
 def _extremum_backward(forward: Callable, grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec,
                        out: Optional[np.ndarray] = None, plan: Optional[ScanPlan] = None,
                        indices: Optional[np.ndarray] = None) -> np.ndarray:
@@ -128,5 +156,7 @@ def cummin_forward(x: np.ndarray, spec: ScanSpec, out: Optional[Tuple[np.ndarray
     return _extremum_forward(TORCH_CUMMIN, x, spec, out, plan)
 
 
+cummax_direct = partial(_extremum_direct, TORCH_CUMMAX, True)
+cummin_direct = partial(_extremum_direct, TORCH_CUMMIN, False)
 cummax_backward = partial(_extremum_backward, cummax_forward)
 cummin_backward = partial(_extremum_backward, cummin_forward)

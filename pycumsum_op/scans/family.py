@@ -54,7 +54,7 @@ CUMMAX = register(Scan(
     blob_out is [values, indices] (or None). Values keep the input's dtype, indices are int64;
     a tie goes to the later element; reverse scans from the end. The values may overwrite the input.
     """,
-    aten=AtenForm("cummax", needs="aten cummax", backward="cummaxmin_backward"),
+    direct=_cummax.cummax_direct, aten=AtenForm("cummax", needs="aten cummax", backward="cummaxmin_backward"),
     portable=_portable_extremum("cummax"), **_EXTREMUM))
 
 CUMMIN = register(Scan(
@@ -62,7 +62,7 @@ CUMMIN = register(Scan(
     doc="""Append ``values, indices = torch.cummin(blob_in, axis)`` to ``net``; returns both BlobReferences
     (see `cummax`).
     """,
-    aten=AtenForm("cummin", needs="aten cummax", backward="cummaxmin_backward"),
+    direct=_cummax.cummin_direct, aten=AtenForm("cummin", needs="aten cummax", backward="cummaxmin_backward"),
     portable=_portable_extremum("cummin"), **_EXTREMUM))
 
 LOGCUMSUMEXP = register(Scan(

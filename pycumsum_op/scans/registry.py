@@ -75,8 +75,8 @@ class Scan(NamedTuple):
     #: the value an exclusive scan starts with (0, 1, -inf); None when the scan has no exclusive form
     identity: Optional[float] = None
     #: direct(spec, plan, x) -> f(x, out, plan.axis) doing forward's work in one call into a separate
-    #: C-contiguous ``out`` of the result dtype (both given as torch tensors viewing their memory), or None
-    #: (then forward): the Caffe2 op's fast path
+    #: C-contiguous ``out`` of the result dtype (a tuple of them, one per output, for several outputs; all
+    #: given as torch tensors viewing their memory), or None (then forward): the Caffe2 op's fast path
     direct: Optional[Callable] = None
     #: the gradient is the same scan of the output's gradient, run in the other direction (cumsum):
     #: lowering writes a gradient op as that scan
