@@ -184,10 +184,10 @@ def _row_product_shifted(total, row, out):
         total[j] *= value
 
 
-#: The row loops `_scan` and `_extremum` call: compiled (by `_compiled`) before it is, in place of these Python functions,
-#: since numba resolves the functions a compiled function calls among its module's globals.
+#: The row loops and helpers the kernels call: compiled (by `_compiled`) before any kernel is, in place of these
+#: Python functions, since numba resolves the functions a compiled function calls among its module's globals.
 _ROW_LOOPS = ("_row_sum", "_row_product", "_row_sum_shifted", "_row_product_shifted", "_row_maximum",
-              "_row_minimum", "_lane_start", "_takes")
+              "_row_minimum", "_lane_start", "_group_starts", "_takes")
 
 
 def _narrow_sum(src, dst, accumulator, rows):
@@ -235,6 +235,12 @@ def _lane_start(lane, lanes, inner, span, first):
     return np.uint64(lane // inner * span + lane % inner + first)
 
 
+def _group_starts(lane, lanes, inner, span, first):
+    """Where lanes ``lane`` to ``lane + 3`` start (`_lane_start`): the four chains of a group."""
+    return (_lane_start(lane, lanes, inner, span, first), _lane_start(lane + 1, lanes, inner, span, first),
+            _lane_start(lane + 2, lanes, inner, span, first), _lane_start(lane + 3, lanes, inner, span, first))
+
+
 def _chains(operation, exclusive):
     """The loop of rows narrower than `tuning.COMPILED_CHAINS_WIDTH` lanes (the last axis among them: rows of one
     lane), for one ``operation`` and ``exclusive``: lanes in fours, each of the four a chain of adds (products)
@@ -247,8 +253,7 @@ def _chains(operation, exclusive):
         first = (length - 1) * inner if reverse else 0
         step = np.uint64(-inner) if reverse else np.uint64(inner)  # indices wrap around modulo 2**64
         for lane in range(0, lanes, 4):
-            i0, i1 = _lane_start(lane, lanes, inner, span, first), _lane_start(lane + 1, lanes, inner, span, first)
-            i2, i3 = _lane_start(lane + 2, lanes, inner, span, first), _lane_start(lane + 3, lanes, inner, span, first)
+            i0, i1, i2, i3 = _group_starts(lane, lanes, inner, span, first)
             a0 = a1 = a2 = a3 = identity
             for _ in range(length):
                 x0, x1, x2, x3 = src[i0], src[i1], src[i2], src[i3]
@@ -272,8 +277,7 @@ def _extremum_chains(maximum):
         lanes, span = outer * inner, length * inner
         step = np.uint64(inner)
         for lane in range(0, lanes, 4):
-            i0, i1 = _lane_start(lane, lanes, inner, span, 0), _lane_start(lane + 1, lanes, inner, span, 0)
-            i2, i3 = _lane_start(lane + 2, lanes, inner, span, 0), _lane_start(lane + 3, lanes, inner, span, 0)
+            i0, i1, i2, i3 = _group_starts(lane, lanes, inner, span, 0)
             b0, b1, b2, b3 = src[i0], src[i1], src[i2], src[i3]
             w0 = w1 = w2 = w3 = 0
             for position in range(length):
