@@ -59,26 +59,30 @@ def draw(seed, count):
 
 
 def _calls(loop, x):
-    """{name: callable} for one case: torch's call, the engine's choice, the chains alone."""
+    """({name: callable}, whether the engine takes the chains) for one case: torch's call, the engine's choice
+    (`engine.compiled_views`, the rule the scans ask), the chains alone."""
+    taken = engine.compiled_views(loop, 1, x, x) is not None
     if loop == "extremum":
         values, indices = torch.empty_like(torch.from_numpy(x)), torch.empty(x.shape, dtype=torch.int64)
         tensor = torch.from_numpy(x)
-        taken = engine.compiled_wins(*x.shape, x.dtype, loop)
 
         def chains():
             compiled.extremum_rows(x, values.numpy(), indices.numpy(), True)
 
         def torch_call():
             torch.cummax(tensor, 1, out=(values, indices))
-        return {"torch": torch_call, "engine": chains if taken else torch_call, "chains": chains}
-    out = np.empty_like(x)
-    found = engine.direct(x.shape, x.dtype, 1, loop)
-    operation = compiled.PRODUCT if loop == "product" else compiled.SUM
-    source, target = torch.from_numpy(x), torch.from_numpy(out)
-    torch_call = engine.torch_product if loop == "product" else engine.torch_scan
-    return {"torch": lambda: torch_call(source, target, 1),
-            "engine": lambda: found(source, target, 1),
-            "chains": lambda: compiled.scan_rows(x, out, operation, False, False)}
+    else:
+        out = np.empty_like(x)
+        operation = compiled.PRODUCT if loop == "product" else compiled.SUM
+        source, target = torch.from_numpy(x), torch.from_numpy(out)
+        scan = engine.torch_product if loop == "product" else engine.torch_scan
+
+        def chains():
+            compiled.scan_rows(x, out, operation, False, False)
+
+        def torch_call():
+            scan(source, target, 1)
+    return {"torch": torch_call, "engine": chains if taken else torch_call, "chains": chains}, taken
 
 
 def _median_ratios(calls, rounds, flush):
@@ -100,11 +104,10 @@ def _median_ratios(calls, rounds, flush):
 
 def time_case(loop, shape, dtype, rounds, flush):
     x = np.random.RandomState(1).uniform(0.99, 1.01, shape).astype(dtype)
-    calls = _calls(loop, x)
+    calls, taken = _calls(loop, x)
     for call in calls.values():
         call()  # compiled, memory touched
-    entry = {"loop": loop, "shape": list(shape), "dtype": dtype,
-             "taken": bool(engine.compiled_wins(*shape, np.dtype(dtype), loop))}
+    entry = {"loop": loop, "shape": list(shape), "dtype": dtype, "taken": taken}
     for state, buffer in (("warm", None), ("cold", flush)):
         for name, ratio in _median_ratios(calls, rounds, buffer).items():
             entry["{}_{}".format(name, state)] = ratio

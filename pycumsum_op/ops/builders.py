@@ -155,7 +155,7 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
             tensor_types = [_CAFFE2_TENSOR_TYPES[plan.result_dtype]] + [_INDEX_TYPE] * (output_count - 1)
             shapes = {}
             plans[x.dtype, x.ndim, axis] = plan, tensor_types, shapes
-        in_place = target is source if output_count == 1 else any(source is output for output in outputs)
+        in_place = not _apart(source, outputs)
         if kernel_direct is not None and not in_place:
             run = shapes.get(x.shape, _UNKNOWN)
             if run is _UNKNOWN:  # first run with this shape (a few shapes per op are kept)
