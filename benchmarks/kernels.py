@@ -1,18 +1,21 @@
-"""Kernel time of the engine's choice against torch's call, caches warm and cold, on rows of 1-7 lanes.
+"""Kernel time of the engine's choice against torch's call, caches warm and cold, on rows of 1-15 lanes.
 
     python benchmarks/kernels.py                 # seeds 0 (development) and 1, 2 (never looked at while tuning)
     python benchmarks/kernels.py --seeds 5 --count 12
 
-Rows of 1-3 lanes (the last axis among them) are where the accelerator runs four lanes' add chains at once
-(`compiled._chains`) and rows of 4-7 lanes where cummax / cummin do (`compiled._extremum_chains`); the engine
-takes them only where `engine.compiled_wins` says so (`tuning`: lanes spanning 4 KiB, three lanes or more, not a
-multiple of 64 KiB apart). This sweep checks that rule on shapes it was not tuned on: seeded random (outer,
-length, inner) of 64K-4M elements, lanes log-uniform, float32 and float64 alternating. Each case times, one
-thread, no Caffe2 op around them (the op's own cost is `classes.py`'s floor column):
+Rows narrower than a cache line (rows of 1-15 float32 lanes, 1-7 float64 ones; the last axis among them) are where
+the accelerator runs four lanes' add chains at once (`compiled._chains`; float64 rows of 8-15 lanes take its row
+loops), and rows of 4-7 lanes where cummax / cummin do (`compiled._extremum_chains`); the engine takes them only
+where `engine.compiled_wins` says so (`tuning`: on rows of 4 lanes or more, lanes of 8 elements or more; on 1-3
+lanes, lanes spanning 4 KiB, three lanes or more, not a multiple of 64 KiB apart). This sweep checks that rule on
+shapes it was not tuned on: seeded random (outer, length, inner) of 64K-4M elements, lanes log-uniform, float32
+and float64 alternating. Each case times, one thread, no Caffe2 op around them (the op's own cost is
+`classes.py`'s floor column):
 
 - torch's call into a kept output (``torch.cumsum(out=)``, ``torch.cumprod(out=)``, ``torch.cummax(out=)``);
-- the loop the engine picks for it (``engine`` column: the chains, or torch's call again where the rule says no);
-- the chains alone, also where the rule says no (what the rule turned down);
+- the loop the engine picks for it (``engine`` column: the accelerator's, or torch's call again where the rule says
+  no);
+- the accelerator's loop alone, also where the rule says no (what the rule turned down);
 
 each twice: warm (the arrays in cache from the call before) and cold (a 48 MiB buffer written between calls,
 so inputs and outputs come from memory, as for a net whose other ops ran in between). A ratio is the median
@@ -32,8 +35,8 @@ from pycumsum_op.kernels import compiled, engine, tuning
 from timing import table
 
 MIN_SIZE, MAX_SIZE = 1 << 16, 1 << 22
-#: (loop, widths): the chains of sums and products take rows of 1-3 lanes, cummax's rows of 4-7.
-LOOPS = (("sum", (1, 2, 3)), ("product", (1, 2, 3)), ("extremum", (4, 5, 6, 7)))
+#: (loop, widths): the chains of sums and products take rows of 1-15 lanes, cummax's rows of 4-7.
+LOOPS = (("sum", tuple(range(1, 16))), ("product", tuple(range(1, 16))), ("extremum", (4, 5, 6, 7)))
 FLUSH_BYTES = 48 << 20
 
 
@@ -59,14 +62,14 @@ def draw(seed, count):
 
 
 def _calls(loop, x):
-    """({name: callable}, whether the engine takes the chains) for one case: torch's call, the engine's choice
-    (`engine.compiled_views`, the rule the scans ask), the chains alone."""
+    """({name: callable}, whether the engine takes the accelerator) for one case: torch's call, the engine's choice
+    (`engine.compiled_views`, the rule the scans ask), the accelerator's loop alone."""
     taken = engine.compiled_views(loop, 1, x, x) is not None
     if loop == "extremum":
         values, indices = torch.empty_like(torch.from_numpy(x)), torch.empty(x.shape, dtype=torch.int64)
         tensor = torch.from_numpy(x)
 
-        def chains():
+        def accelerator():
             compiled.extremum_rows(x, values.numpy(), indices.numpy(), True)
 
         def torch_call():
@@ -77,12 +80,12 @@ def _calls(loop, x):
         source, target = torch.from_numpy(x), torch.from_numpy(out)
         scan = engine.torch_product if loop == "product" else engine.torch_scan
 
-        def chains():
+        def accelerator():
             compiled.scan_rows(x, out, operation, False, False)
 
         def torch_call():
             scan(source, target, 1)
-    return {"torch": torch_call, "engine": chains if taken else torch_call, "chains": chains}, taken
+    return {"torch": torch_call, "engine": accelerator if taken else torch_call, "accelerator": accelerator}, taken
 
 
 def _median_ratios(calls, rounds, flush):
@@ -120,18 +123,19 @@ def _summary(entries, key):
 
 
 def markdown(seed, entries):
-    lines = ["### Rows of 1-7 lanes, seed {} (kernel time / torch's call: median / worst)".format(seed), ""]
+    lines = ["### Rows of 1-15 lanes, seed {} (kernel time / torch's call: median / worst)".format(seed), ""]
     rows = []
     for loop, _ in LOOPS:
         ours = [entry for entry in entries if entry["loop"] == loop]
         taken, declined = [e for e in ours if e["taken"]], [e for e in ours if not e["taken"]]
         rows.append([loop, len(taken), _summary(taken, "engine_warm"), _summary(taken, "engine_cold"), len(declined),
-                     _summary(declined, "chains_warm"), _summary(declined, "chains_cold")])
-    lines.append(table(["loop", "taken", "engine, warm", "engine, cold", "declined", "chains there, warm",
-                        "chains there, cold"], rows))
-    lines += ["", table(["loop", "(outer, length, inner)", "dtype", "taken", "chains warm", "chains cold"],
+                     _summary(declined, "accelerator_warm"), _summary(declined, "accelerator_cold")])
+    lines.append(table(["loop", "taken", "engine, warm", "engine, cold", "declined", "accelerator there, warm",
+                        "accelerator there, cold"], rows))
+    lines += ["", table(["loop", "(outer, length, inner)", "dtype", "taken", "accelerator warm", "accelerator cold"],
                         [[e["loop"], tuple(e["shape"]), e["dtype"], "yes" if e["taken"] else "no",
-                          "{:.2f}x".format(e["chains_warm"]), "{:.2f}x".format(e["chains_cold"])] for e in entries])]
+                          "{:.2f}x".format(e["accelerator_warm"]), "{:.2f}x".format(e["accelerator_cold"])]
+                         for e in entries])]
     return "\n".join(lines) + "\n"
 
 
@@ -139,15 +143,17 @@ def run(seeds, count, rounds):
     """Markdown for every seed (the first is the development seed) and the raw entries."""
     threads = timing.fix_threads()
     if not compiled.enabled():
-        return "## Rows of 1-7 lanes: the accelerator is off or not installed; nothing to time.\n", []
+        return "## Rows of 1-15 lanes: the accelerator is off or not installed; nothing to time.\n", []
     flush = np.ones(FLUSH_BYTES, np.uint8)
     started = time.time()
     results = [(seed, [time_case(*case, rounds, flush) for case in draw(seed, count)]) for seed in seeds]
-    head = ["## Rows of 1-7 lanes (benchmarks/kernels.py)", "",
-            "{}; {:.0f} s; medians of {} rounds; tuning: chains on lanes of {} bytes or more, {} lanes or more. "
+    head = ["## Rows of 1-15 lanes (benchmarks/kernels.py)", "",
+            "{}; {:.0f} s; medians of {} rounds; tuning: chains on rows of 4 lanes or more with lanes of {} elements "
+            "or more, on rows of 1-3 lanes with lanes of {} bytes or more, {} lanes or more. "
             "Seed {} is the development seed; seeds {} were not used for tuning.".format(
-                threads, time.time() - started, rounds, tuning.COMPILED_CHAINS_MIN_BYTES,
-                tuning.COMPILED_CHAINS_MIN_LANES, seeds[0], ", ".join(str(s) for s in seeds[1:]) or "none"), ""]
+                threads, time.time() - started, rounds, tuning.COMPILED_CHAINS_MIN_LENGTH,
+                tuning.COMPILED_CHAINS_MIN_BYTES, tuning.COMPILED_CHAINS_MIN_LANES, seeds[0],
+                ", ".join(str(s) for s in seeds[1:]) or "none"), ""]
     return "\n".join(head) + "\n" + "\n".join(markdown(seed, entries) for seed, entries in results), results
 
 

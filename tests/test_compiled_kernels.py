@@ -23,10 +23,12 @@ from pycumsum_op.torch_versions import has
 from engine_support import NEEDS_NUMBA
 
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusive, reverse)
-#: rows of a cache line or more (elsewhere the forward stays torch's call): 16-lane rows, wide ones (blocks of
-#: lanes), two blocks, short lanes, rows of 4-5 lanes (the grouped loop forward; tuning.COMPILED_NARROW_MIN_LENGTH)
+#: where the forward takes the accelerator (elsewhere it stays torch's call): 16-lane rows, wide ones (blocks of
+#: lanes), two blocks, short lanes, rows of 4-8 lanes (four lanes' chains; 8 lanes are a line of float64, which
+#: takes the row loops)
 SHAPES = [((600, 50), 0), ((300, 32), 0), ((2, 700, 16), 1), ((600, 200), 0), ((3, 600, 40), 1),
-          ((2, 520, 2, 8), 1), ((520, 1100), 0), ((2, 1100, 5), 1), ((1200, 4), 0), ((2, 3000), 0)]
+          ((2, 520, 2, 8), 1), ((520, 1100), 0), ((2, 1100, 5), 1), ((1200, 4), 0), ((2, 3000), 0),
+          ((300, 40, 8), 1)]
 
 
 @pytest.fixture(params=[True, False], ids=["accelerated", "plain"])
@@ -95,13 +97,10 @@ def test_cumsum_off_the_last_axis_is_torchs(accelerator, shape, axis, dtype, exc
 @pytest.mark.parametrize("inner", [1, 2, 3, 4, 5, 7, 15])
 @pytest.mark.parametrize("outer", [1, 5])
 @pytest.mark.parametrize("contiguous", [True, False])
-def test_narrow_rows(dtype, operation, scan, identity, exclusive, reverse, in_place, inner, outer, contiguous,
-                     monkeypatch):
-    """Rows narrower than `tuning.COMPILED_NARROW` straight through the kernels: the chains (rows of 1-3 lanes,
-    C-contiguous: lanes in fours, the last group of 1-3 lanes repeating its last lane), the grouped loop (forward
-    inclusive sums, lanes in groups of 4, 2 and 1, over chunks of 3 rows here) and the element loop (the rest,
-    and views with gaps)."""
-    monkeypatch.setattr(tuning, "COMPILED_CHUNK_BYTES", 3 * inner * np.dtype(dtype).itemsize)
+def test_narrow_rows(dtype, operation, scan, identity, exclusive, reverse, in_place, inner, outer, contiguous):
+    """Rows narrower than a cache line straight through the kernels: the chains (C-contiguous: lanes in fours, a
+    last group of 1-3 lanes repeating its last lane, groups across outer slices) and the element loop (views with
+    gaps); 15 lanes are a line or more of float64 and int64, which take the row loops."""
     x = values((outer, 301, inner if contiguous else 2 * inner), dtype, seed=2)
     if operation == compiled.PRODUCT:
         x = np.where(np.isfinite(x), np.sign(x), x) if np.dtype(dtype).kind == "f" else x % 3 - 1
@@ -156,13 +155,15 @@ def test_rows_of_one_to_three_lanes_take_the_chains(accelerator, shape, axis, dt
         assert_same(actual, oracle(x, axis, exclusive, reverse))
 
 
-@pytest.mark.parametrize("shape, axis", [((1000, 20, 5), 1), ((200, 30, 3), 1), ((3000, 2, 2), 1)])
-def test_short_lanes_and_narrow_rows_stay_torchs(accelerator, shape, axis):
-    """Rows narrower than a cache line with lanes shorter than tuning.COMPILED_NARROW_MIN_LENGTH (4-15 lanes) or
-    tuning.COMPILED_CHAINS_MIN_BYTES (1-3 lanes): torch's strided loop is as fast there (measured), so the
+@pytest.mark.parametrize("shape, axis, dtype", [((1000, 7, 5), 1, np.float32), ((1000, 7, 12), 1, np.int32),
+                                                ((2000, 3, 7), 1, np.float64), ((200, 30, 3), 1, np.float32),
+                                                ((3000, 2, 2), 1, np.float32)])
+def test_short_lanes_and_narrow_rows_stay_torchs(accelerator, shape, axis, dtype):
+    """Rows narrower than a cache line with lanes shorter than tuning.COMPILED_CHAINS_MIN_LENGTH (4 lanes or more)
+    or tuning.COMPILED_CHAINS_MIN_BYTES (1-3 lanes): torch's strided loop is as fast there (measured), so the
     forward is its call with the accelerator or without;
     reversed, they take the accelerator's loop (torch has no reverse scan)."""
-    x = values(shape, np.float32)
+    x = values(shape, dtype)
     assert engine.direct(x.shape, x.dtype, axis) is engine.torch_scan
     assert engine.choose_path(x, np.empty_like(x), axis, False, False)[0] == "torch"
     assert (engine.choose_path(x, np.empty_like(x), axis, False, True)[0] == "compiled") is accelerator
@@ -422,11 +423,11 @@ def test_a_broken_numba_counts_as_none(tmp_path):
 
 @pytest.mark.parametrize("loop, shape, taken", [
     ("extremum", (2000, 3), False), ("extremum", (2000, 4), True), ("extremum", (2000, 8), True),
-    ("extremum", (3, 2000), True), ("product", (2000, 8), False), ("product", (2000, 15), False),
+    ("extremum", (3, 2000), True), ("product", (2000, 8), True), ("product", (2000, 15), True),
     ("product", (2, 3000), True), ("product", (2000, 3), True), ("product", (2000, 2), False)])
 def test_family_takes_the_accelerator_where_it_wins(accelerator, loop, shape, taken):
-    """cummax / cummin from rows of tuning.COMPILED_EXTREMUM_MIN_WIDTH lanes, cumprod from rows a cache line wide
-    and, as sums, rows of 1-3 lanes (three lanes or more, of tuning.COMPILED_CHAINS_MIN_BYTES; lanes of any
-    length; measured in benchmarks/RESULTS.md)."""
+    """cummax / cummin from rows of tuning.COMPILED_EXTREMUM_MIN_WIDTH lanes; cumprod as sums: rows a cache line
+    wide, narrower rows of 4 lanes or more with lanes of tuning.COMPILED_CHAINS_MIN_LENGTH, rows of 1-3 lanes
+    (three lanes or more, of tuning.COMPILED_CHAINS_MIN_BYTES; measured in benchmarks/RESULTS.md)."""
     x = np.ones(shape, np.float32)
     assert (engine.compiled_views(loop, 0, x, np.empty_like(x)) is not None) is (taken and accelerator)

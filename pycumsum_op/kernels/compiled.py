@@ -10,11 +10,11 @@ uses, so the results are torch's bit for bit; only the order in which lanes adva
 
 - `scan_rows(src, dst, operation, exclusive, reverse)`: a running sum (``SUM``) or product
   (``PRODUCT``) of 3-D views; ``exclusive`` shifts by one (the identity first), ``reverse``
-  walks each lane from its end. ``dst`` may be ``src`` itself (in place). Rows of
-  `tuning.COMPILED_NARROW` lanes or more go in blocks of whole-row expressions; rows of 1-3 lanes (the
-  last axis among them) four lanes at a time, each lane's running sum in a register (`_chains`: where torch
-  waits on one add after another, four chains advance together); rows between element by element, or, for
-  a forward inclusive sum, in groups of lanes whose running sums stay in registers.
+  walks each lane from its end. ``dst`` may be ``src`` itself (in place). Rows of a cache line
+  (`tuning.CACHE_LINE`) or more go in blocks of whole-row loops; narrower rows (the last axis among them:
+  rows of one lane) four lanes at a time, each lane's running sum in a register (`_chains`:
+  where torch waits on one add after another, four chains advance together), or element by element where
+  the views have gaps.
 - `extremum_rows(src, values, indices, maximum)`: torch.cummax / torch.cummin (NaN wins and
   stays; ties take the later index), values and int64 indices; rows of 4-7 lanes four lanes at a time.
 
@@ -87,18 +87,19 @@ def cache_directory() -> str:
 def scan_rows(src: np.ndarray, dst: np.ndarray, operation: int, exclusive: bool, reverse: bool) -> None:
     """dst = the running sum or product of src along axis 1 of the 3-D (outer, length, inner) views."""
     outer, length, inner = src.shape
-    if inner < tuning.COMPILED_CHAINS_WIDTH and src.flags.c_contiguous and dst.flags.c_contiguous:
-        identity = _ACCUMULATORS[src.dtype.kind].type(1 if operation == PRODUCT else 0)
+    accumulator, narrow = _ACCUMULATORS[src.dtype.kind], _narrow(src)
+    if inner < narrow and src.flags.c_contiguous and dst.flags.c_contiguous:
+        identity = accumulator.type(1 if operation == PRODUCT else 0)
         _compiled().chains[operation, exclusive](src.reshape(-1), dst.reshape(-1), outer, length, inner, identity,
                                                  reverse)
         return
-    accumulator = np.empty(inner, _ACCUMULATORS[src.dtype.kind])
-    if operation == SUM and not (exclusive or reverse) and inner < tuning.COMPILED_NARROW:
-        rows = max(1, tuning.COMPILED_CHUNK_BYTES // (inner * src.itemsize))
-        _compiled().narrow_sum(src, dst, accumulator, rows)
-        return
-    _compiled().scan(src, dst, accumulator, operation, exclusive, reverse, tuning.COMPILED_NARROW,
+    _compiled().scan(src, dst, np.empty(inner, accumulator), operation, exclusive, reverse, narrow,
                      tuning.COMPILED_BLOCK)
+
+
+def _narrow(src: np.ndarray) -> int:
+    """Rows of fewer lanes than this are narrower than a cache line: `_chains` (or the element loop) takes them."""
+    return max(1, tuning.CACHE_LINE // src.itemsize)
 
 
 def extremum_rows(src: np.ndarray, values: np.ndarray, indices: np.ndarray, maximum: bool) -> None:
@@ -115,7 +116,7 @@ def extremum_rows(src: np.ndarray, values: np.ndarray, indices: np.ndarray, maxi
 
 def _scan(src, dst, accumulator, operation, exclusive, reverse, narrow, block_width):
     """Rows narrower than ``narrow`` lanes element by element; wider ones in blocks of ``block_width`` lanes
-    (`tuning.COMPILED_NARROW`, `tuning.COMPILED_BLOCK`), each block taken down the rows by a row loop
+    (`_narrow`, `tuning.COMPILED_BLOCK`), each block taken down the rows by a row loop
     (`_row_sum` and its siblings, which LLVM vectorises: 0.7-1.7x a copy on float32, where torch's strided
     loop is 3-19x)."""
     outer, length, inner = src.shape
@@ -190,44 +191,6 @@ _ROW_LOOPS = ("_row_sum", "_row_product", "_row_sum_shifted", "_row_product_shif
               "_row_minimum", "_lane_start", "_group_starts", "_takes")
 
 
-def _narrow_sum(src, dst, accumulator, rows):
-    """The running sum of rows narrower than `tuning.COMPILED_NARROW` lanes, forward and inclusive: lanes in
-    groups of four (then two, then one), each group's running sums held in registers down a chunk of ``rows``
-    rows, which stays in cache for the next group (measured 0.22-0.96x torch's strided loop on lanes of 13891
-    elements or more and 4-12 lanes, where the element loop of `_scan` is 0.24-1.24x)."""
-    outer, length, inner = src.shape
-    for o in range(outer):
-        for j in range(inner):
-            accumulator[j] = 0
-        for first in range(0, length, rows):
-            last = min(length, first + rows)
-            j = 0
-            while j + 4 <= inner:
-                a0, a1, a2, a3 = accumulator[j], accumulator[j + 1], accumulator[j + 2], accumulator[j + 3]
-                for i in range(first, last):
-                    a0 += src[o, i, j]
-                    a1 += src[o, i, j + 1]
-                    a2 += src[o, i, j + 2]
-                    a3 += src[o, i, j + 3]
-                    dst[o, i, j], dst[o, i, j + 1], dst[o, i, j + 2], dst[o, i, j + 3] = a0, a1, a2, a3
-                accumulator[j], accumulator[j + 1], accumulator[j + 2], accumulator[j + 3] = a0, a1, a2, a3
-                j += 4
-            if j + 2 <= inner:
-                a0, a1 = accumulator[j], accumulator[j + 1]
-                for i in range(first, last):
-                    a0 += src[o, i, j]
-                    a1 += src[o, i, j + 1]
-                    dst[o, i, j], dst[o, i, j + 1] = a0, a1
-                accumulator[j], accumulator[j + 1] = a0, a1
-                j += 2
-            if j < inner:
-                a0 = accumulator[j]
-                for i in range(first, last):
-                    a0 += src[o, i, j]
-                    dst[o, i, j] = a0
-                accumulator[j] = a0
-
-
 def _lane_start(lane, lanes, inner, span, first):
     """Where lane ``lane`` of ``lanes`` (its last one, past the end) starts in the flat (outer, length, inner) array,
     lanes ``span`` elements a slice, ``first`` elements in (where a reversed lane starts)."""
@@ -242,7 +205,7 @@ def _group_starts(lane, lanes, inner, span, first):
 
 
 def _chains(operation, exclusive):
-    """The loop of rows narrower than `tuning.COMPILED_CHAINS_WIDTH` lanes (the last axis among them: rows of one
+    """The loop of C-contiguous rows narrower than a cache line (`_narrow`; the last axis among them: rows of one
     lane), for one ``operation`` and ``exclusive``: lanes in fours, each of the four a chain of adds (products)
     in registers, so that four chains advance at once where torch's loop waits on one (an add waits for the one
     before it: 3-4 cycles). It takes the C-contiguous arrays flat, with the (outer, length, inner) shape, the
@@ -349,8 +312,8 @@ def _row_minimum(best, where, row, values, indices, position):
 
 
 class _Kernels:
-    def __init__(self, scan, narrow_sum, chains, extremum, extremum_chains):
-        self.scan, self.narrow_sum, self.chains, self.extremum = scan, narrow_sum, chains, extremum
+    def __init__(self, scan, chains, extremum, extremum_chains):
+        self.scan, self.chains, self.extremum = scan, chains, extremum
         self.extremum_chains = extremum_chains
 
 
@@ -364,7 +327,7 @@ def _compiled() -> _Kernels:
                 chains = {(operation, exclusive): _jit(_chains(operation, exclusive))
                           for operation in (SUM, PRODUCT) for exclusive in (False, True)}
                 extremum_chains = {maximum: _jit(_extremum_chains(maximum)) for maximum in (False, True)}
-                kernels = _Kernels(_jit(_scan), _jit(_narrow_sum), chains, _jit(_extremum), extremum_chains)
+                kernels = _Kernels(_jit(_scan), chains, _jit(_extremum), extremum_chains)
                 globals().update(row_loops)  # before any kernel compiles: they call the row loops
                 _kernels = kernels
     return _kernels

@@ -14,8 +14,9 @@ other, and with torch for float32, float64, int32 and int64. The array is seen a
   strided loop stays in cache (`_torch_strided_slow`: the last axis, and lanes short
   enough for the cache sets their stride maps them to).
 - ``compiled``: with the accelerator (`compiled`, the ``fast`` extra), forward scans where its loops
-  win (`compiled_wins`: rows of a cache line or more; rows of 4-15 lanes with lanes of 64 or more;
-  floating rows of 1-3 lanes, the last axis among them, with three lanes or more of 4 KiB), and every
+  win (`compiled_wins`: rows of a cache line or more; narrower rows of 4 lanes or more with lanes
+  of 8 or more; floating rows of 1-3 lanes, the last axis among them, with three lanes or more of
+  4 KiB), and every
   reverse or shifted scan off the last axis (the gradients) or where those rows win: whole rows are
   added into a row of float64 (int64) accumulators, reading the input once, or four lanes' add chains
   advance together. A 1-D scan keeps torch's call (one add chain either way).
@@ -114,24 +115,23 @@ def compiled_wins(outer: int, length: int, inner: int, dtype: np.dtype, loop: st
     `compiled.extremum_rows`; the caller checks that it is on) beats torch's loop on a forward scan of ``outer``
     slices of lanes of ``length`` ``dtype`` elements ``inner`` apart (`tuning`):
 
-    - rows narrower than `tuning.COMPILED_CHAINS_WIDTH` lanes (the last axis among them), floating sums and every
-      product (torch's integer add takes a cycle, no chain to break): four lanes' chains at once, where there are
+    - sums and products on rows of a cache line or more (row loops), at any length;
+    - narrower rows four lanes' chains at once: rows of `tuning.COMPILED_FEW_LANES` lanes or more where lanes are
+      `tuning.COMPILED_CHAINS_MIN_LENGTH` long; rows of fewer (the last axis among them) for floating sums and every
+      product (torch's integer add takes a cycle, no chain to break), where there are
       `tuning.COMPILED_CHAINS_MIN_LANES` lanes or more, each spanning `tuning.COMPILED_CHAINS_MIN_BYTES` (with its
       neighbours), not a multiple of `tuning.COMPILED_CHAINS_ALIASED_SPAN` apart;
-    - sums and products where rows are a cache line wide, and sums (a grouped loop) where rows are
-      `tuning.COMPILED_NARROW_MIN_WIDTH` lanes wide and lanes `tuning.COMPILED_NARROW_MIN_LENGTH` long;
     - cummax/cummin where rows are `tuning.COMPILED_EXTREMUM_MIN_WIDTH` lanes wide (four lanes at a time up to
       `tuning.COMPILED_EXTREMUM_CHAINS_WIDTH`)."""
     if loop == "extremum":
         return inner >= tuning.COMPILED_EXTREMUM_MIN_WIDTH
-    if inner < tuning.COMPILED_CHAINS_WIDTH:
-        span = length * inner * dtype.itemsize
-        return ((dtype.kind == "f" or loop == "product") and outer * inner >= tuning.COMPILED_CHAINS_MIN_LANES
-                and span >= tuning.COMPILED_CHAINS_MIN_BYTES and span % tuning.COMPILED_CHAINS_ALIASED_SPAN != 0)
     if inner * dtype.itemsize >= tuning.CACHE_LINE:
         return True
-    return (loop == "sum" and inner >= tuning.COMPILED_NARROW_MIN_WIDTH
-            and length >= tuning.COMPILED_NARROW_MIN_LENGTH)
+    if inner >= tuning.COMPILED_FEW_LANES:
+        return length >= tuning.COMPILED_CHAINS_MIN_LENGTH
+    span = length * inner * dtype.itemsize
+    return ((dtype.kind == "f" or loop == "product") and outer * inner >= tuning.COMPILED_CHAINS_MIN_LANES
+            and span >= tuning.COMPILED_CHAINS_MIN_BYTES and span % tuning.COMPILED_CHAINS_ALIASED_SPAN != 0)
 
 
 def _blocked_path(length: int, inner: int, itemsize: int) -> str:

@@ -35,13 +35,12 @@ BUFFER_ELEMENTS = 1 << 16
 ROWS_MIN_BLOCK = 4
 
 #: With the accelerator, a forward sum or product off the last axis takes its compiled loop wherever rows (the
-#: lanes side by side) are at least a cache line wide, at any lane length (kernel time, compiled / torch:
-#: 0.09-0.45x from 16 elements on, 0.42-0.63x at 2-13), and a forward sum also where rows are narrower but at
-#: least `COMPILED_NARROW_MIN_WIDTH` lanes wide and lanes at least `COMPILED_NARROW_MIN_LENGTH` long (its
-#: grouped loop: 0.22-0.96x torch on lanes of 98 elements or more; 0.9-1.5x on lanes of 16-30 with many outer
-#: slices, where torch's loop stays in cache; 0.8-1.7x on 2-3 lanes).
-COMPILED_NARROW_MIN_WIDTH = 4
-COMPILED_NARROW_MIN_LENGTH = 64
+#: lanes side by side) are a cache line wide or more (`CACHE_LINE`: whole-row loops), at any lane length (kernel
+#: time, compiled / torch: 0.09-0.45x from 16 elements on, 0.42-0.63x at 2-13); on narrower rows of
+#: `COMPILED_FEW_LANES` lanes or more (C-contiguous) where lanes are at least this long: four lanes at a time
+#: (`compiled._chains`), sums of every dtype and products (0.29-0.95x torch's strided loop from 8 elements on;
+#: 0.95-1.6x on lanes of 2-7, where torch's chains are short).
+COMPILED_CHAINS_MIN_LENGTH = 8
 #: cummax / cummin take the compiled loop where rows are at least this many lanes wide, lanes of any length: rows of
 #: 4-7 lanes (C-contiguous) four lanes at a time (`compiled._extremum_chains`: 0.33-0.83x torch's strided loop; on
 #: 1-3 lanes 0.85-1.9x, torch's loop keeps its branches predicted there) ...
@@ -49,15 +48,17 @@ COMPILED_EXTREMUM_MIN_WIDTH = 4
 #: ... wider ones by row loops (`compiled._row_maximum`: 0.14-0.63x torch's from 8 lanes on, also on lanes of 2
 #: elements; the element loop before them 1.3-2.4x at 2-4 lanes).
 COMPILED_EXTREMUM_CHAINS_WIDTH = 8
-#: The compiled loop combines rows narrower than this element by element (a whole-row expression costs more
-#: per row: element loops measured faster at 4-8 lanes, array expressions from 16 on, 1.3-1.6x) ...
-COMPILED_NARROW = 16
-#: ... and rows narrower than this (C-contiguous) in `compiled._chains`: four lanes at a time, each a chain of
-#: adds (products) in registers, where torch's loop waits on one add after another (3-4 cycles each). Forward, it
-#: wins (kernel time against torch's, caches warm: 0.45-0.85x; inputs and outputs fetched from memory:
-#: 0.38-0.91x) where a lane's elements span this many bytes or more (with the inner lanes beside them); on
-#: shorter runs the four runs a group reads do not keep the memory prefetch going (cold: 1.14-1.75x at 0.5-2 KiB)
-COMPILED_CHAINS_WIDTH = 4
+#: The compiled loop takes rows narrower than a cache line lane by lane, four lanes at a time, each lane's running
+#: sum (product) a chain of adds in a register (`compiled._chains`, C-contiguous rows; element by element for views
+#: with gaps), where torch's loop waits on one add after another (3-4 cycles each); rows of a line or more by
+#: whole-row loops, which LLVM vectorises (against the chains: 0.3-0.6x on float64 rows of 12-32 lanes, 0.2-0.7x on
+#: float32 rows of 24-32; the chains 0.6-0.75x the row loops on float32 rows of 8-12) ...
+#: Rows narrower than `COMPILED_FEW_LANES` lanes have a rule of their own: the last axis is rows of one lane, and
+#: the four lanes of a group lie far apart. Floating sums and every product (an integer add takes one cycle: no
+#: chain to break) win (kernel time against torch's, caches warm: 0.45-0.85x; inputs and outputs fetched from
+#: memory: 0.38-0.91x) where a lane's elements span this many bytes or more (with the inner lanes beside them); on
+#: shorter runs the four runs a group reads do not keep the memory prefetch going (cold: 1.14-1.75x at 0.5-2 KiB) ...
+COMPILED_FEW_LANES = 4
 COMPILED_CHAINS_MIN_BYTES = 4096
 #: ... where there are this many lanes or more (2 lanes measured 0.85-1.14x: the chains the group repeats cost
 #: about what they save) ...
@@ -65,8 +66,6 @@ COMPILED_CHAINS_MIN_LANES = 3
 #: ... and lanes do not start a multiple of this many bytes apart (float64 lanes 64 and 128 KiB apart measured
 #: 1.6-2.8x with some placements of input and output: their lines meet in the same cache sets).
 COMPILED_CHAINS_ALIASED_SPAN = 1 << 16
-#: ... wider ones in blocks of this many lanes, so that the accumulator block stays in the L1 cache.
+#: Rows of a cache line or more go in blocks of this many lanes, so that the accumulator block stays in
+#: the L1 cache.
 COMPILED_BLOCK = 1024
-#: A forward sum of narrow rows takes its lanes in groups, down chunks of rows of this many bytes (in cache
-#: for the next group).
-COMPILED_CHUNK_BYTES = 1 << 14
