@@ -3,11 +3,11 @@
     python benchmarks/kernels.py                 # seeds 0 (development) and 1, 2 (never looked at while tuning)
     python benchmarks/kernels.py --seeds 5 --count 12
 
-Rows narrower than a cache line (rows of 1-15 float32 lanes, 1-7 float64 ones; the last axis among them) are where
-the accelerator runs four lanes' add chains at once (`compiled._chains`; float64 rows of 8-15 lanes take its row
-loops), and rows of 4-7 lanes where cummax / cummin do (`compiled._extremum_chains`); the engine takes them only
-where `engine.compiled_wins` says so (`tuning`: on rows of 4 lanes or more, lanes of 8 elements or more; on 1-3
-lanes, lanes spanning 4 KiB, three lanes or more, not a multiple of 64 KiB apart). This sweep checks that rule on
+Rows of 1-15 lanes (the last axis among them) are where the accelerator runs four lanes' add chains at once
+(`compiled._chains`; float64 rows of 12-15 lanes take its row loops), and rows of 4-7 lanes where cummax / cummin
+do (`compiled._extremum_chains`); the engine takes them only where `engine.compiled_wins` says so (`tuning`: on
+rows of 4 lanes or more, lanes of 16 elements or more; on 1-3 lanes, lanes spanning 4 KiB, three lanes or more,
+not a multiple of 64 KiB apart). This sweep checks that rule on
 shapes it was not tuned on: seeded random (outer, length, inner) of 64K-4M elements, lanes log-uniform, float32
 and float64 alternating. Each case times, one thread, no Caffe2 op around them (the op's own cost is
 `classes.py`'s floor column):

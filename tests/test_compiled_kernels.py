@@ -24,11 +24,11 @@ from engine_support import NEEDS_NUMBA
 
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusive, reverse)
 #: where the forward takes the accelerator (elsewhere it stays torch's call): 16-lane rows, wide ones (blocks of
-#: lanes), two blocks, short lanes, rows of 4-8 lanes (four lanes' chains; 8 lanes are a line of float64, which
-#: takes the row loops)
+#: lanes), two blocks, short lanes, rows of 4-13 lanes (four lanes' chains; 13 lanes of float64 and int64 are
+#: tuning.COMPILED_NARROW_BYTES or more, which take the row loops)
 SHAPES = [((600, 50), 0), ((300, 32), 0), ((2, 700, 16), 1), ((600, 200), 0), ((3, 600, 40), 1),
           ((2, 520, 2, 8), 1), ((520, 1100), 0), ((2, 1100, 5), 1), ((1200, 4), 0), ((2, 3000), 0),
-          ((300, 40, 8), 1)]
+          ((300, 40, 8), 1), ((300, 40, 13), 1)]
 
 
 @pytest.fixture(params=[True, False], ids=["accelerated", "plain"])
@@ -97,10 +97,12 @@ def test_cumsum_off_the_last_axis_is_torchs(accelerator, shape, axis, dtype, exc
 @pytest.mark.parametrize("inner", [1, 2, 3, 4, 5, 7, 15])
 @pytest.mark.parametrize("outer", [1, 5])
 @pytest.mark.parametrize("contiguous", [True, False])
-def test_narrow_rows(dtype, operation, scan, identity, exclusive, reverse, in_place, inner, outer, contiguous):
-    """Rows narrower than a cache line straight through the kernels: the chains (C-contiguous: lanes in fours, a
-    last group of 1-3 lanes repeating its last lane, groups across outer slices) and the element loop (views with
-    gaps); 15 lanes are a line or more of float64 and int64, which take the row loops."""
+def test_narrow_rows(dtype, operation, scan, identity, exclusive, reverse, in_place, inner, outer, contiguous,
+                     monkeypatch):
+    """Narrow rows straight through the kernels: the chains (C-contiguous: lanes in fours, a last group of 1-3 lanes
+    repeating its last lane, groups across outer slices) and the element loop (views with gaps); 15 lanes of
+    float64 and int64 are tuning.COMPILED_NARROW_BYTES or more, which take the row loops (in blocks of 3 lanes)."""
+    monkeypatch.setattr(tuning, "COMPILED_BLOCK", 3)
     x = values((outer, 301, inner if contiguous else 2 * inner), dtype, seed=2)
     if operation == compiled.PRODUCT:
         x = np.where(np.isfinite(x), np.sign(x), x) if np.dtype(dtype).kind == "f" else x % 3 - 1
@@ -156,7 +158,8 @@ def test_rows_of_one_to_three_lanes_take_the_chains(accelerator, shape, axis, dt
 
 
 @pytest.mark.parametrize("shape, axis, dtype", [((1000, 7, 5), 1, np.float32), ((1000, 7, 12), 1, np.int32),
-                                                ((2000, 3, 7), 1, np.float64), ((200, 30, 3), 1, np.float32),
+                                                ((2000, 3, 7), 1, np.float64), ((600, 12, 9), 1, np.float32),
+                                                ((1000, 10, 8), 1, np.float64), ((200, 30, 3), 1, np.float32),
                                                 ((3000, 2, 2), 1, np.float32)])
 def test_short_lanes_and_narrow_rows_stay_torchs(accelerator, shape, axis, dtype):
     """Rows narrower than a cache line with lanes shorter than tuning.COMPILED_CHAINS_MIN_LENGTH (4 lanes or more)

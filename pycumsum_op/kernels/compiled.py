@@ -10,9 +10,9 @@ uses, so the results are torch's bit for bit; only the order in which lanes adva
 
 - `scan_rows(src, dst, operation, exclusive, reverse)`: a running sum (``SUM``) or product
   (``PRODUCT``) of 3-D views; ``exclusive`` shifts by one (the identity first), ``reverse``
-  walks each lane from its end. ``dst`` may be ``src`` itself (in place). Rows of a cache line
-  (`tuning.CACHE_LINE`) or more go in blocks of whole-row loops; narrower rows (the last axis among them:
-  rows of one lane) four lanes at a time, each lane's running sum in a register (`_chains`:
+  walks each lane from its end. ``dst`` may be ``src`` itself (in place). Rows of
+  `tuning.COMPILED_NARROW` lanes or `tuning.COMPILED_NARROW_BYTES` bytes go in blocks of whole-row loops;
+  narrower rows (the last axis among them: rows of one lane) four lanes at a time, each lane's running sum in a register (`_chains`:
   where torch waits on one add after another, four chains advance together), or element by element where
   the views have gaps.
 - `extremum_rows(src, values, indices, maximum)`: torch.cummax / torch.cummin (NaN wins and
@@ -93,13 +93,14 @@ def scan_rows(src: np.ndarray, dst: np.ndarray, operation: int, exclusive: bool,
         _compiled().chains[operation, exclusive](src.reshape(-1), dst.reshape(-1), outer, length, inner, identity,
                                                  reverse)
         return
-    _compiled().scan(src, dst, np.empty(inner, accumulator), operation, exclusive, reverse, narrow,
+    width = inner if inner < narrow else min(inner, tuning.COMPILED_BLOCK)  # the element loop's lanes, or a block
+    _compiled().scan(src, dst, np.empty(width, accumulator), operation, exclusive, reverse, narrow,
                      tuning.COMPILED_BLOCK)
 
 
 def _narrow(src: np.ndarray) -> int:
-    """Rows of fewer lanes than this are narrower than a cache line: `_chains` (or the element loop) takes them."""
-    return max(1, tuning.CACHE_LINE // src.itemsize)
+    """Rows of fewer lanes than this go lane by lane: `_chains` (or the element loop); wider ones by row loops."""
+    return min(tuning.COMPILED_NARROW, tuning.COMPILED_NARROW_BYTES // src.itemsize)
 
 
 def extremum_rows(src: np.ndarray, values: np.ndarray, indices: np.ndarray, maximum: bool) -> None:
@@ -137,7 +138,7 @@ def _scan(src, dst, accumulator, operation, exclusive, reverse, narrow, block_wi
     for o in range(outer):
         for start in range(0, inner, block_width):
             stop = min(inner, start + block_width)
-            block = accumulator[start:stop]
+            block = accumulator[:stop - start]
             block[:] = identity
             for step in range(length):
                 i = length - 1 - step if reverse else step
@@ -205,8 +206,7 @@ def _group_starts(lane, lanes, inner, span, first):
 
 
 def _chains(operation, exclusive):
-    """The loop of C-contiguous rows narrower than a cache line (`_narrow`; the last axis among them: rows of one
-    lane), for one ``operation`` and ``exclusive``: lanes in fours, each of the four a chain of adds (products)
+    """The loop of narrow C-contiguous rows (`_narrow`; the last axis among them: rows of one lane), for one ``operation`` and ``exclusive``: lanes in fours, each of the four a chain of adds (products)
     in registers, so that four chains advance at once where torch's loop waits on one (an add waits for the one
     before it: 3-4 cycles). It takes the C-contiguous arrays flat, with the (outer, length, inner) shape, the
     ``identity`` in the accumulation dtype and ``reverse``; dst may be src itself. A last group of 1-3 lanes

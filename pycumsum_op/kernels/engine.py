@@ -14,9 +14,9 @@ other, and with torch for float32, float64, int32 and int64. The array is seen a
   strided loop stays in cache (`_torch_strided_slow`: the last axis, and lanes short
   enough for the cache sets their stride maps them to).
 - ``compiled``: with the accelerator (`compiled`, the ``fast`` extra), forward scans where its loops
-  win (`compiled_wins`: rows of a cache line or more; narrower rows of 4 lanes or more with lanes
-  of 8 or more; floating rows of 1-3 lanes, the last axis among them, with three lanes or more of
-  4 KiB), and every
+  win (`compiled_wins`: rows of 16 lanes or more; rows of 4-15 lanes with lanes of 16 elements or
+  more; floating rows of 1-3 lanes, the last axis among them, with three lanes or more of 4 KiB),
+  and every
   reverse or shifted scan off the last axis (the gradients) or where those rows win: whole rows are
   added into a row of float64 (int64) accumulators, reading the input once, or four lanes' add chains
   advance together. A 1-D scan keeps torch's call (one add chain either way).
@@ -115,7 +115,7 @@ def compiled_wins(outer: int, length: int, inner: int, dtype: np.dtype, loop: st
     `compiled.extremum_rows`; the caller checks that it is on) beats torch's loop on a forward scan of ``outer``
     slices of lanes of ``length`` ``dtype`` elements ``inner`` apart (`tuning`):
 
-    - sums and products on rows of a cache line or more (row loops), at any length;
+    - sums and products on rows of `tuning.COMPILED_NARROW` lanes or more, at any length;
     - narrower rows four lanes' chains at once: rows of `tuning.COMPILED_FEW_LANES` lanes or more where lanes are
       `tuning.COMPILED_CHAINS_MIN_LENGTH` long; rows of fewer (the last axis among them) for floating sums and every
       product (torch's integer add takes a cycle, no chain to break), where there are
@@ -125,7 +125,7 @@ def compiled_wins(outer: int, length: int, inner: int, dtype: np.dtype, loop: st
       `tuning.COMPILED_EXTREMUM_CHAINS_WIDTH`)."""
     if loop == "extremum":
         return inner >= tuning.COMPILED_EXTREMUM_MIN_WIDTH
-    if inner * dtype.itemsize >= tuning.CACHE_LINE:
+    if inner >= tuning.COMPILED_NARROW:
         return True
     if inner >= tuning.COMPILED_FEW_LANES:
         return length >= tuning.COMPILED_CHAINS_MIN_LENGTH

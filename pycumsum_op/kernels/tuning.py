@@ -35,12 +35,11 @@ BUFFER_ELEMENTS = 1 << 16
 ROWS_MIN_BLOCK = 4
 
 #: With the accelerator, a forward sum or product off the last axis takes its compiled loop wherever rows (the
-#: lanes side by side) are a cache line wide or more (`CACHE_LINE`: whole-row loops), at any lane length (kernel
-#: time, compiled / torch: 0.09-0.45x from 16 elements on, 0.42-0.63x at 2-13); on narrower rows of
-#: `COMPILED_FEW_LANES` lanes or more (C-contiguous) where lanes are at least this long: four lanes at a time
-#: (`compiled._chains`), sums of every dtype and products (0.29-0.95x torch's strided loop from 8 elements on;
-#: 0.95-1.6x on lanes of 2-7, where torch's chains are short).
-COMPILED_CHAINS_MIN_LENGTH = 8
+#: lanes side by side) are `COMPILED_NARROW` lanes wide or more, at any lane length (kernel time, compiled / torch:
+#: 0.09-0.45x from 16 elements on, 0.42-0.63x at 2-13), and on narrower rows of `COMPILED_FEW_LANES` lanes or more
+#: where lanes are at least this long: sums of every dtype and products (four lanes' chains: 0.3-0.9x torch's
+#: strided loop; on lanes of 9-15 elements 0.85-1.15x, of 2-7 0.95-1.6x: torch's chains are short there).
+COMPILED_CHAINS_MIN_LENGTH = 16
 #: cummax / cummin take the compiled loop where rows are at least this many lanes wide, lanes of any length: rows of
 #: 4-7 lanes (C-contiguous) four lanes at a time (`compiled._extremum_chains`: 0.33-0.83x torch's strided loop; on
 #: 1-3 lanes 0.85-1.9x, torch's loop keeps its branches predicted there) ...
@@ -48,11 +47,13 @@ COMPILED_EXTREMUM_MIN_WIDTH = 4
 #: ... wider ones by row loops (`compiled._row_maximum`: 0.14-0.63x torch's from 8 lanes on, also on lanes of 2
 #: elements; the element loop before them 1.3-2.4x at 2-4 lanes).
 COMPILED_EXTREMUM_CHAINS_WIDTH = 8
-#: The compiled loop takes rows narrower than a cache line lane by lane, four lanes at a time, each lane's running
-#: sum (product) a chain of adds in a register (`compiled._chains`, C-contiguous rows; element by element for views
-#: with gaps), where torch's loop waits on one add after another (3-4 cycles each); rows of a line or more by
-#: whole-row loops, which LLVM vectorises (against the chains: 0.3-0.6x on float64 rows of 12-32 lanes, 0.2-0.7x on
-#: float32 rows of 24-32; the chains 0.6-0.75x the row loops on float32 rows of 8-12) ...
+#: The compiled loop takes rows narrower than `COMPILED_NARROW` lanes and `COMPILED_NARROW_BYTES` bytes lane by
+#: lane, four lanes at a time, each lane's running sum (product) a chain of adds in a register (`compiled._chains`,
+#: C-contiguous rows; element by element for views with gaps), where torch's loop waits on one add after another
+#: (3-4 cycles each); wider rows by whole-row loops, which LLVM vectorises but which pay for each row (against the
+#: chains: 0.2-0.7x on float32 rows of 16-32 lanes; on float64 rows 0.3-0.8x from 12 lanes, 1.0-1.3x at 8-11) ...
+COMPILED_NARROW = 16
+COMPILED_NARROW_BYTES = 96
 #: Rows narrower than `COMPILED_FEW_LANES` lanes have a rule of their own: the last axis is rows of one lane, and
 #: the four lanes of a group lie far apart. Floating sums and every product (an integer add takes one cycle: no
 #: chain to break) win (kernel time against torch's, caches warm: 0.45-0.85x; inputs and outputs fetched from
@@ -66,6 +67,6 @@ COMPILED_CHAINS_MIN_LANES = 3
 #: ... and lanes do not start a multiple of this many bytes apart (float64 lanes 64 and 128 KiB apart measured
 #: 1.6-2.8x with some placements of input and output: their lines meet in the same cache sets).
 COMPILED_CHAINS_ALIASED_SPAN = 1 << 16
-#: Rows of a cache line or more go in blocks of this many lanes, so that the accumulator block stays in
+#: Row loops go in blocks of this many lanes, so that the accumulator block stays in
 #: the L1 cache.
 COMPILED_BLOCK = 1024
