@@ -10,8 +10,10 @@ the last axis with few rows, and non-last axes. Each case times, alternately in 
 (``PYCUMSUM_OP_ACCELERATOR=0``; only where the engine's paths differ), torch.cumsum and torch autograd, the
 Python-op floor (`nets.python_floor`, 1-D and last axis) and a Copy op (last and non-last axes: with cold caches a
 scan is close to a copy of its memory). The family's rows time each scan's forward (cumprod, cummax, cummin,
-logcumsumexp) the same way against torch. Each class gets one table per seed and a summary with the targets
-(`TARGETS`); seeds after the first are reported apart.
+logcumsumexp) the same way against torch. Every candidate is timed twice (`STATES`): with warm caches (each batch
+of calls after an untimed call of the same candidate) and cold ones (every call after the caches are evicted), so
+that no candidate gains from what the one before it left. Each class gets one table per seed and cache state and
+a summary with the targets (`TARGETS`); seeds after the first are reported apart.
 """
 import argparse
 import os
@@ -33,6 +35,8 @@ TARGETS = {"1-D": (1.08, 1.25), "last axis, many rows": (1.08, 1.25), "last axis
            "non-last axes": (0.6, 1.1)}
 #: non-last axes: median PyCumSum forward <= this many Copy ops, on inputs of at least COPY_MIN_SIZE elements.
 COPY_TARGET, COPY_MIN_SIZE = 2.0, 10 ** 6
+#: The cache states each case is timed in (`timing.measure`).
+STATES = ("warm", "cold")
 FAMILY = ("cumprod", "cummax", "cummin", "logcumsumexp")
 #: scan -> its accelerated loop (`engine.compiled_views`), for the scans whose compiled kernel is torch's bit for bit
 #: (logcumsumexp's exp/log1p are libm's: not compiled); the family is timed without it where that loop runs.
@@ -102,11 +106,17 @@ def time_cumsum(shape, axis, dtype, budget_s, statistic=median, clock=time.perf_
         candidates["floor"] = nets.python_floor(axis)
     os.environ[compiled.SWITCH] = "1"
     entry = {"shape": list(shape), "axis": axis, "dtype": dtype, "size": x.size, "paths": list(nets.paths(x, axis))}
-    entry.update({name: statistic(times) for name, times in timing.measure(candidates, budget_s, 5, 40, clock).items()})
-    if not accelerated:  # the same paths either way
-        for kind in ("forward", "forward_backward"):
-            entry["pycumsum_{}_plain".format(kind)] = entry["pycumsum_" + kind]
+    for state in STATES:
+        entry[state] = _timed(candidates, budget_s / len(STATES), statistic, clock, state)
+        if not accelerated:  # the same paths either way
+            for kind in ("forward", "forward_backward"):
+                entry[state]["pycumsum_{}_plain".format(kind)] = entry[state]["pycumsum_" + kind]
     return entry
+
+
+def _timed(candidates, budget_s, statistic, clock, state):
+    """{candidate: ``statistic`` of its rounds} in one cache ``state``."""
+    return {name: statistic(times) for name, times in timing.measure(candidates, budget_s, 5, 40, clock, state).items()}
 
 
 def time_family(scan, shape, axis, dtype, budget_s, statistic=median, clock=time.perf_counter):
@@ -119,8 +129,9 @@ def time_family(scan, shape, axis, dtype, budget_s, statistic=median, clock=time
         candidates["forward" if on is not False else "forward_plain"] = switched(nets.family(scan, axis), on)
     os.environ[compiled.SWITCH] = "1"
     entry = {"scan": scan, "shape": list(shape), "axis": axis, "dtype": dtype, "size": x.size}
-    entry.update({name: statistic(times) for name, times in timing.measure(candidates, budget_s, 5, 40, clock).items()})
-    entry.setdefault("forward_plain", entry.get("forward"))
+    for state in STATES:
+        entry[state] = _timed(candidates, budget_s / len(STATES), statistic, clock, state)
+        entry[state].setdefault("forward_plain", entry[state]["forward"])
     return entry
 
 
@@ -139,16 +150,16 @@ def run_seed(seed, count, family_count, budget_s, statistic=median, clock=time.p
     return result
 
 
-def _ratios(entries, numerator, denominator):
-    return [entry[numerator] / entry[denominator] for entry in entries if entry.get(numerator) is not None]
+def _ratios(entries, state, numerator, denominator):
+    return [entry[state][numerator] / entry[state][denominator] for entry in entries if numerator in entry[state]]
 
 
 def _stats(ratios):
     return (float(np.median(ratios)), max(ratios)) if ratios else (float("nan"), float("nan"))
 
 
-def summary(result):
-    """Per class: (median, worst) of each ratio, and the targets as (name, passed, detail)."""
+def summary(result, state):
+    """Per class: (median, worst) of each ratio in cache ``state``, and the targets as (name, passed, detail)."""
     rows, checks = [], []
     for name in CLASSES:
         entries = result["cumsum"][name]
@@ -156,29 +167,31 @@ def summary(result):
         row = {"class": name, "cases": len(entries)}
         for kind in ("forward", "forward_backward"):
             for suffix, label in (("", "with"), ("_plain", "without")):
-                row[kind + suffix] = _stats(_ratios(entries, "pycumsum_" + kind + suffix, "torch_" + kind))
+                row[kind + suffix] = _stats(_ratios(entries, state, "pycumsum_" + kind + suffix, "torch_" + kind))
                 if label == "with" or not compiled.installed():
-                    checks.append(("{}: {} median <= {}x, worst <= {}x torch ({} the accelerator)".format(
-                        name, kind.replace("_", "+"), medium, worst, label),
+                    checks.append(("{}: {} median <= {}x, worst <= {}x torch ({} the accelerator, {})".format(
+                        name, kind.replace("_", "+"), medium, worst, label, state),
                         row[kind + suffix][0] <= medium and row[kind + suffix][1] <= worst,
                         "median {:.2f}x, worst {:.2f}x".format(*row[kind + suffix])))
         if name == "non-last axes":
             big = [entry for entry in entries if entry["size"] >= COPY_MIN_SIZE]
             for suffix in ("", "_plain"):
-                row["copy" + suffix] = _stats(_ratios(big, "pycumsum_forward" + suffix, "copy"))
-            checks.append(("{}: forward median <= {}x a Copy op (>= 10^6 elements, with the accelerator)".format(
-                name, COPY_TARGET), row["copy"][0] <= COPY_TARGET, "{:.2f}x of {} cases".format(row["copy"][0], len(big))))
+                row["copy" + suffix] = _stats(_ratios(big, state, "pycumsum_forward" + suffix, "copy"))
+            checks.append(("{}: forward median <= {}x a Copy op (>= 10^6 elements, with the accelerator, {})".format(
+                name, COPY_TARGET, state), row["copy"][0] <= COPY_TARGET,
+                "{:.2f}x of {} cases".format(row["copy"][0], len(big))))
         else:
-            row["floor"] = _stats(_ratios(entries, "floor", "torch_forward"))
+            row["floor"] = _stats(_ratios(entries, state, "floor", "torch_forward"))
             if name != "1-D":
-                row["copy_torch"] = _stats(_ratios(entries, "copy", "torch_forward"))
+                row["copy_torch"] = _stats(_ratios(entries, state, "copy", "torch_forward"))
         family = result["family"][name]
         for scan in FAMILY:
             ours = [entry for entry in family if entry["scan"] == scan]
-            row[scan] = _stats(_ratios(ours, "forward", "torch_forward"))
-            row[scan + "_plain"] = _stats(_ratios(ours, "forward_plain", "torch_forward"))
+            row[scan] = _stats(_ratios(ours, state, "forward", "torch_forward"))
+            row[scan + "_plain"] = _stats(_ratios(ours, state, "forward_plain", "torch_forward"))
             if scan in FAMILY_LOOPS and ours:
-                checks.append(("{}: {} forward median <= {}x, worst <= {}x torch".format(name, scan, medium, worst),
+                checks.append(("{}: {} forward median <= {}x, worst <= {}x torch ({})".format(
+                    name, scan, medium, worst, state),
                                row[scan][0] <= medium and row[scan][1] <= worst,
                                "median {:.2f}x, worst {:.2f}x".format(*row[scan])))
         rows.append(row)
@@ -190,38 +203,48 @@ def _pair(stats):
 
 
 def markdown(result):
-    rows, checks = summary(result)
-    out = ["### Shape classes, seed {} (PyCumSum / torch: median / worst; with / without the accelerator)".format(
-        result["seed"]), "",
-        table(["class", "cases", "forward with", "forward without", "fwd+bwd with", "fwd+bwd without",
-               "floor / torch (1-D, last; and a Copy op / torch, last) or forward / Copy (non-last, >= 10^6)"],
-              [[row["class"], row["cases"], _pair(row["forward"]), _pair(row["forward_plain"]),
-                _pair(row["forward_backward"]), _pair(row["forward_backward_plain"]),
-                (_pair(row["floor"]) + ("; Copy {:.2f}x".format(row["copy_torch"][0]) if "copy_torch" in row else ""))
-                if "floor" in row else "{:.2f}x (without: {:.2f}x)".format(row["copy"][0], row["copy_plain"][0])]
-               for row in rows]), "",
-        "The scan family's forward against torch (median / worst, with / without the accelerator; "
-        "logcumsumexp has no compiled kernel):", "",
-        table(["class"] + list(FAMILY),
-              [[row["class"]] + ["{} / {}".format(_pair(row[scan]), _pair(row[scan + "_plain"])) for scan in FAMILY]
-               for row in rows]), ""]
+    return "".join(_state_markdown(result, state) for state in STATES)
+
+
+def _state_markdown(result, state):
+    rows, checks = summary(result, state)
+    where = "seed {}, {} caches".format(result["seed"], state)
+    out = ["### Shape classes, {} (PyCumSum / torch: median / worst; with / without the accelerator)".format(where),
+           "",
+           table(["class", "cases", "forward with", "forward without", "fwd+bwd with", "fwd+bwd without",
+                  "floor / torch (1-D, last; and a Copy op / torch, last) or forward / Copy (non-last, >= 10^6)"],
+                 [[row["class"], row["cases"], _pair(row["forward"]), _pair(row["forward_plain"]),
+                   _pair(row["forward_backward"]), _pair(row["forward_backward_plain"]),
+                   (_pair(row["floor"]) + ("; Copy {:.2f}x".format(row["copy_torch"][0]) if "copy_torch" in row
+                                            else ""))
+                   if "floor" in row else "{:.2f}x (without: {:.2f}x)".format(row["copy"][0], row["copy_plain"][0])]
+                  for row in rows]), "",
+           "The scan family's forward against torch (median / worst, with / without the accelerator; "
+           "logcumsumexp has no compiled kernel):", "",
+           table(["class"] + list(FAMILY),
+                 [[row["class"]] + ["{} / {}".format(_pair(row[scan]), _pair(row[scan + "_plain"])) for scan in FAMILY]
+                  for row in rows]), ""]
     for name in CLASSES:
-        out += ["#### {} (seed {})".format(name, result["seed"]), "",
+        out += ["#### {} ({})".format(name, where), "",
                 table(["shape", "axis", "dtype", "paths", "torch", "fwd with", "fwd without", "fwd+bwd with",
                        "fwd+bwd without", "floor or Copy"],
-                      [[tuple(e["shape"]), e["axis"], e["dtype"], "/".join(e["paths"]),
-                        timing.duration(e["torch_forward"]),
-                        "{:.2f}x".format(e["pycumsum_forward"] / e["torch_forward"]),
-                        "{:.2f}x".format(e["pycumsum_forward_plain"] / e["torch_forward"]),
-                        "{:.2f}x".format(e["pycumsum_forward_backward"] / e["torch_forward_backward"]),
-                        "{:.2f}x".format(e["pycumsum_forward_backward_plain"] / e["torch_forward_backward"]),
-                        "{:.2f}x torch".format(e["floor"] / e["torch_forward"]) + (
-                            ", Copy {:.2f}x torch".format(e["copy"] / e["torch_forward"]) if "copy" in e else "")
-                        if "floor" in e else "{:.2f}x Copy".format(e["pycumsum_forward"] / e["copy"])]
-                       for e in result["cumsum"][name]]), ""]
-    out += ["Targets (seed {}):".format(result["seed"]), ""]
+                      [_case_row(e, e[state]) for e in result["cumsum"][name]]), ""]
+    out += ["Targets ({}):".format(where), ""]
     out += ["- {}: {} ({})".format(name, "PASS" if passed else "MISS", detail) for name, passed, detail in checks]
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n\n"
+
+
+def _case_row(entry, times):
+    """One case's row of the class tables: its ``times`` in one cache state as ratios."""
+    return [tuple(entry["shape"]), entry["axis"], entry["dtype"], "/".join(entry["paths"]),
+            timing.duration(times["torch_forward"]),
+            "{:.2f}x".format(times["pycumsum_forward"] / times["torch_forward"]),
+            "{:.2f}x".format(times["pycumsum_forward_plain"] / times["torch_forward"]),
+            "{:.2f}x".format(times["pycumsum_forward_backward"] / times["torch_forward_backward"]),
+            "{:.2f}x".format(times["pycumsum_forward_backward_plain"] / times["torch_forward_backward"]),
+            "{:.2f}x torch".format(times["floor"] / times["torch_forward"]) + (
+                ", Copy {:.2f}x torch".format(times["copy"] / times["torch_forward"]) if "copy" in times else "")
+            if "floor" in times else "{:.2f}x Copy".format(times["pycumsum_forward"] / times["copy"])]
 
 
 def run(seeds, count, family_count, budget_s, statistic=median, clock=time.perf_counter):
@@ -230,10 +253,12 @@ def run(seeds, count, family_count, budget_s, statistic=median, clock=time.perf_
     threads = timing.fix_threads()
     results = [run_seed(seed, count, family_count, budget_s, statistic, clock) for seed in seeds]
     head = ["## Shape classes (benchmarks/classes.py)", "",
-            "{}; numba {}; times ({}) are the {} of alternating rounds; load average {} at start, {} at the end; "
+            "{}; numba {}; times ({}) are the {} of alternating rounds, caches warm (each batch after an untimed "
+            "call of the same candidate) and cold (each call after {} MiB written); load average {} at start, {} at "
+            "the end; "
             "{:.0f} s. Seed {} is the development seed; seeds {} were not used for tuning.".format(
                 threads, _numba_version(), "thread CPU time" if clock is time.thread_time else "wall time",
-                statistic.__name__, "/".join("{:.2f}".format(v) for v in load),
+                statistic.__name__, timing.FLUSH_BYTES >> 20, "/".join("{:.2f}".format(v) for v in load),
                 "/".join("{:.2f}".format(v) for v in os.getloadavg()), time.time() - started, seeds[0],
                 ", ".join(str(seed) for seed in seeds[1:]) or "none"), ""]
     return "\n".join(head) + "\n" + "\n".join(markdown(result) for result in results), results

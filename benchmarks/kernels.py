@@ -17,8 +17,8 @@ and float64 alternating. Each case times, one thread, no Caffe2 op around them (
   no);
 - the accelerator's loop alone, also where the rule says no (what the rule turned down);
 
-each twice: warm (the arrays in cache from the call before) and cold (a 48 MiB buffer written between calls,
-so inputs and outputs come from memory, as for a net whose other ops ran in between). A ratio is the median
+each twice: warm (the arrays in cache from the call before) and cold (`timing.evict` between calls, so inputs and
+outputs come from memory, as for a net whose other ops ran in between). A ratio is the median
 over rounds of the candidate's time over torch's, below 1 faster.
 """
 import argparse
@@ -37,7 +37,6 @@ from timing import table
 MIN_SIZE, MAX_SIZE = 1 << 16, 1 << 22
 #: (loop, widths): the chains of sums and products take rows of 1-15 lanes, cummax's rows of 4-7.
 LOOPS = (("sum", tuple(range(1, 16))), ("product", tuple(range(1, 16))), ("extremum", (4, 5, 6, 7)))
-FLUSH_BYTES = 48 << 20
 
 
 def _log_uniform(rng, low, high):
@@ -89,14 +88,14 @@ def _calls(loop, x):
 
 
 def _median_ratios(calls, rounds, flush):
-    """{name: median over ``rounds`` of its time / torch's}, each round timing every call once (after writing
-    ``flush`` when given: the cold runs)."""
+    """{name: median over ``rounds`` of its time / torch's}, each round timing every call once (after
+    `timing.evict` of ``flush`` when given: the cold runs)."""
     ratios = {name: [] for name in calls if name != "torch"}
     for _ in range(rounds):
         times = {}
         for name, call in calls.items():
             if flush is not None:
-                np.add(flush, 1, out=flush)
+                timing.evict(flush)
             start = time.perf_counter()
             call()
             times[name] = time.perf_counter() - start
@@ -144,7 +143,7 @@ def run(seeds, count, rounds):
     threads = timing.fix_threads()
     if not compiled.enabled():
         return "## Rows of 1-15 lanes: the accelerator is off or not installed; nothing to time.\n", []
-    flush = np.ones(FLUSH_BYTES, np.uint8)
+    flush = timing.flush_buffer()
     started = time.time()
     results = [(seed, [time_case(*case, rounds, flush) for case in draw(seed, count)]) for seed in seeds]
     head = ["## Rows of 1-15 lanes (benchmarks/kernels.py)", "",

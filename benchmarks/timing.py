@@ -24,17 +24,45 @@ def thread_settings() -> str:
         torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS", "unset"))
 
 
-def measure(candidates, budget_s, min_rounds, max_rounds, clock=time.perf_counter):
-    """{name: per-call seconds of every round} for callables run in rotating order, batched to ~1 ms.
+#: Bytes written between calls for cold caches: more than this machine's last-level cache (32 MiB).
+FLUSH_BYTES = 48 << 20
+#: How `measure` leaves the caches before a timed call (see there).
+CACHE_STATES = (None, "warm", "cold")
+
+
+def flush_buffer() -> np.ndarray:
+    """The buffer `evict` writes: `FLUSH_BYTES` of memory, touched once here."""
+    return np.ones(FLUSH_BYTES, np.uint8)
+
+
+def evict(buffer: np.ndarray) -> None:
+    """Write all of ``buffer`` (`flush_buffer`): what was in the caches before is gone after."""
+    np.add(buffer, 1, out=buffer)
+
+
+def measure(candidates, budget_s, min_rounds, max_rounds, clock=time.perf_counter, caches=None):
+    """{name: per-call seconds of every round} for callables run in rotating order.
+
+    ``caches`` says what a timed call finds in the caches:
+
+    - None: each round times a batch of ~1 ms of calls of every candidate in turn, so a batch starts with what the
+      candidate before it left;
+    - "warm": the same batches, each after an untimed call of the same candidate (its data cached, as in a loop
+      that runs one op again and again);
+    - "cold": one call at a time, each after `evict` (inputs and outputs come from memory, as for a net whose
+      other ops ran in between).
 
     ``clock`` is wall time, or ``time.thread_time`` (this thread's CPU time: on a machine shared with other jobs,
     the time the OS takes the core away is not counted, though their use of the caches still is)."""
+    if caches not in CACHE_STATES:
+        raise ValueError("caches: expected one of {}, got {!r}".format(CACHE_STATES, caches))
+    buffer = flush_buffer() if caches == "cold" else None
     batch = {}
     for name, run in candidates.items():
         run()  # warm up: outputs allocated, memory touched, pools started
         start = time.perf_counter()
         run()
-        batch[name] = max(1, int(1e-3 / max(time.perf_counter() - start, 1e-7)))
+        batch[name] = 1 if caches == "cold" else max(1, int(1e-3 / max(time.perf_counter() - start, 1e-7)))
     names = list(candidates)
     samples = {name: [] for name in names}
     start = time.perf_counter()
@@ -45,6 +73,10 @@ def measure(candidates, budget_s, min_rounds, max_rounds, clock=time.perf_counte
                 break
             for name in names[index % len(names):] + names[:index % len(names)]:
                 run, calls = candidates[name], batch[name]
+                if caches == "warm":
+                    run()
+                elif caches == "cold":
+                    evict(buffer)
                 begin = clock()
                 for _ in range(calls):
                     run()

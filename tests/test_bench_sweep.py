@@ -94,9 +94,9 @@ def test_the_class_sweep_draws_each_class_from_the_shared_draw():
             assert sweep.MIN_SIZE <= int(np.prod(shape)) <= sweep.MAX_SIZE and dtype in ("float32", "float64")
 
 
-def test_the_kernel_sweep_draws_rows_of_one_to_seven_lanes():
-    """benchmarks/kernels.py: ``count`` cases per loop, the sum and product chains on rows of 1-3 lanes, cummax's on
-    4-7, each within 64K-4M elements; one seed, one draw."""
+def test_the_kernel_sweep_draws_rows_of_one_to_fifteen_lanes():
+    """benchmarks/kernels.py: ``count`` cases per loop, sums and products on rows of 1-15 lanes, cummax on 4-7, each
+    within 64K-4M elements; one seed, one draw."""
     import kernels
     cases = kernels.draw(3, 6)
     assert cases == kernels.draw(3, 6) and cases != kernels.draw(4, 6)

@@ -95,12 +95,13 @@ def test_cumsum_off_the_last_axis_is_torchs(accelerator, shape, axis, dtype, exc
 @pytest.mark.parametrize("exclusive, reverse", FLAGS)
 @pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("inner", [1, 2, 3, 4, 5, 7, 15])
-@pytest.mark.parametrize("outer", [1, 5])
+@pytest.mark.parametrize("outer", [1, 2, 5])
 @pytest.mark.parametrize("contiguous", [True, False])
 def test_narrow_rows(dtype, operation, scan, identity, exclusive, reverse, in_place, inner, outer, contiguous,
                      monkeypatch):
-    """Narrow rows straight through the kernels: the chains (C-contiguous: lanes in fours, a last group of 1-3 lanes
-    repeating its last lane, groups across outer slices) and the element loop (views with gaps); 15 lanes of
+    """Narrow rows straight through the kernels: the chains (C-contiguous: lanes in fours, a last group of two lanes
+    as a pair, of 1 or 3 repeating its last lane, groups across outer slices) and the element loop (views with
+    gaps); 15 lanes of
     float64 and int64 are tuning.COMPILED_NARROW_BYTES or more, which take the row loops (in blocks of 3 lanes)."""
     monkeypatch.setattr(tuning, "COMPILED_BLOCK", 3)
     x = values((outer, 301, inner if contiguous else 2 * inner), dtype, seed=2)
@@ -126,24 +127,25 @@ def test_float32_sums_are_taken_in_float64():
     assert y[-1, 0] == np.float32(1e8 + 99)
 
 
-@pytest.mark.parametrize("shape, axis, dtype", [((70000,), 0, np.float32), ((2, 3000), 1, np.float64),
+@pytest.mark.parametrize("shape, axis, dtype", [((70000,), 0, np.float32),
                                                 ((300, 1023), 1, np.float32), ((64, 1100), 1, np.int64),
-                                                ((4, 8192), 1, np.float64), ((5000, 2), 0, np.float32)])
+                                                ((4, 8192), 1, np.float64), ((1, 5000, 1), 1, np.float32)])
 def test_one_chain_stays_with_torch(accelerator, shape, axis, dtype):
-    """1-D (one add chain either way), two lanes (the chains a group repeats cost what they save), lanes
-    shorter than tuning.COMPILED_CHAINS_MIN_BYTES, integer sums (a 1-cycle add) and lanes 64 KiB apart:
+    """1-D (one add chain either way, also with dimensions of 1 around it), lanes shorter than
+    tuning.COMPILED_CHAINS_MIN_BYTES, integer sums (a 1-cycle add) and lanes 64 KiB apart:
     torch's own call is the cheaper one, with the accelerator or without (measured in benchmarks/)."""
     x = values(shape, dtype)
     assert engine.choose_path(x, np.empty_like(x), axis, False, False)[0] == "torch"
     assert engine.direct(shape, np.dtype(dtype), axis) is engine.torch_scan
 
 
-@pytest.mark.parametrize("shape, axis", [((3, 3000), 1), ((64, 1100), 1), ((4, 600, 2), 1), ((3000, 3), 0)])
+@pytest.mark.parametrize("shape, axis", [((3, 3000), 1), ((64, 1100), 1), ((4, 600, 2), 1), ((3000, 3), 0),
+                                         ((5000, 2), 0), ((2, 3000), 1), ((6, 1100), 1)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_rows_of_one_to_three_lanes_take_the_chains(accelerator, shape, axis, dtype):
-    """The last axis with three rows or more, and rows of 2-3 lanes, of floats: four chains at once with the
-    accelerator (the op's direct call too), torch's call without; reversed (the gradient) the chains as well,
-    the blocked path without; torch's bits every way."""
+    """The last axis with two rows or more, and rows of 2-3 lanes, of floats: four chains at once (two lanes,
+    and the last two of six, as a pair) with the accelerator (the op's direct call too), torch's call without;
+    reversed (the gradient) the chains as well, the blocked path without; torch's bits every way."""
     x = values(shape, dtype)
     found = engine.direct(x.shape, x.dtype, axis)
     assert (getattr(found, "func", None) is engine.compiled_scan) is accelerator
@@ -329,7 +331,9 @@ def test_the_switch_turns_the_accelerator_off(monkeypatch, setting):
 
 def test_the_op_remembers_direct_calls_per_shape_and_dtype(monkeypatch):
     """After its first run with a shape and dtype, the op's forward is one torch.cumsum between tensors wrapping
-    the blobs; new values, dtypes (checked again: int32 sums into int64) and shapes stay torch's."""
+    the blobs (the accelerator off: with it, two rows take its chains); new values, dtypes (checked again: int32
+    sums into int64) and shapes stay torch's."""
+    monkeypatch.setenv(compiled.SWITCH, "0")
     calls = []
     monkeypatch.setattr(engine, "torch_scan", lambda src, dst, axis: calls.append(axis) or torch.cumsum(
         src, axis, out=dst))
@@ -427,10 +431,11 @@ def test_a_broken_numba_counts_as_none(tmp_path):
 @pytest.mark.parametrize("loop, shape, taken", [
     ("extremum", (2000, 3), False), ("extremum", (2000, 4), True), ("extremum", (2000, 8), True),
     ("extremum", (3, 2000), True), ("product", (2000, 8), True), ("product", (2000, 15), True),
-    ("product", (2, 3000), True), ("product", (2000, 3), True), ("product", (2000, 2), False)])
+    ("product", (2, 3000), True), ("product", (2000, 3), True), ("product", (3000, 2), True),
+    ("product", (5000, 1), False)])
 def test_family_takes_the_accelerator_where_it_wins(accelerator, loop, shape, taken):
-    """cummax / cummin from rows of tuning.COMPILED_EXTREMUM_MIN_WIDTH lanes; cumprod as sums: rows a cache line
-    wide, narrower rows of 4 lanes or more with lanes of tuning.COMPILED_CHAINS_MIN_LENGTH, rows of 1-3 lanes
-    (three lanes or more, of tuning.COMPILED_CHAINS_MIN_BYTES; measured in benchmarks/RESULTS.md)."""
+    """cummax / cummin from rows of tuning.COMPILED_EXTREMUM_MIN_WIDTH lanes; cumprod as sums: rows of
+    tuning.COMPILED_NARROW lanes, narrower rows of 4 lanes or more with lanes of tuning.COMPILED_CHAINS_MIN_LENGTH,
+    rows of 1-3 lanes (two lanes or more, of tuning.COMPILED_CHAINS_MIN_BYTES; measured in benchmarks/RESULTS.md)."""
     x = np.ones(shape, np.float32)
     assert (engine.compiled_views(loop, 0, x, np.empty_like(x)) is not None) is (taken and accelerator)

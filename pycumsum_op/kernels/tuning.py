@@ -61,9 +61,9 @@ COMPILED_NARROW_BYTES = 96
 #: shorter runs the four runs a group reads do not keep the memory prefetch going (cold: 1.14-1.75x at 0.5-2 KiB) ...
 COMPILED_FEW_LANES = 4
 COMPILED_CHAINS_MIN_BYTES = 4096
-#: ... where there are this many lanes or more (2 lanes measured 0.85-1.14x: the chains the group repeats cost
-#: about what they save) ...
-COMPILED_CHAINS_MIN_LANES = 3
+#: ... where there are this many lanes or more (one lane is one chain either way; two run as a pair: 0.51-0.83x torch
+#: warm, 0.60-0.89x cold) ...
+COMPILED_CHAINS_MIN_LANES = 2
 #: ... and lanes do not start a multiple of this many bytes apart (float64 lanes 64 and 128 KiB apart measured
 #: 1.6-2.8x with some placements of input and output: their lines meet in the same cache sets).
 COMPILED_CHAINS_ALIASED_SPAN = 1 << 16
