@@ -18,7 +18,7 @@ The scan family (cumprod, cummax, cummin, logcumsumexp) is timed against torch o
 random shapes of 64K-1M elements (``--family-only`` runs just those rows).
 
 The sweep by shape class (benchmarks/classes.py: 1-D, last axis with many / few rows, non-last axes; cumsum and
-the family, with and without the accelerator; ``--class-seeds``) and the kernels of rows of 1-7 lanes, warm and
+the family, with and without the accelerator; ``--class-seeds``) and the kernels of rows of 1-15 lanes, warm and
 cold (benchmarks/kernels.py) end a full run; ``--only-classes`` and ``--only-kernels`` run just one.
 
 Output: markdown tables on stdout, the same in benchmarks/results/latest.md, raw numbers in
@@ -429,7 +429,7 @@ def main(argv=None):
                         help="time only the sweep by shape class, with and without the accelerator (classes.py)")
     parser.add_argument("--class-seeds", default="0,1,2", help="seeds of the shape-class sweep (first: development)")
     parser.add_argument("--only-kernels", action="store_true",
-                        help="time only the kernels of rows of 1-7 lanes, warm and cold (kernels.py; --class-seeds)")
+                        help="time only the kernels of rows of 1-15 lanes, warm and cold (kernels.py; --class-seeds)")
     args = parser.parse_args(argv)
     started = time.time()
     threads = timing.fix_threads()
