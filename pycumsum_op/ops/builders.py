@@ -94,22 +94,24 @@ def _read_axis(spec: ScanSpec, blob, x: np.ndarray) -> int:
     return int(axis.reshape(()))
 
 
-def _tensor(blob) -> torch.Tensor:
-    """A torch tensor sharing the Caffe2 tensor's memory (its TensorImpl: no numpy view in between)."""
-    return _wrap_tensor_impl(blob._tensor_impl_raw_handle())
-
-
 def _apart(source, outputs) -> bool:
-    """Whether no output blob is the input blob."""
-    return all(output is not source for output in outputs)
+    """Whether no output blob is the input blob (``in`` tests identity first; Caffe2's blobs have no other ``==``)."""
+    return source not in outputs
 
 
-def _call_direct(run, tensor: torch.Tensor, outputs, dims: list, tensor_types, axis: int) -> None:
-    """Size the output blobs as ``dims`` of ``tensor_types`` and make a scan's direct call ``run`` from ``tensor``
-    into them (one tensor, or a tuple of them for several outputs)."""
-    for output, tensor_type in zip(outputs, tensor_types):
-        output.init(dims, tensor_type)
-    run(tensor, _tensor(outputs[0]) if len(outputs) == 1 else tuple(_tensor(output) for output in outputs), axis)
+def _direct_call(run, dims: list, tensor_types: list, axis: int):
+    """``call(tensor, outputs)``: size the output blobs as ``dims`` of ``tensor_types`` and make a scan's direct
+    call ``run`` from ``tensor`` into torch tensors sharing their memory (`torch._C._wrap_tensor_impl` of each
+    blob's TensorImpl: no numpy view in between; one tensor, or a tuple of them for several outputs) along
+    ``axis``. Built once per shape."""
+    several = len(tensor_types) > 1
+
+    def call(tensor, outputs):
+        for output, tensor_type in zip(outputs, tensor_types):
+            output.init(dims, tensor_type)  # a list: pybind reads it faster than a tuple (0.7 vs 1.1 µs)
+        targets = [_wrap_tensor_impl(output._tensor_impl_raw_handle()) for output in outputs]
+        run(tensor, tuple(targets) if several else targets[0], axis)
+    return call
 
 
 def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, axis_input=False):
@@ -126,24 +128,24 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
     kernel_forward, kernel_direct, output_count = kernel.forward, kernel.direct, len(kernel.outputs)
     spec = checked_spec(kernel.op_name, axis, exclusive, reverse, dtype, axis_input)
     input_count = 2 if axis_input else 1
-    plans = {}  # (input dtype, rank, axis) -> (ScanPlan, Caffe2 types of the outputs, {shape: direct or None})
-    directs = {}  # (torch dtype, shape) -> (direct, Caffe2 types of the outputs, axis, dims): checked, one call each
+    plans = {}  # (input dtype, rank, axis) -> (ScanPlan, Caffe2 types of the outputs, {shape: call or None})
+    directs = {}  # (torch dtype, shape) -> (`_direct_call`, its run, first output's type, axis, dims): checked
     remember = kernel_direct is not None and not axis_input
 
     def forward(inputs, outputs):
         if len(inputs) != input_count or len(outputs) != output_count:
             _check_blob_count(spec, "input", inputs, input_count)
             _check_blob_count(spec, "output", outputs, output_count)
-        source, target = inputs[0], outputs[0]
-        if directs and target is not source and (output_count == 1 or _apart(source, outputs)):
+        source = inputs[0]
+        if directs and source not in outputs:
             tensor = _wrap_tensor_impl(source._tensor_impl_raw_handle())
-            shape = tensor.shape
-            known = directs.get((tensor.dtype, shape))
+            known = directs.get((tensor.dtype, tensor.shape))
             if known is not None:  # this shape and dtype were checked: one call between the blobs
-                run, tensor_types, run_axis, dims = known
+                call, run, tensor_type, run_axis, dims = known
                 if output_count > 1:
-                    return _call_direct(run, tensor, outputs, dims, tensor_types, run_axis)
-                target.init(dims, tensor_types[0])  # a list: pybind reads it faster than a tuple (0.7 vs 1.1 µs)
+                    return call(tensor, outputs)
+                target = outputs[0]  # the hottest call, `call` inlined (a Python call more costs ~1 µs)
+                target.init(dims, tensor_type)  # (a list: see `_direct_call`)
                 run(tensor, _wrap_tensor_impl(target._tensor_impl_raw_handle()), run_axis)
                 return
         x = source.data
@@ -157,18 +159,20 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
             plans[x.dtype, x.ndim, axis] = plan, tensor_types, shapes
         in_place = not _apart(source, outputs)
         if kernel_direct is not None and not in_place:
-            run = shapes.get(x.shape, _UNKNOWN)
-            if run is _UNKNOWN:  # first run with this shape (a few shapes per op are kept)
+            call = shapes.get(x.shape, _UNKNOWN)
+            if call is _UNKNOWN:  # first run with this shape (a few shapes per op are kept)
                 if len(shapes) >= _DIRECT_SHAPES:
                     shapes.clear()
-                run = shapes[x.shape] = kernel_direct(spec, plan, x)
-                if run is not None and remember:
+                run = kernel_direct(spec, plan, x)
+                call = shapes[x.shape] = None if run is None else _direct_call(run, list(x.shape), tensor_types,
+                                                                              plan.axis)
+                if call is not None and remember:
                     if len(directs) >= _DIRECT_SHAPES:
                         directs.clear()
-                    directs[_TORCH_DTYPES[x.dtype], torch.Size(x.shape)] = (run, tensor_types, plan.axis,
+                    directs[_TORCH_DTYPES[x.dtype], torch.Size(x.shape)] = (call, run, tensor_types[0], plan.axis,
                                                                             list(x.shape))
-            if run is not None:  # one call from the input's memory into the outputs'
-                return _call_direct(run, _from_numpy(x), outputs, list(x.shape), tensor_types, plan.axis)
+            if call is not None:  # one call from the input's memory into the outputs'
+                return call(_from_numpy(x), outputs)
         if in_place:
             if kernel.reads_input:
                 raise in_place_error(spec.op_name, "an output blob is the input blob")
@@ -177,7 +181,7 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
         for output, tensor_type in zip(outputs, tensor_types):
             output.init(x.shape, tensor_type)
         if output_count == 1:
-            kernel_forward(x, spec, target.data, plan)
+            kernel_forward(x, spec, outputs[0].data, plan)
         else:
             kernel_forward(x, spec, tuple(output.data for output in outputs), plan)
 
