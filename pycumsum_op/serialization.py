@@ -183,12 +183,13 @@ class _Problems(list):
 
 
 def _label(value) -> str:
-    """A name for a label: `_text`, cut to `MAX_LABEL_NAME` characters (and how many more there were), line
-    breaks and other control characters escaped (a message's first line is what the command line prints)."""
-    text = _text(value)
+    """A name for a label: `_text` with line breaks and other control characters escaped (a message's first line
+    is what the command line prints), then cut to `MAX_LABEL_NAME` characters (and how many more there were): an
+    escape takes up to 6 characters, so cutting first would not bound the label."""
+    text = _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), _text(value))
     if len(text) > MAX_LABEL_NAME:
         text = "{}...(+{} chars)".format(text[:MAX_LABEL_NAME], len(text) - MAX_LABEL_NAME)
-    return _CONTROL.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
+    return text
 
 
 def _text(value) -> str:

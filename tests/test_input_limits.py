@@ -22,7 +22,7 @@ from pycumsum_op import UnsafeNetError, input_limits, load_net, serialization, v
 from pycumsum_op.input_limits import InputTooLarge
 from pycumsum_op._safe_unpickle import (MAX_HASHED_KEYS, MAX_HASHED_NODES, MAX_PICKLE_BYTES, RefusedPickle,
                                         inspect_builder)
-from pycumsum_op.serialization import MAX_PROBLEMS
+from pycumsum_op.serialization import MAX_LABEL_NAME, MAX_PROBLEMS
 from pycumsum_op.ops.builders import BUILDERS, scan_forward
 from onnx_support import needs_onnx_backend, onnx_backend_refusal
 
@@ -352,6 +352,19 @@ def token_nets(draw):
             count += inner_count
         return net, count
     return build(0)
+
+
+def test_names_of_control_characters_are_cut_after_their_escapes():
+    """A name of control characters is escaped (each one 4-6 characters) and then cut: its label stays within
+    MAX_LABEL_NAME characters and the count of the rest (a cut before escaping let 80 of them take 480)."""
+    net = caffe2_pb2.NetDef(name="\x08" * 300)
+    net.op.add(type="Python", name="\u2028" * 300).arg.add(name="token", s=b"t")
+    with pytest.raises(UnsafeNetError) as error:
+        verify_net(net)
+    message = str(error.value)
+    assert "\\x08" * (MAX_LABEL_NAME // 4) + "...(+{} chars)".format(4 * 300 - MAX_LABEL_NAME) in message
+    assert "\\u2028" * (MAX_LABEL_NAME // 6) in message and "\\u2028" * (MAX_LABEL_NAME // 6 + 1) not in message
+    assert len(message) < 1500
 
 
 @settings(max_examples=200, deadline=None)

@@ -211,7 +211,7 @@ def _chains(operation, exclusive):
     that four chains advance at once where torch's loop waits on one (an add waits for the one before it: 3-4
     cycles). It takes the C-contiguous arrays flat, with the (outer, length, inner) shape, the ``identity`` in the
     accumulation dtype and ``reverse``; dst may be src itself. A last group of two lanes runs as a pair (two lanes
-    as a group of four, repeating one, measured 0.75-1.06x torch; as a pair 0.50-0.72x); one of 1 or 3 lanes
+    as a group of four, repeating one, measured 0.75-1.06x torch; as a pair 0.51-0.83x); one of 1 or 3 lanes
     repeats its last lane (the same values, written twice)."""
     def chains(src, dst, outer, length, inner, identity, reverse):
         lanes, span = outer * inner, length * inner

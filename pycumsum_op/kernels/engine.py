@@ -15,9 +15,8 @@ other, and with torch for float32, float64, int32 and int64. The array is seen a
   enough for the cache sets their stride maps them to).
 - ``compiled``: with the accelerator (`compiled`, the ``fast`` extra), forward scans where its loops
   win (`compiled_wins`: rows of 16 lanes or more; rows of 4-15 lanes with lanes of 16 elements or
-  more; floating rows of 1-3 lanes, the last axis among them, with two lanes or more of 4 KiB),
-  and every
-  reverse or shifted scan off the last axis (the gradients) or where those rows win: whole rows are
+  more; floating rows of 1-3 lanes, the last axis among them, with two lanes or more of 4 KiB), and
+  every reverse or shifted scan off the last axis (the gradients) or where those rows win: whole rows are
   added into a row of float64 (int64) accumulators, reading the input once, or four lanes' add chains
   advance together. A 1-D scan keeps torch's call (one add chain either way).
 - ``lanes``: cache-sized blocks of (a few outer slices) x (some rows of the scan axis)

@@ -51,7 +51,7 @@ COMPILED_EXTREMUM_CHAINS_WIDTH = 8
 #: lane, four lanes at a time, each lane's running sum (product) a chain of adds in a register (`compiled._chains`,
 #: C-contiguous rows; element by element for views with gaps), where torch's loop waits on one add after another
 #: (3-4 cycles each); wider rows by whole-row loops, which LLVM vectorises but which pay for each row (against the
-#: chains: 0.2-0.7x on float32 rows of 16-32 lanes; on float64 rows 0.3-0.8x from 12 lanes, 1.0-1.3x at 8-11) ...
+#: chains: 0.2-0.7x on float32 rows of 16-32 lanes; on float64 rows 0.3-0.8x from 12 lanes, 1.0-1.5x at 8-11) ...
 COMPILED_NARROW = 16
 COMPILED_NARROW_BYTES = 96
 #: Rows narrower than `COMPILED_FEW_LANES` lanes have a rule of their own: the last axis is rows of one lane, and
@@ -67,6 +67,5 @@ COMPILED_CHAINS_MIN_LANES = 2
 #: ... and lanes do not start a multiple of this many bytes apart (float64 lanes 64 and 128 KiB apart measured
 #: 1.6-2.8x with some placements of input and output: their lines meet in the same cache sets).
 COMPILED_CHAINS_ALIASED_SPAN = 1 << 16
-#: Row loops go in blocks of this many lanes, so that the accumulator block stays in
-#: the L1 cache.
+#: Row loops go in blocks of this many lanes, so that the accumulator block stays in the L1 cache.
 COMPILED_BLOCK = 1024
