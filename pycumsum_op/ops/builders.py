@@ -94,11 +94,6 @@ def _read_axis(spec: ScanSpec, blob, x: np.ndarray) -> int:
     return int(axis.reshape(()))
 
 
-def _apart(source, outputs) -> bool:
-    """Whether no output blob is the input blob (``in`` tests identity first; Caffe2's blobs have no other ``==``)."""
-    return source not in outputs
-
-
 def _direct_call(run, dims: list, tensor_types: list, axis: int):
     """``call(tensor, outputs)``: size the output blobs as ``dims`` of ``tensor_types`` and make a scan's direct
     call ``run`` from ``tensor`` into torch tensors sharing their memory (`torch._C._wrap_tensor_impl` of each
@@ -137,7 +132,8 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
             _check_blob_count(spec, "input", inputs, input_count)
             _check_blob_count(spec, "output", outputs, output_count)
         source = inputs[0]
-        if directs and source not in outputs:
+        in_place = source in outputs  # an output blob is the input blob (Caffe2's blobs compare by identity)
+        if directs and not in_place:
             tensor = _wrap_tensor_impl(source._tensor_impl_raw_handle())
             known = directs.get((tensor.dtype, tensor.shape))
             if known is not None:  # this shape and dtype were checked: one call between the blobs
@@ -157,7 +153,6 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
             tensor_types = [_CAFFE2_TENSOR_TYPES[plan.result_dtype]] + [_INDEX_TYPE] * (output_count - 1)
             shapes = {}
             plans[x.dtype, x.ndim, axis] = plan, tensor_types, shapes
-        in_place = not _apart(source, outputs)
         if kernel_direct is not None and not in_place:
             call = shapes.get(x.shape, _UNKNOWN)
             if call is _UNKNOWN:  # first run with this shape (a few shapes per op are kept)
