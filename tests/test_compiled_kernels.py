@@ -100,9 +100,8 @@ def test_cumsum_off_the_last_axis_is_torchs(accelerator, shape, axis, dtype, exc
 def test_narrow_rows(dtype, operation, scan, identity, exclusive, reverse, in_place, inner, outer, contiguous,
                      monkeypatch):
     """Narrow rows straight through the kernels: the chains (C-contiguous: lanes in fours, a last group of two lanes
-    as a pair, of 1 or 3 repeating its last lane, groups across outer slices) and the element loop (views with
-    gaps); 15 lanes of
-    float64 and int64 are tuning.COMPILED_NARROW_BYTES or more, which take the row loops (in blocks of 3 lanes)."""
+    as a pair, of 1 or 3 repeating its last lane, groups across outer slices) and the row loops (views with gaps;
+    15 lanes of float64 and int64 are tuning.COMPILED_NARROW_BYTES or more), in blocks of 3 lanes."""
     monkeypatch.setattr(tuning, "COMPILED_BLOCK", 3)
     x = values((outer, 301, inner if contiguous else 2 * inner), dtype, seed=2)
     if operation == compiled.PRODUCT:
