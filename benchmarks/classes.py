@@ -8,8 +8,10 @@ lanes) and are sorted into four classes (`shape_class`): 1-D, the last axis with
 the last axis with few rows, and non-last axes. Each case times, alternately in one process with one thread
 (`timing`): PyCumSum forward and forward+backward with the accelerator (``pycumsum_op[fast]``) and without it
 (``PYCUMSUM_OP_ACCELERATOR=0``; only where the engine's paths differ), torch.cumsum and torch autograd, the
-Python-op floor (`nets.python_floor`, 1-D and last axis) and a Copy op (last and non-last axes: with cold caches a
-scan is close to a copy of its memory). The family's rows time each scan's forward (cumprod, cummax, cummin,
+Python-op floor (`nets.python_floor` making the call PyCumSum makes for the shape, `engine.direct`: a bare Caffe2
+Python op around the same kernel, so PyCumSum / floor is what the op itself costs and floor / torch what any
+Python op making that call costs) and a Copy op (last and non-last axes: with cold caches a scan is close to a
+copy of its memory). The family's rows time each scan's forward (cumprod, cummax, cummin,
 logcumsumexp) the same way against torch. Every candidate is timed twice (`STATES`): with warm caches (each batch
 of calls after an untimed call of the same candidate) and cold ones (every call after the caches are evicted), so
 that no candidate gains from what the one before it left. Each class gets one table per seed and cache state and
@@ -102,8 +104,9 @@ def time_cumsum(shape, axis, dtype, budget_s, statistic=median, clock=time.perf_
         candidates["pycumsum_forward_backward" + suffix] = switched(nets.pycumsum(axis, backward=True), on)
     if shape_class(shape, axis) != "1-D":  # the memory floor: a scan with cold caches is close to a copy
         candidates["copy"] = nets.copy()
-    if shape_class(shape, axis) != "non-last axes":
-        candidates["floor"] = nets.python_floor(axis)
+    call = engine.direct(x.shape, x.dtype, axis)  # with the accelerator, as PyCumSum makes it
+    if call is not None:  # the accelerator's loop makes torch's call when switched off: switched on for it
+        candidates["floor"] = switched(nets.python_floor(axis, call), True if accelerated else None)
     os.environ[compiled.SWITCH] = "1"
     entry = {"shape": list(shape), "axis": axis, "dtype": dtype, "size": x.size, "paths": list(nets.paths(x, axis))}
     for state in STATES:
@@ -173,6 +176,8 @@ def summary(result, state):
                         name, kind.replace("_", "+"), medium, worst, label, state),
                         row[kind + suffix][0] <= medium and row[kind + suffix][1] <= worst,
                         "median {:.2f}x, worst {:.2f}x".format(*row[kind + suffix])))
+        row["floor"] = _stats(_ratios(entries, state, "floor", "torch_forward"))
+        row["over_floor"] = _stats(_ratios(entries, state, "pycumsum_forward", "floor"))
         if name == "non-last axes":
             big = [entry for entry in entries if entry["size"] >= COPY_MIN_SIZE]
             for suffix in ("", "_plain"):
@@ -180,10 +185,8 @@ def summary(result, state):
             checks.append(("{}: forward median <= {}x a Copy op (>= 10^6 elements, with the accelerator, {})".format(
                 name, COPY_TARGET, state), row["copy"][0] <= COPY_TARGET,
                 "{:.2f}x of {} cases".format(row["copy"][0], len(big))))
-        else:
-            row["floor"] = _stats(_ratios(entries, state, "floor", "torch_forward"))
-            if name != "1-D":
-                row["copy_torch"] = _stats(_ratios(entries, state, "copy", "torch_forward"))
+        elif name != "1-D":
+            row["copy_torch"] = _stats(_ratios(entries, state, "copy", "torch_forward"))
         family = result["family"][name]
         for scan in FAMILY:
             ours = [entry for entry in family if entry["scan"] == scan]
@@ -212,12 +215,13 @@ def _state_markdown(result, state):
     out = ["### Shape classes, {} (PyCumSum / torch: median / worst; with / without the accelerator)".format(where),
            "",
            table(["class", "cases", "forward with", "forward without", "fwd+bwd with", "fwd+bwd without",
-                  "floor / torch (1-D, last; and a Copy op / torch, last) or forward / Copy (non-last, >= 10^6)"],
+                  "floor / torch", "forward / floor",
+                  "a Copy op / torch (last axes) or forward / Copy (non-last, >= 10^6; without)"],
                  [[row["class"], row["cases"], _pair(row["forward"]), _pair(row["forward_plain"]),
-                   _pair(row["forward_backward"]), _pair(row["forward_backward_plain"]),
-                   (_pair(row["floor"]) + ("; Copy {:.2f}x".format(row["copy_torch"][0]) if "copy_torch" in row
-                                            else ""))
-                   if "floor" in row else "{:.2f}x (without: {:.2f}x)".format(row["copy"][0], row["copy_plain"][0])]
+                   _pair(row["forward_backward"]), _pair(row["forward_backward_plain"]), _pair(row["floor"]),
+                   _pair(row["over_floor"]),
+                   "{:.2f}x".format(row["copy_torch"][0]) if "copy_torch" in row else
+                   "{:.2f}x ({:.2f}x)".format(row["copy"][0], row["copy_plain"][0]) if "copy" in row else "-"]
                   for row in rows]), "",
            "The scan family's forward against torch (median / worst, with / without the accelerator; "
            "logcumsumexp has no compiled kernel):", "",
@@ -227,7 +231,7 @@ def _state_markdown(result, state):
     for name in CLASSES:
         out += ["#### {} ({})".format(name, where), "",
                 table(["shape", "axis", "dtype", "paths", "torch", "fwd with", "fwd without", "fwd+bwd with",
-                       "fwd+bwd without", "floor or Copy"],
+                       "fwd+bwd without", "floor", "Copy"],
                       [_case_row(e, e[state]) for e in result["cumsum"][name]]), ""]
     out += ["Targets ({}):".format(where), ""]
     out += ["- {}: {} ({})".format(name, "PASS" if passed else "MISS", detail) for name, passed, detail in checks]
@@ -242,9 +246,8 @@ def _case_row(entry, times):
             "{:.2f}x".format(times["pycumsum_forward_plain"] / times["torch_forward"]),
             "{:.2f}x".format(times["pycumsum_forward_backward"] / times["torch_forward_backward"]),
             "{:.2f}x".format(times["pycumsum_forward_backward_plain"] / times["torch_forward_backward"]),
-            "{:.2f}x torch".format(times["floor"] / times["torch_forward"]) + (
-                ", Copy {:.2f}x torch".format(times["copy"] / times["torch_forward"]) if "copy" in times else "")
-            if "floor" in times else "{:.2f}x Copy".format(times["pycumsum_forward"] / times["copy"])]
+            "{:.2f}x torch".format(times["floor"] / times["torch_forward"]) if "floor" in times else "-",
+            "{:.2f}x torch".format(times["copy"] / times["torch_forward"]) if "copy" in times else "-"]
 
 
 def run(seeds, count, family_count, budget_s, statistic=median, clock=time.perf_counter):

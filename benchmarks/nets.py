@@ -83,13 +83,13 @@ def copy():
     return _created(net)
 
 
-def _torch_into_output(axis):
+def _into_output(call, axis):
     wrap = torch._C._wrap_tensor_impl
 
     def forward(inputs, outputs):
         x = wrap(inputs[0]._tensor_impl_raw_handle())
         outputs[0].init(list(x.shape), FLOOR_TYPES[x.dtype])  # pybind reads a list faster than a tuple
-        torch.cumsum(x, axis, out=wrap(outputs[0]._tensor_impl_raw_handle()))
+        call(x, wrap(outputs[0]._tensor_impl_raw_handle()), axis)
     return forward
 
 
@@ -97,12 +97,14 @@ def _torch_into_output(axis):
 FLOOR_TYPES = {torch.float32: caffe2_pb2.TensorProto.FLOAT, torch.float64: caffe2_pb2.TensorProto.DOUBLE}
 
 
-def python_floor(axis):
-    """A net with the least a Caffe2 Python op computing torch's forward can do: size the output, then one
-    ``torch.cumsum(out=)`` between torch tensors wrapping the blobs (float32 / float64). No check, no plan: the
-    floor of any Python-op scan wherever torch's own kernel is the fastest exact one (1-D, last axis)."""
+def python_floor(axis, call=engine.torch_scan):
+    """A net with the least a Caffe2 Python op making a scan's one call can do: size the output, then ``call`` (one
+    `engine.direct` returns: torch's ``torch.cumsum(out=)`` by default, or the accelerator's loop) between torch
+    tensors wrapping the blobs (float32 / float64). No check, no plan: with torch's call, the floor of any
+    Python-op scan wherever torch's own kernel is the fastest exact one (1-D, last axis); with the call PyCumSum
+    makes for a shape, what PyCumSum would cost if the op were nothing but that call."""
     net = core.Net("bench_floor")
-    net.Python(_torch_into_output(axis))([X], ["bench_y_floor"])
+    net.Python(_into_output(call, axis))([X], ["bench_y_floor"])
     return _created(net)
 
 

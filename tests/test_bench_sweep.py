@@ -53,16 +53,22 @@ def test_a_seed_draws_one_sweep_and_another_seed_another(sweeps):
     assert sweeps[0] != sweeps[1]
 
 
-@pytest.mark.parametrize("shape, axis, dtype", [((70000,), 0, np.float32), ((3, 50, 7), 1, np.float64),
-                                                ((40, 30), 1, np.float32)])
-def test_the_python_op_floor_computes_torchs_forward(shape, axis, dtype):
-    """The floor the sweep reports is a real scan: its net's output is torch.cumsum's, bit for bit."""
+@pytest.mark.parametrize("shape, axis, dtype, engines", [
+    ((70000,), 0, np.float32, False), ((3, 50, 7), 1, np.float64, False), ((40, 30), 1, np.float32, False),
+    ((300, 40, 24), 1, np.float32, True), ((9, 3000, 5), 1, np.float64, True)])
+def test_the_python_op_floor_computes_torchs_forward(shape, axis, dtype, engines):
+    """The floor the sweeps report is a real scan: its net's output is torch.cumsum's, bit for bit, with torch's
+    call and with the one PyCumSum makes for the shape (`engine.direct`: the accelerator's loop where installed)."""
     import torch
     from caffe2.python import workspace
 
     import nets
+    from pycumsum_op.kernels import engine
     x, _ = nets.feed(shape, dtype=dtype)
-    nets.python_floor(axis)()
+    call = engine.direct(x.shape, x.dtype, axis) if engines else engine.torch_scan
+    if engines:  # the suite's environment has the fast extra
+        assert call.func is engine.compiled_scan
+    nets.python_floor(axis, call)()
     np.testing.assert_array_equal(workspace.FetchBlob("bench_y_floor"), torch.cumsum(torch.from_numpy(x), axis).numpy())
 
 
