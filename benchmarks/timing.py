@@ -44,7 +44,9 @@ def evict(buffer: np.ndarray) -> None:
 
 
 def measure(candidates, budget_s, min_rounds, max_rounds, clock=time.perf_counter, caches=None):
-    """{name: per-call seconds of every round} for callables run in rotating order.
+    """{name: per-call seconds of every round} for callables run in an order drawn afresh each round (seeded, so
+    runs repeat): no candidate always follows the same one (in a fixed rotation, the candidate after torch's autograd
+    call measured 1.2-1.8x its time at another place, its untimed call before the batch notwithstanding).
 
     ``caches`` says what a timed call finds in the caches:
 
@@ -67,6 +69,7 @@ def measure(candidates, budget_s, min_rounds, max_rounds, clock=time.perf_counte
         run()
         batch[name] = 1 if caches == "cold" else max(1, int(1e-3 / max(time.perf_counter() - start, 1e-7)))
     names = list(candidates)
+    order = np.random.RandomState(0)
     samples = {name: [] for name in names}
     start = time.perf_counter()
     gc.disable()
@@ -74,7 +77,7 @@ def measure(candidates, budget_s, min_rounds, max_rounds, clock=time.perf_counte
         for index in range(max_rounds):
             if index >= min_rounds and time.perf_counter() - start > budget_s:
                 break
-            for name in names[index % len(names):] + names[:index % len(names)]:
+            for name in order.permutation(names):
                 run, calls = candidates[name], batch[name]
                 if caches == "warm":
                     run()
