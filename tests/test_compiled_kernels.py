@@ -138,6 +138,23 @@ def test_one_chain_stays_with_torch(accelerator, shape, axis, dtype):
     assert engine.direct(shape, np.dtype(dtype), axis) is engine.torch_scan
 
 
+@pytest.mark.parametrize("shape, axis, dtype", [((70000,), 0, np.float32), ((1, 5000, 1), 1, np.float64),
+                                                ((4099,), 0, np.int64), ((1, 20011), 1, np.int32)])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_one_lane_reversed_is_one_chain(accelerator, shape, axis, dtype, in_place):
+    """A single lane reversed (a 1-D scan's gradient) or shifted and reversed: one chain with the accelerator
+    (torch has no reverse scan; the blocked path copies through its buffer both ways), the blocked path without;
+    torch's bits, in place too."""
+    x = values(shape, dtype)
+    for exclusive in (False, True):
+        target = x.copy() if in_place else np.empty_like(x)
+        source = target if in_place else x
+        assert (engine.choose_path(source, target, axis, exclusive, True)[0] == "compiled") is accelerator
+        actual = cumsum_forward(source, ScanSpec("PyCumSum", axis, exclusive, True), out=target)
+        assert actual is target
+        assert_same(actual, oracle(x, axis, exclusive, True).astype(dtype))  # torch sums int32 into int64
+
+
 @pytest.mark.parametrize("shape, axis", [((3, 3000), 1), ((64, 1100), 1), ((4, 600, 2), 1), ((3000, 3), 0),
                                          ((5000, 2), 0), ((2, 3000), 1), ((6, 1100), 1)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -172,13 +172,25 @@ def _chains(operation, exclusive):
     accumulation dtype and ``reverse``; dst may be src itself. Two lanes left over run as a pair (two lanes as a
     group of four, repeating one, measured 0.75-1.06x torch; as a pair 0.51-0.83x), and so do the last two of
     4k + 1 lanes, after a group of three (one lane alone, in a group of four repeating it, took 1.3x torch's time
-    for a lane: 5 rows of 22,287 float64 0.69x torch in all, 0.45x for 4, 6 or 7 rows); a group of 1 or 3 lanes
-    repeats its last lane (the same values, written twice). No lane is taken twice: in place, a second pass
-    would read what the first wrote."""
+    for a lane: 5 rows of 22,287 float64 0.69x torch in all, 0.45x for 4, 6 or 7 rows); a group of 3 lanes
+    repeats its last lane (the same values, written twice). A single lane (a 1-D scan) is one chain alone: torch's
+    forward speed, either way along the lane (a group of four repeating it took 1.4-2.7x that). No lane is taken
+    twice: in place, a second pass would read what the first wrote."""
     def chains(src, dst, outer, length, inner, identity, reverse):
         lanes, span = outer * inner, length * inner
         first = (length - 1) * inner if reverse else 0
         step = np.uint64(-inner) if reverse else np.uint64(inner)  # indices wrap around modulo 2**64
+        if lanes == 1:
+            i0, a0 = _lane_start(0, 1, inner, span, first), identity
+            for _ in range(length):
+                x0 = src[i0]
+                if exclusive:
+                    dst[i0] = a0
+                a0 = a0 * x0 if operation == PRODUCT else a0 + x0
+                if not exclusive:
+                    dst[i0] = a0
+                i0 += step
+            return
         pair = lanes % 4 == 2 or (lanes % 4 == 1 and lanes > 4)
         grouped = lanes - 2 if pair else lanes
         for lane in range(0, grouped, 4):

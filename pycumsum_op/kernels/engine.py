@@ -16,9 +16,10 @@ other, and with torch for float32, float64, int32 and int64. The array is seen a
 - ``compiled``: with the accelerator (`compiled`, the ``fast`` extra), forward scans where its loops
   win (`compiled_wins`: rows of 16 lanes or more; rows of 4-15 lanes with lanes of 16 elements or
   more; floating rows of 1-3 lanes, the last axis among them, with two lanes or more of 4 KiB), and
-  every reverse or shifted scan off the last axis (the gradients) or where those rows win: whole rows are
-  added into a row of float64 (int64) accumulators, reading the input once, or four lanes' add chains
-  advance together. A 1-D scan keeps torch's call (one add chain either way).
+  every reverse or shifted scan off the last axis (the gradients), of a single lane, or where those rows
+  win: whole rows are added into a row of float64 (int64) accumulators, reading the input once, or four
+  lanes' add chains advance together. A 1-D forward scan keeps torch's call (one add chain either way);
+  its gradient, a reverse scan, runs as one chain too, at that speed.
 - ``lanes``: cache-sized blocks of (a few outer slices) x (some rows of the scan axis)
   x (inner lanes) are copied (cast, reversed as needed) into a buffer of the same layout,
   scanned there in place by torch.cumsum, and copied out, with a carry row between
@@ -174,7 +175,8 @@ def choose_path(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, re
     if reverse:  # lanes are independent: flipping all three axes reverses each lane and keeps
         # a contiguous input one contiguous (reversed) run for the copies
         src3, dst3 = src3[::-1, ::-1, ::-1], dst3[::-1, ::-1, ::-1]
-        path = ("compiled" if accelerated and (shape[2] > 1 or compiled_wins(*shape, src.dtype))
+        # a single lane (a 1-D scan's gradient) is one chain at torch's forward speed; the buffer's copies took 3-10x
+        path = ("compiled" if accelerated and (shape[2] > 1 or shape[0] == 1 or compiled_wins(*shape, src.dtype))
                 else _blocked_path(shape[1], shape[2], src.itemsize))
     else:
         torch_may_run = (src.dtype == dst.dtype and src.dtype in TORCH_EXACT_DTYPES
