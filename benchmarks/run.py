@@ -5,7 +5,8 @@ axis, it times PyCumSum forward and forward+backward (one ``workspace.RunNet`` o
 and torch autograd (``torch.autograd.grad``, same process, one thread: `timing` fixes the settings), numpy.cumsum,
 a net with one Copy op of the same tensor (the memory-bandwidth bound) and, where it fits in memory, the
 seed's Transpose -> EnsureDense -> SparseLengthsSum -> Transpose net. Candidates run in rounds, each round
-in a rotated order, each sample a batch of calls lasting about a millisecond; the table shows medians.
+in an order drawn afresh (seeded), each sample a batch of calls lasting about a millisecond; the table shows
+medians.
 A seeded random sweep of shapes (benchmarks/sweep.py; ``--seed`` draws another) follows the grid.
 Peak memory comes from child processes (benchmarks/peak_memory.py: peak resident set growth), accuracy
 from 10^6-long float32 rows and columns against float64, and every target gets PASS or MISS.
@@ -111,7 +112,7 @@ def family_shapes(seed=11, count=2):
 
 def time_family(budget_s):
     """The scan family against torch, forward and forward+backward, float32 values in [0.99, 1.01)
-    (products stay normal numbers); medians of rotated rounds, as `time_case`."""
+    (products stay normal numbers); medians of rounds, as `time_case`."""
     rows = []
     for shape, axis in family_shapes():
         x, grad_y = nets.feed(shape, 0.99, 1.01)
@@ -370,7 +371,7 @@ def lowering_markdown(rows, targets):
     ratio = "{:.2f}x".format
     parts = ["## Lowered PyCumSum (pycumsum_op.lower), float32", "",
              "torch {} threads (OMP_NUM_THREADS={}), load average {:.2f} at the end. Ratios against torch measured "
-             "in the same process in rotating rounds; 'aten' = Caffe2's ATen op, 'portable' = blocked triangular "
+             "in the same process in alternating rounds; 'aten' = Caffe2's ATen op, 'portable' = blocked triangular "
              "MatMul (float32). Seeded random shapes follow the fixed grid.".format(
                  torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS", "unset"), os.getloadavg()[0]), ""]
     for kind in LOWERING_KINDS:

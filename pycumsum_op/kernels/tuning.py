@@ -49,9 +49,11 @@ COMPILED_EXTREMUM_MIN_WIDTH = 4
 COMPILED_EXTREMUM_CHAINS_WIDTH = 8
 #: The compiled loop takes rows narrower than `COMPILED_NARROW` lanes and `COMPILED_NARROW_BYTES` bytes lane by
 #: lane, four lanes at a time, each lane's running sum (product) a chain of adds in a register (`compiled._chains`,
-#: C-contiguous rows; element by element for views with gaps), where torch's loop waits on one add after another
-#: (3-4 cycles each); wider rows by whole-row loops, which LLVM vectorises but which pay for each row (against the
-#: chains: 0.2-0.7x on float32 rows of 16-32 lanes; on float64 rows 0.3-0.8x from 12 lanes, 1.0-1.5x at 8-11) ...
+#: C-contiguous rows; views with gaps go by the row loops), where torch's loop waits on one add after another
+#: (3-4 cycles each); wider rows by whole-row loops, which LLVM vectorises (against the chains: 0.2-0.7x on float32
+#: rows of 16-32 lanes; on float64 rows 0.3-0.8x from 12 lanes, 1.0-1.5x at 8-11; again with the row loops inlined,
+#: one random draw: float32 0.25-1.1x at 16-32 lanes, 0.57-2.2x at 4-15; float64 0.18-1.5x at 12-32, 0.51-3.3x at
+#: 4-11, medians on the same sides of the limits) ...
 COMPILED_NARROW = 16
 COMPILED_NARROW_BYTES = 96
 #: Rows narrower than `COMPILED_FEW_LANES` lanes have a rule of their own: the last axis is rows of one lane, and
