@@ -314,11 +314,10 @@ def _compiled() -> _Kernels:
         with _lock:
             if _kernels is None:
                 helpers = {name: _jit(globals()[name]) for name in _HELPERS}
-                loops = {(operation, exclusive): (_jit(_rows(operation, exclusive)), _jit(_chains(operation, exclusive)))
-                         for operation in (SUM, PRODUCT) for exclusive in (False, True)}
+                keys = [(operation, exclusive) for operation in (SUM, PRODUCT) for exclusive in (False, True)]
                 extremum_chains = {maximum: _jit(_extremum_chains(maximum)) for maximum in (False, True)}
-                kernels = _Kernels({key: pair[0] for key, pair in loops.items()},
-                                   {key: pair[1] for key, pair in loops.items()}, _jit(_extremum), extremum_chains)
+                kernels = _Kernels({key: _jit(_rows(*key)) for key in keys}, {key: _jit(_chains(*key)) for key in keys},
+                                   _jit(_extremum), extremum_chains)
                 globals().update(helpers)  # before any kernel compiles: they call the helpers
                 _kernels = kernels
     return _kernels
