@@ -176,8 +176,8 @@ def _chains(operation, exclusive):
     repeats its last lane (the same values, written twice). A single lane (a 1-D scan) is one chain alone: torch's
     forward speed, either way along the lane (a group of four repeating it took 1.4-2.7x that). Four neighbouring
     lanes of one row go from one index, the others at the constant offsets 1, 2, 3, which LLVM takes as one vector
-    of four (rows of 4-15 lanes: 0.62-0.88x the time of four separate indices, medians 0.78-0.81x). No lane is
-    taken twice: in place, a second pass would read what the first wrote."""
+    of four (rows of 4-15 lanes, two random draws: medians 0.81x and 0.88x the time of four separate indices, 0.62x
+    at best). No lane is taken twice: in place, a second pass would read what the first wrote."""
     def chains(src, dst, outer, length, inner, identity, reverse):
         lanes, span = outer * inner, length * inner
         first = (length - 1) * inner if reverse else 0
