@@ -147,7 +147,7 @@ def _rows(operation, exclusive):
 
 #: The row loops and helpers the kernels call: compiled (by `_compiled`) before any kernel is, in place of these
 #: Python functions, since numba resolves the functions a compiled function calls among its module's globals.
-_HELPERS = ("_row_maximum", "_row_minimum", "_lane_start", "_group_starts", "_takes", "_store")
+_HELPERS = ("_row_maximum", "_row_minimum", "_lane_start", "_group_starts", "_takes")
 _ZERO, _ONE, _TWO, _THREE = (np.uint64(value) for value in range(4))
 
 
@@ -183,48 +183,54 @@ def _chains(operation, exclusive):
         first = (length - 1) * inner if reverse else 0
         step = np.uint64(-inner) if reverse else np.uint64(inner)  # indices wrap around modulo 2**64
 
-        def run(count, i, o1, o2, o3):
-            """``count`` (1, 2 or 4: a constant where called, so numba's inlining and LLVM drop what it does not
-            need) lanes' chains: the lanes start at i, i + o1, i + o2, i + o3 (offsets wrap around modulo 2**64);
-            where the offsets are the constants 1, 2, 3, LLVM takes the four as one vector."""
+        def run(count, neighbours, i0, i1, i2, i3):
+            """``count`` (1, 2 or 4) lanes' chains from i0, i1, i2, i3, each lane written once; ``neighbours``: four
+            lanes side by side, taken from i0 alone at the constant offsets 1, 2, 3, which LLVM makes one vector of
+            four. Both are constants where called: numba inlines ``run`` and LLVM drops what they rule out (the
+            stores are written out here: through a helper, the last axis measured 3-5 % slower)."""
             a0 = a1 = a2 = a3 = identity
             for _ in range(length):
-                x0, x1, x2, x3 = src[i], src[i + o1], src[i + o2], src[i + o3]
+                if neighbours:
+                    i1, i2, i3 = i0 + _ONE, i0 + _TWO, i0 + _THREE
+                x0, x1, x2, x3 = src[i0], src[i1], src[i2], src[i3]
                 if exclusive:
-                    _store(dst, count, i, o1, o2, o3, a0, a1, a2, a3)
+                    dst[i0] = a0
+                    if count > 1:
+                        dst[i1] = a1
+                    if count > 2:
+                        dst[i2], dst[i3] = a2, a3
                 if operation == PRODUCT:
                     a0, a1, a2, a3 = a0 * x0, a1 * x1, a2 * x2, a3 * x3
                 else:
                     a0, a1, a2, a3 = a0 + x0, a1 + x1, a2 + x2, a3 + x3
                 if not exclusive:
-                    _store(dst, count, i, o1, o2, o3, a0, a1, a2, a3)
-                i += step
+                    dst[i0] = a0
+                    if count > 1:
+                        dst[i1] = a1
+                    if count > 2:
+                        dst[i2], dst[i3] = a2, a3
+                i0 += step
+                if not neighbours:
+                    i1, i2, i3 = i1 + step, i2 + step, i3 + step
 
         if lanes == 1:
-            run(1, _lane_start(0, 1, inner, span, first), _ZERO, _ZERO, _ZERO)
+            i0 = _lane_start(0, 1, inner, span, first)
+            run(1, False, i0, i0, i0, i0)
             return
         pair = lanes % 4 == 2 or (lanes % 4 == 1 and lanes > 4)
         grouped = lanes - 2 if pair else lanes
         for lane in range(0, grouped, 4):
             if lane % inner + 3 < inner and lane + 3 < grouped:  # four neighbours in one row
-                run(4, _lane_start(lane, grouped, inner, span, first), _ONE, _TWO, _THREE)
+                i0 = _lane_start(lane, grouped, inner, span, first)
+                run(4, True, i0, i0, i0, i0)
             else:
                 i0, i1, i2, i3 = _group_starts(lane, grouped, inner, span, first)
-                run(4, i0, i1 - i0, i2 - i0, i3 - i0)
+                run(4, False, i0, i1, i2, i3)
         if pair:
             i0 = _lane_start(lanes - 2, lanes, inner, span, first)
-            offset = _lane_start(lanes - 1, lanes, inner, span, first) - i0
-            run(2, i0, offset, offset, offset)
+            i1 = _lane_start(lanes - 1, lanes, inner, span, first)
+            run(2, False, i0, i1, i1, i1)
     return chains
-
-
-def _store(dst, count, i, o1, o2, o3, a0, a1, a2, a3):
-    """The chains' results of one step into dst: ``count`` lanes (1, 2 or 4), each written once."""
-    dst[i] = a0
-    if count > 1:
-        dst[i + o1] = a1
-    if count > 2:
-        dst[i + o2], dst[i + o3] = a2, a3
 
 
 def _extremum_chains(maximum):
