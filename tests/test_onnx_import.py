@@ -17,12 +17,13 @@ import textwrap
 import numpy as np
 import onnx
 import torch
-from caffe2.python.onnx.backend import OnnxNode
 from onnx import TensorProto, helper
 
 import pycumsum_op.onnx
 from pycumsum_op import ScanArgumentError
-from pycumsum_op.onnx.backend import CumSumBackend, cumsum_operator
+from pycumsum_op.onnx.backend import CumSumBackend
+from pycumsum_op.onnx.facts import GraphFacts
+from pycumsum_op.onnx.translations import scan_operator
 from onnx_support import (FLAGS, ONNX_TYPES, TORCH_CASES, LinearSoftmaxCumSum, cumsum_model, onnxruntime_outputs,
                           run_saved_nets, torch_model)
 
@@ -102,7 +103,7 @@ def test_float16_at_opset_14():
                                              (TensorProto.BOOL, "which ONNX CumSum does not take")])
 def test_unsupported_types_are_refused_by_name(elem_type, why):
     model = cumsum_model(elem_type, (4,), 0, "initializer", 11)
-    with pytest.raises(RuntimeError, match=r"CumSum node 'y'.* input 'x' has type {}, {}; supported: FLOAT16, "
+    with pytest.raises(ValueError, match=r"CumSum node 'y'.* input 'x' has type {}, {}; supported: FLOAT16, "
                                            r"FLOAT, DOUBLE, INT32, INT64".format(TensorProto.DataType.Name(elem_type), why)):
         pycumsum_op.onnx.prepare(model)
 
@@ -111,13 +112,13 @@ def test_unknown_input_type_is_refused():
     graph = helper.make_graph([helper.make_node("CumSum", ["h", "axis"], ["y"])], "untyped", [], [])
     model = helper.make_model(graph)
     with pytest.raises(ValueError, match=r"the element type of input 'h' is unknown"):
-        cumsum_operator(OnnxNode(model.graph.node[0]), model)
+        scan_operator(model.graph.node[0], GraphFacts(model.graph), 11)
 
 
 def test_matrix_axis_constant_is_refused():
     model = cumsum_model(TensorProto.FLOAT, (2, 3), 0, "initializer", 11)
     model.graph.initializer[0].CopyFrom(helper.make_tensor("axis", TensorProto.INT64, [2], [0, 1]))
-    with pytest.raises(RuntimeError, match=r"the axis 'axis' must be a 0-d int32 or int64 tensor, got shape \(2,\)"):
+    with pytest.raises(ValueError, match=r"the axis 'axis' must be a 0-d int32 or int64 tensor, got shape \(2,\)"):
         pycumsum_op.onnx.prepare(model)
 
 

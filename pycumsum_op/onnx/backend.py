@@ -45,106 +45,30 @@ import onnx
 import onnx.defs
 import onnx.numpy_helper
 from caffe2.proto import caffe2_pb2
-from caffe2.python import core, workspace
-from caffe2.python.onnx.workspace import Workspace
+from caffe2.python import workspace
 from onnx import TensorProto, helper
-from onnx.backend.base import Backend, Device, namedtupledict
+from onnx.backend.base import Device
 
 from ..lowering import TARGETS, LoweringError, lower as _lower
 from ..torch_versions import has, needs
 
 try:
-    from caffe2.python.onnx.backend import Caffe2Backend, get_device_option
+    from caffe2.python.onnx.backend import Caffe2Backend, Caffe2Ops, OnnxNode, get_device_option
 except ImportError as error:  # torch <= 1.9's backend imports onnx.optimizer, which onnx 1.9 removed
     if has("caffe2 onnx backend without onnx.optimizer") or "onnx.optimizer" not in str(error):
         raise
     raise ImportError(needs("caffe2 onnx backend without onnx.optimizer", "pycumsum_op.onnx with onnx {} (Caffe2's "
                             "ONNX backend of older torch imports onnx.optimizer, which onnx 1.9 removed)".format(
                                 onnx.__version__))) from None
-from ..ops.net_ops import cumsum as _net_cumsum
 from ..serialization import BUILDER_ARGS, PYTHON_OP_TYPES, NetProblem, UnsafeNetError, verify_net
+from .facts import GraphFacts
+from .forms import OWN, FormRefused, check_node, label
 from .model_input import check_model, check_tensors, load_zip_archive
-
-#: ONNX element types CumSum may get -> PyCumSum's dtype= that keeps the result in that type.
-CUMSUM_DTYPES = {
-    TensorProto.FLOAT16: None,
-    TensorProto.FLOAT: None,
-    TensorProto.DOUBLE: None,
-    TensorProto.INT32: "int32",  # PyCumSum (like torch) would give int64
-    TensorProto.INT64: None,
-}
-_TRANSLATOR = "_create_cumsum"
+from .translations import SCAN_DTYPES, constant_axis, scan_entry, translate
 
 
 def _node_label(name: str, outputs) -> str:
     return "ONNX CumSum node {!r}".format(name or ",".join(outputs))
-
-
-def _type_name(elem_type: int) -> str:
-    return TensorProto.DataType.Name(elem_type)
-
-
-def _tensor_info(model, name: str):
-    """(element type, dims) the model declares or infers for blob ``name``; None for what it does not say
-    (dims: None when the rank is unknown, a dim None when it is open, e.g. a symbolic batch size)."""
-    for tensor in model.graph.initializer:
-        if tensor.name == name:
-            return tensor.data_type, list(tensor.dims)
-    for info in itertools.chain(model.graph.input, model.graph.value_info, model.graph.output):
-        if info.name == name and info.type.HasField("tensor_type"):
-            tensor_type = info.type.tensor_type
-            dims = ([dim.dim_value if dim.HasField("dim_value") else None for dim in tensor_type.shape.dim]
-                    if tensor_type.HasField("shape") else None)
-            return tensor_type.elem_type or None, dims
-    return None, None
-
-
-def _constant_axis(model, name: str, node_label: str):
-    """The axis if blob ``name`` is a constant of ``model`` (a Constant node or a non-input initializer)."""
-    if model is None:
-        return None
-    graph = model.graph
-    value = None
-    if name not in {info.name for info in graph.input}:
-        value = next((tensor for tensor in graph.initializer if tensor.name == name), None)
-    for node in graph.node:
-        if node.op_type == "Constant" and list(node.output) == [name]:
-            value = next((attr.t for attr in node.attribute if attr.name == "value"), None)
-    if value is None:
-        return None
-    array = onnx.numpy_helper.to_array(value)
-    if array.dtype not in (np.int32, np.int64) or array.size != 1 or array.ndim > 1:
-        raise ValueError("{}: the axis {!r} must be a 0-d int32 or int64 tensor, got shape {} dtype {}".format(
-            node_label, name, tuple(array.shape), array.dtype))
-    return int(array.reshape(()))
-
-
-def cumsum_operator(node, model) -> caffe2_pb2.OperatorDef:
-    """The PyCumSum OperatorDef for an ONNX CumSum ``node`` (Caffe2's OnnxNode) of ``model``."""
-    label = _node_label(node.name, node.outputs)
-    if len(node.inputs) != 2 or len(node.outputs) != 1:
-        raise ValueError("{}: takes inputs (x, axis) and one output, got inputs {} and outputs {}".format(
-            label, node.inputs, node.outputs))
-    unknown = sorted(set(node.attrs) - {"exclusive", "reverse"})
-    if unknown:
-        raise ValueError("{}: unknown attribute(s) {}".format(label, ", ".join(unknown)))
-    x, axis = node.inputs
-    elem_type = _tensor_info(model, x)[0]
-    if elem_type is None:
-        raise ValueError("{}: the element type of input {!r} is unknown (ONNX shape inference did not find "
-                         "it); CumSum keeps its input's type, so it is needed".format(label, x))
-    if elem_type not in CUMSUM_DTYPES:
-        why = ("Caffe2 has no tensor type for" if elem_type in (TensorProto.UINT32, TensorProto.UINT64,
-                                                               TensorProto.BFLOAT16) else "ONNX CumSum does not take")
-        raise ValueError("{}: input {!r} has type {}, which {}; supported: {}".format(
-            label, x, _type_name(elem_type), why, ", ".join(_type_name(t) for t in CUMSUM_DTYPES)))
-    constant = _constant_axis(model, axis, label)
-    net = core.Net("onnx_cumsum")
-    with core.NameScope("", reset=True):
-        _net_cumsum(net, x if constant is not None else [x, axis], node.outputs[0], axis=constant,
-                    exclusive=node.attrs.get("exclusive", 0), reverse=node.attrs.get("reverse", 0),
-                    dtype=CUMSUM_DTYPES[elem_type])
-    return net.Proto().op[0]
 
 
 def _subgraphs(node):
@@ -222,27 +146,28 @@ def _runtime_axis_source(graph, name: str) -> str:
 
 
 def _lowering_facts(model, target: str):
-    """``({x: shape}, {x: dtype})`` of every CumSum input of ``model`` (shapes inferred), for `lower`;
+    """``({x: shape}, {x: dtype})`` of every scan input of ``model`` (shapes inferred), for `lower`;
     a ValueError naming the node for what cannot be lowered."""
     shapes, dtypes = {}, {}
+    facts = GraphFacts(model.graph)
     for node in model.graph.node:
-        if node.op_type != "CumSum" or len(node.input) != 2:
+        if scan_entry(node.op_type) is None or len(node.input) != 2:
             continue  # the translator refuses a malformed node
         where = "pycumsum_op.onnx.prepare(lower={!r}): {}".format(target, _node_label(node.name, node.output))
         x, axis_name = node.input
-        axis = _constant_axis(model, axis_name, where)
+        axis = constant_axis(facts, axis_name, where)
         if axis is None:
             raise ValueError(
                 "{}: its axis {!r} is {}, known only at run time, but the lowered C++ operators fix the axis when "
                 "lowering; make the axis a constant (a Constant node, or an initializer that is not a graph "
                 "input), or use lower=None (PyCumSum reads the axis on every run)".format(
                     where, axis_name, _runtime_axis_source(model.graph, axis_name)))
-        elem_type, dims = _tensor_info(model, x)
+        elem_type, dims = facts.elem_type(x), facts.dims(x)
         if elem_type == TensorProto.FLOAT16:
             raise ValueError("{}: input {!r} is FLOAT16, which no lowering target computes on CPU (torch 1.10's "
                              "cumsum has no Half kernel, Caffe2's CPU fill operators no float16); use lower=None "
                              "(PyCumSum)".format(where, x))
-        if elem_type in CUMSUM_DTYPES:
+        if elem_type in SCAN_DTYPES:
             dtypes[x] = onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[elem_type]
         open_axis = dims is None or (bool(dims) and -len(dims) <= axis < len(dims) and dims[axis] is None)
         if open_axis and target == "portable":
@@ -262,40 +187,141 @@ def _lowered(netdef, target: str, shapes, dtypes):
         raise LoweringError("pycumsum_op.onnx.prepare(lower={!r}): {}".format(target, error)) from None
 
 
-_STOCK_MODEL_TO_NETS = Caffe2Backend.__dict__["_onnx_model_to_caffe2_net"].__func__
+def _parsed(serialized_ops) -> list:
+    ops = []
+    for serialized in serialized_ops:
+        ops.append(caffe2_pb2.OperatorDef())
+        ops[-1].ParseFromString(serialized)
+    return ops
 
 
-def _converted_nets(cls, onnx_model, device, opset_version, include_initializers):
-    """The stock conversion; initializers that are not graph inputs (torch.onnx.export's parameters by
-    default) become external inputs of both nets too, so that Caffe2 can create the nets; the ops made
-    from CumSum's constant axes, which PyCumSum holds as ``axis=``, are left out where nothing else reads
-    them (``mobile_exporter`` would make them predictor outputs)."""
-    init_net, predict_net = _STOCK_MODEL_TO_NETS(cls, onnx_model, device, opset_version, include_initializers)
-    nodes = onnx_model.graph.node
-    constants = {node.output[0] for node in nodes if node.op_type == "Constant" and len(node.output) == 1}
-    axes = {node.input[1] for node in nodes if node.op_type == "CumSum" and len(node.input) == 2} & constants
-    for net in (init_net, predict_net):
-        declared = set(net.external_input)
-        net.external_input.extend(tensor.name for tensor in onnx_model.graph.initializer
-                                  if tensor.name not in declared)
-        read = {blob for op in net.op for blob in op.input} | set(net.external_output)
-        kept = [op for op in net.op if op.input or not set(op.output) <= axes or set(op.output) & read]
+def node_ops(cls, converter, node, facts: GraphFacts, opset: int) -> list:
+    """The Caffe2 ops of ONNX ``node``: its form checked against `forms.FORMS` (else `FormRefused`), then
+    translated by pycumsum_op (`translations`) or by Caffe2's stock converter (``converter``: Caffe2's C++
+    one, else the stock Python translation). The C++ converter's init ops come first: they are recomputed
+    on every run, so the predict net alone is the model."""
+    form = check_node(node, opset, facts.is_constant)
+    if form.translation == OWN:
+        return translate(node, facts, opset, cls._dummy_name.new_dummy_name)
+    try:
+        if converter.support_onnx_import(node.op_type):
+            init_ops, ops = converter.convert_node(node.SerializeToString(), facts.value_infos(node.input), opset)
+            return _parsed(list(init_ops) + list(ops))
+        return [cls._common_onnx_node_to_caffe2_op(None, None, OnnxNode(node), opset)]
+    except Exception as error:  # Caffe2's converters raise RuntimeError, ValueError, AssertionError, ...
+        raise FormRefused("{}: Caffe2's converter failed: {}".format(
+            label(node, opset), (str(error).strip().splitlines() or [type(error).__name__])[0])) from None
+
+
+def _graph_names(graph) -> set:
+    names = {info.name for info in itertools.chain(graph.input, graph.output)}
+    for node in graph.node:
+        names.update(node.input)
+        names.update(node.output)
+    return names
+
+
+def _dead_constants_dropped(net) -> None:
+    """Drop the ops without inputs whose outputs nothing reads (the Constant nodes pycumsum_op's translations
+    read as arguments: ``mobile_exporter`` would make them predictor outputs)."""
+    read = {blob for op in net.op for blob in op.input} | set(net.external_output)
+    kept = [op for op in net.op if op.input or set(op.output) & read]
+    if len(kept) != len(net.op):
         del net.op[:]
         net.op.extend(kept)
+
+
+def _translated_nets(cls, onnx_model, device, opset_version, include_initializers):
+    """``(init_net, predict_net)`` of ``onnx_model`` in one pass over its nodes (`node_ops`): the graph is
+    indexed once (`GraphFacts`), so the import takes time linear in the model. The init net fills the
+    initializers (with ``include_initializers``), the predict net holds every translated node; initializers
+    that are not graph inputs (torch.onnx.export's parameters by default) are external inputs of both nets,
+    so that Caffe2 can create the nets."""
+    try:
+        model = onnx.shape_inference.infer_shapes(onnx_model)
+    except RuntimeError:  # as the stock backend: go on with the shapes the model declares
+        model = onnx_model
+    graph = model.graph
+    device_option = get_device_option(Device(device))
+    init_net, predict_net = caffe2_pb2.NetDef(), caffe2_pb2.NetDef()
+    init_net.name, predict_net.name = graph.name + "_init", graph.name + "_predict"
+    if include_initializers:
+        init_net.op.extend(initializer_fill_op(tensor) for tensor in graph.initializer)
+    cls._dummy_name.reset(_graph_names(graph))
+    converter = workspace.C.Caffe2Backend(cls._dummy_name)
+    facts = GraphFacts(graph)
+    for node in graph.node:
+        predict_net.op.extend(node_ops(cls, converter, node, facts, opset_version))
+    _dead_constants_dropped(predict_net)
+    inputs = [info.name for info in graph.input]
+    inputs += [tensor.name for tensor in graph.initializer if tensor.name not in facts.graph_inputs]
+    for net in (init_net, predict_net):
+        net.device_option.CopyFrom(device_option)
+        net.external_input.extend(inputs)
+    predict_net.external_output.extend(info.name for info in graph.output)
+    init_net.external_output.extend(op.output[0] for op in init_net.op)
     return init_net, predict_net
 
 
-class CumSumBackend(Caffe2Backend):
-    """Caffe2's ONNX backend (``prepare``, ``run_model``, ``run_node``, ``supports_device``) plus CumSum."""
+def _checked_node_translation(cls, init_model, pred_model, node_def, opset_version):
+    """``_onnx_node_to_caffe2_op`` with the node's form checked (what Caffe2's subgraph translation calls)."""
+    refuse_python_nodes(helper.make_graph([node_def], "node", [], []))
+    facts = GraphFacts(None if pred_model is None else pred_model.graph)
+    converter = workspace.C.Caffe2Backend(cls._dummy_name)
+    return Caffe2Ops(node_ops(cls, converter, node_def, facts, opset_version), [], [])
 
-    _special_operators = dict(Caffe2Backend._special_operators, CumSum=_TRANSLATOR)
+
+_checked_node_translation.verifies = True
+
+
+def initializer_fill_op(tensor, name=None) -> caffe2_pb2.OperatorDef:
+    """The Caffe2 fill op of ONNX initializer ``tensor`` (types as Caffe2's backend gives them), its values
+    passed from the decoded array to protobuf without a Python list (a list of Python numbers costs about
+    60 bytes per element)."""
+    array = onnx.numpy_helper.to_array(tensor)
+    if tensor.data_type == TensorProto.STRING:
+        return Caffe2Backend._create_tensor_filling_op(tensor, name)
+    op_type, field, dtype = _FILLS.get(tensor.data_type, (None, None, None))
+    if op_type is None:
+        raise ValueError("ONNX initializer {!r}: type {} has no Caffe2 fill op".format(
+            tensor.name, TensorProto.DataType.Name(tensor.data_type)))
+    op = caffe2_pb2.OperatorDef(type=op_type)
+    op.output.append(name or tensor.name)
+    values = op.arg.add()
+    values.name = "values"
+    getattr(values, field).extend(array.reshape(-1).astype(dtype, copy=False))
+    shape = op.arg.add()
+    shape.name = "shape"
+    shape.ints.extend(tensor.dims)
+    return op
+
+
+#: ONNX initializer type -> (Caffe2 fill op, argument field, numpy type handed to protobuf), as Caffe2's backend.
+_FILLS = {
+    TensorProto.FLOAT: ("GivenTensorFill", "floats", np.float32),
+    TensorProto.DOUBLE: ("GivenTensorDoubleFill", "floats", np.float64),
+    TensorProto.INT64: ("GivenTensorInt64Fill", "ints", np.int64),
+    TensorProto.UINT32: ("GivenTensorInt64Fill", "ints", np.int64),
+    TensorProto.UINT8: ("GivenTensorIntFill", "ints", np.int64),
+    TensorProto.INT8: ("GivenTensorIntFill", "ints", np.int64),
+    TensorProto.UINT16: ("GivenTensorIntFill", "ints", np.int64),
+    TensorProto.INT16: ("GivenTensorIntFill", "ints", np.int64),
+    TensorProto.INT32: ("GivenTensorIntFill", "ints", np.int64),
+    TensorProto.BOOL: ("GivenTensorBoolFill", "ints", np.int64),
+}
+
+
+class CumSumBackend(Caffe2Backend):
+    """Caffe2's ONNX backend (``prepare``, ``run_model``, ``run_node``, ``supports_device``) translating only the
+    forms `pycumsum_op.onnx.forms` accepts, registered scans (CumSum) included."""
+
+    #: One pass over the nodes, each form checked (`_translated_nets`); Python-op nodes refused, nets verified.
+    _onnx_model_to_caffe2_net = classmethod(_checked_conversion(_translated_nets))
+    _onnx_node_to_caffe2_op = classmethod(_checked_node_translation)
 
     @classmethod
-    def _create_cumsum(cls, init_model, pred_model, node, opset_version):
-        return cumsum_operator(node, pred_model)
-
-    #: Stock conversion (`_converted_nets`), checked: Python-op nodes refused, both nets verified.
-    _onnx_model_to_caffe2_net = classmethod(_checked_conversion(_converted_nets))
+    def _create_tensor_filling_op(cls, onnx_tensor, name=None):
+        return initializer_fill_op(onnx_tensor, name)
 
     @classmethod
     def prepare(cls, model, device="CPU", lower=None, **kwargs):
@@ -334,48 +360,30 @@ class CumSumBackend(Caffe2Backend):
     @classmethod
     def run_node(cls, node, inputs, device="CPU", opset_version=Caffe2Backend._known_opset_version,
                  outputs_info=None):
-        """Run one node on ``inputs`` (a list in node input order, or a dict); CumSum at its latest opset.
-        Other nodes translate as the stock ``run_node`` translates them, and the ops are verified first."""
-        if node.op_type != "CumSum":
-            return cls._run_translated_node(node, inputs, device, opset_version)
+        """Run one node on ``inputs`` (a list in node input order, or a dict), translated as in a model of
+        ``opset_version`` (scans such as CumSum at onnx's newest opset): its inputs are the graph's inputs,
+        so a form that needs a constant input is refused."""
+        if scan_entry(node.op_type) is not None:
+            opset_version = onnx.defs.onnx_opset_version()
         if isinstance(inputs, dict):
             inputs = [inputs[name] for name in node.input]
         inputs = [np.asarray(value) for value in inputs]
         if len(inputs) != len(node.input):
-            raise ValueError("CumSum: expected {} inputs, got {}".format(len(node.input), len(inputs)))
+            raise ValueError("{}: expected {} inputs, got {}".format(node.op_type, len(node.input), len(inputs)))
         infos = [helper.make_tensor_value_info(name, onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[value.dtype], value.shape)
                  for name, value in zip(node.input, inputs)]
-        output = helper.make_tensor_value_info(node.output[0], infos[0].type.tensor_type.elem_type, inputs[0].shape)
-        graph = helper.make_graph([node], "run_node_" + node.op_type, infos, [output])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", onnx.defs.onnx_opset_version())])
+        opsets = [helper.make_opsetid("", opset_version)]
+        graph = helper.make_graph([node], "run_node_" + node.op_type, infos, [])
+        try:  # the outputs' types, as the model must declare them
+            inferred = onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=opsets)).graph
+        except RuntimeError:
+            inferred = graph
+        typed = {info.name: info for info in inferred.value_info}
+        fallback = infos[0].type.tensor_type.elem_type if infos else TensorProto.FLOAT
+        graph.output.extend(typed.get(name) or helper.make_tensor_value_info(name, fallback, None)
+                            for name in node.output)
+        model = helper.make_model(graph, opset_imports=opsets)
         return cls.prepare(model, device).run(inputs)
-
-    @classmethod
-    def _run_translated_node(cls, node, inputs, device, opset_version):
-        """The stock ``run_node``'s translation (Caffe2's C++ converter, which keeps unknown types and
-        copies attributes), with the ops refused or verified before they are created."""
-        refuse_python_nodes(helper.make_graph([node], "run_node_" + node.op_type, [], []))
-        Backend.run_node(node, inputs, device=device, opset_version=opset_version)  # onnx's checks of the node
-        if not isinstance(inputs, dict):
-            if len(node.input) != len(inputs):
-                raise ValueError("{}: expected {} inputs, got {}".format(node.op_type, len(node.input), len(inputs)))
-            inputs = dict(zip(node.input, inputs))
-        inputs = {name: np.asarray(value) for name, value in inputs.items()}
-        value_infos = [helper.make_tensor_value_info(name, onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[value.dtype],
-                                                     value.shape).SerializeToString() for name, value in inputs.items()]
-        init_ops, ops = workspace.C.Caffe2Backend(cls._dummy_name).convert_node(
-            node.SerializeToString(), value_infos, opset_version)
-        net = caffe2_pb2.NetDef(name="run_node_" + node.op_type)
-        for serialized in list(init_ops) + list(ops):
-            net.op.add().ParseFromString(serialized)
-            net.op[-1].device_option.CopyFrom(get_device_option(Device(device)))
-        verify_translation(net)
-        ws = Workspace()
-        with core.DeviceScope(get_device_option(Device(device))):
-            for name, value in inputs.items():
-                ws.FeedBlob(name, value)
-            ws.RunOperatorsOnce(net.op)
-            return namedtupledict("Outputs", node.output)(*[ws.FetchBlob(name) for name in node.output])
 
 
 def to_caffe2(model, device="CPU", lower=None):
@@ -389,30 +397,27 @@ def to_caffe2(model, device="CPU", lower=None):
     init_net.name = prepared.init_net.name
     init_net.device_option.CopyFrom(prepared.predict_net.device_option)
     for tensor in model.graph.initializer:
-        init_net.op.extend([Caffe2Backend._create_tensor_filling_op(tensor)])
+        init_net.op.extend([initializer_fill_op(tensor)])
         init_net.external_output.append(tensor.name)
     verify_translation(init_net, prepared.predict_net)  # the nets returned, as they are returned
     return init_net, prepared.predict_net
 
 
 def install() -> None:
-    """Make ``caffe2.python.onnx.backend.prepare`` (and ``run_model``) translate CumSum; idempotent.
+    """Make ``caffe2.python.onnx.backend.prepare`` (and ``run_model``) translate as `prepare` does; idempotent.
 
-    Nothing is changed until this is called: it adds CumSum to Caffe2Backend's table of
-    special operators, and makes its model translation (``prepare``, ``run_model``,
-    ``onnx_graph_to_caffe2_net``) declare initializers that are not graph inputs (what
-    ``torch.onnx.export`` writes by default), refuse nodes that would become Python ops and verify
-    both nets, as `prepare` does. (``run_node`` of the stock module uses only the C++ converters and is not
-    changed: use `backend`'s ``run_node``, which verifies.)
+    Nothing is changed until this is called: it makes Caffe2Backend's model translation (``prepare``,
+    ``run_model``, ``onnx_graph_to_caffe2_net``) and node translation (its If/Loop bodies) accept only the
+    forms of `pycumsum_op.onnx.forms` (CumSum and the other registered scans' ONNX operators included),
+    declare initializers that are not graph inputs (what ``torch.onnx.export`` writes by default), refuse
+    nodes that would become Python ops and verify both nets. (``run_node`` of the stock module uses only the
+    C++ converters and is not changed: use `backend`'s ``run_node``, which checks forms.)
     """
-    current = Caffe2Backend._special_operators.get("CumSum")
-    if current not in (None, _TRANSLATOR):
-        raise RuntimeError("pycumsum_op.onnx.install: Caffe2Backend already translates CumSum with {!r}".format(
-            current))
-    Caffe2Backend._create_cumsum = classmethod(CumSumBackend._create_cumsum.__func__)
-    Caffe2Backend._special_operators["CumSum"] = _TRANSLATOR
     if not getattr(Caffe2Backend._onnx_model_to_caffe2_net.__func__, "verifies", False):
-        Caffe2Backend._onnx_model_to_caffe2_net = classmethod(_checked_conversion(_converted_nets))
+        Caffe2Backend._onnx_model_to_caffe2_net = classmethod(_checked_conversion(_translated_nets))
+        Caffe2Backend._onnx_node_to_caffe2_op = classmethod(_checked_node_translation)
+        Caffe2Backend._create_tensor_filling_op = classmethod(
+            lambda cls, onnx_tensor, name=None: initializer_fill_op(onnx_tensor, name))
 
 
 backend = CumSumBackend

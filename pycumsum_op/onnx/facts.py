@@ -1,0 +1,91 @@
+"""What an ONNX graph says about each blob, indexed once: constants, element types, shapes.
+
+A translation asks these questions of every node; answering them by scanning the graph each time made
+an import quadratic in the number of nodes, so `GraphFacts` reads the graph (after ONNX shape inference)
+once and answers each question by dictionary lookup.
+
+- A *constant* is an initializer that is not a graph input (a caller cannot override it), or the
+  output of a ``Constant`` node (its ``value`` tensor, or one of opset 12's ``value_int(s)`` /
+  ``value_float(s)``). Constants are decoded on first use: a large weight is never turned into an
+  array unless a node needs its value (a Slice's starts, an Unsqueeze's axes, ...).
+- The type of a blob is its element type and its dims (None when the rank is unknown, a dim None when
+  it is symbolic, e.g. a dynamic batch size).
+"""
+import itertools
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import onnx.numpy_helper
+
+Dims = Optional[List[Optional[int]]]
+
+_CONSTANT_ATTRIBUTES = {
+    "value_int": lambda attr: np.array(attr.i, np.int64),
+    "value_ints": lambda attr: np.array(list(attr.ints), np.int64),
+    "value_float": lambda attr: np.array(attr.f, np.float32),
+    "value_floats": lambda attr: np.array(list(attr.floats), np.float32),
+}
+
+
+class GraphFacts:
+    """The constants, types and value infos of one ONNX graph (pass a model whose shapes were inferred)."""
+
+    def __init__(self, graph=None):
+        self._constant_protos: Dict[str, object] = {}
+        self._decoded: Dict[str, np.ndarray] = {}
+        self._types: Dict[str, Tuple[Optional[int], Dims]] = {}
+        self._value_infos: Dict[str, object] = {}
+        self.graph_inputs = set()
+        if graph is None:
+            return
+        self.graph_inputs = {info.name for info in graph.input}
+        for tensor in graph.initializer:
+            if tensor.name not in self.graph_inputs:
+                self._constant_protos[tensor.name] = tensor
+            self._types.setdefault(tensor.name, (tensor.data_type, list(tensor.dims)))
+        for node in graph.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.output) == 1:
+                for attr in node.attribute:
+                    if attr.name == "value":
+                        self._constant_protos[node.output[0]] = attr.t
+                    elif attr.name in _CONSTANT_ATTRIBUTES:
+                        self._constant_protos[node.output[0]] = attr
+        for info in itertools.chain(graph.input, graph.value_info, graph.output):
+            if not info.type.HasField("tensor_type"):
+                continue
+            self._value_infos.setdefault(info.name, info)
+            tensor_type = info.type.tensor_type
+            dims = ([dim.dim_value if dim.HasField("dim_value") else None for dim in tensor_type.shape.dim]
+                    if tensor_type.HasField("shape") else None)
+            self._types.setdefault(info.name, (tensor_type.elem_type or None, dims))
+
+    def is_constant(self, name: str) -> bool:
+        return name in self._constant_protos
+
+    def constant(self, name: str) -> Optional[np.ndarray]:
+        """The value of constant ``name`` as an array, or None when ``name`` is not a constant."""
+        if name not in self._decoded:
+            proto = self._constant_protos.get(name)
+            if proto is None:
+                return None
+            if isinstance(proto, onnx.AttributeProto):
+                self._decoded[name] = _CONSTANT_ATTRIBUTES[proto.name](proto)
+            else:
+                self._decoded[name] = onnx.numpy_helper.to_array(proto)
+        return self._decoded[name]
+
+    def elem_type(self, name: str) -> Optional[int]:
+        return self._types.get(name, (None, None))[0]
+
+    def dims(self, name: str) -> Dims:
+        """The dims of ``name`` (None: rank unknown; an entry None: that dim is symbolic)."""
+        return self._types.get(name, (None, None))[1]
+
+    def rank(self, name: str) -> Optional[int]:
+        dims = self.dims(name)
+        return None if dims is None else len(dims)
+
+    def value_infos(self, names) -> List[bytes]:
+        """Serialized ValueInfoProtos of the ``names`` among the graph's inputs, outputs and value infos (what
+        Caffe2's C++ converter is given by the stock backend)."""
+        return [self._value_infos[name].SerializeToString() for name in names if name in self._value_infos]

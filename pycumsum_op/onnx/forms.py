@@ -1,0 +1,164 @@
+"""The ONNX node forms the translation accepts, each proven equal to onnxruntime by the tests; any other form
+is refused with one line naming the ONNX op, the opset and why.
+
+Caffe2's ONNX backend translates whatever it is given, and some of its translations are silently wrong:
+Slice with starts and ends as inputs (how torch exports every slice from opset 10 on) comes back as its
+input unchanged. So no node reaches a translation unless its *form* is on `FORMS`: the op, the model's
+opset range, the attributes it may carry (and their accepted values), and which inputs must be constants
+(initializers that are not graph inputs, or Constant nodes). A form is translated by Caffe2's stock
+converter (`STOCK`) or by pycumsum_op's own translation (`OWN`: `pycumsum_op.onnx.translations`, which
+may still refuse a value it cannot express faithfully, e.g. a Slice step over a dimension the model
+leaves symbolic). `tests/test_onnx_forms.py` runs every form against onnxruntime.
+
+>>> from onnx import helper
+>>> check_node(helper.make_node("Relu", ["x"], ["y"]), 13).translation
+'stock'
+>>> check_node(helper.make_node("Slice", ["x", "s", "e"], ["y"]), 13)
+Traceback (most recent call last):
+...
+pycumsum_op.onnx.forms.FormRefused: ONNX Slice node 'y' (opset 13): input 1 (starts) is not a constant; Caffe2's stock Slice converter returns its input unchanged for starts/ends given as inputs, and pycumsum_op translates only constant starts, ends, axes and steps
+"""
+from typing import Dict, FrozenSet, Mapping, NamedTuple, Optional, Tuple
+
+from onnx import helper
+
+STOCK = "stock"
+OWN = "pycumsum_op"
+#: The newest opset any form covers (onnx 1.10's newest): a later opset's changes are unreviewed.
+NEWEST = 15
+
+
+class FormRefused(ValueError):
+    """A node whose form is not on the allow-list: one line naming the op, the opset and why."""
+
+
+class Form(NamedTuple):
+    """One accepted form of an ONNX op."""
+    #: the model opsets (of the default domain) the form covers, first and last
+    opsets: Tuple[int, int]
+    #: the attributes the node may carry -> the values accepted (None: any value)
+    attributes: Mapping[str, Optional[FrozenSet]] = {}
+    #: the input positions that must be constants
+    constants: Tuple[int, ...] = ()
+    #: who translates it: `STOCK` (Caffe2's converter) or `OWN` (`pycumsum_op.onnx.translations`)
+    translation: str = STOCK
+
+
+def _forms(*forms):
+    return tuple(forms)
+
+
+_ANY = None
+_UNARY = _forms(Form((7, NEWEST)))
+_BINARY = _forms(Form((7, NEWEST)))  # Caffe2's elementwise ops broadcast as numpy does (no legacy broadcast=1)
+_REDUCE = {"axes": _ANY, "keepdims": frozenset([0, 1])}
+
+#: ONNX op -> its accepted forms (the first one that fits is used).
+FORMS: Dict[str, Tuple[Form, ...]] = {
+    # elementwise, translated by Caffe2's stock converter
+    "Abs": _UNARY, "Neg": _UNARY, "Sqrt": _UNARY, "Exp": _UNARY, "Log": _UNARY, "Erf": _UNARY, "Tanh": _UNARY,
+    "Relu": _UNARY, "Sigmoid": _UNARY, "Not": _UNARY, "Reciprocal": _UNARY, "Identity": _UNARY,
+    "Add": _BINARY, "Sub": _BINARY, "Mul": _BINARY, "Div": _BINARY, "Or": _BINARY, "And": _BINARY,
+    "Equal": _BINARY, "Less": _BINARY, "Greater": _BINARY,
+    "Max": _forms(Form((8, NEWEST))), "Min": _forms(Form((8, NEWEST))),
+    "MatMul": _forms(Form((9, NEWEST))),
+    "Gemm": _forms(Form((9, NEWEST), {"alpha": _ANY, "beta": _ANY, "transA": _ANY, "transB": _ANY})),
+    "Transpose": _forms(Form((1, NEWEST), {"perm": _ANY})),
+    "Concat": _forms(Form((4, NEWEST), {"axis": _ANY})),
+    "Cast": _forms(Form((9, NEWEST), {"to": _ANY})),
+    "Constant": _forms(Form((9, NEWEST), {"value": _ANY})),
+    "ConstantOfShape": _forms(Form((9, NEWEST), {"value": _ANY})),
+    "Shape": _forms(Form((1, 14))),  # opset 15 adds start/end
+    "Expand": _forms(Form((8, NEWEST))),
+    "Range": _forms(Form((11, NEWEST))),
+    "Softmax": _forms(Form((1, 12), {"axis": _ANY}),  # Caffe2's Softmax flattens to 2-D at axis, as ONNX < 13
+                      Form((13, NEWEST), {"axis": _ANY}, translation=OWN)),  # the last axis only
+    # pycumsum_op's own translations
+    "CumSum": _forms(Form((11, NEWEST), {"exclusive": _ANY, "reverse": _ANY}, translation=OWN)),
+    "Slice": _forms(Form((10, NEWEST), {}, constants=(1, 2, 3, 4), translation=OWN)),
+    "Unsqueeze": _forms(Form((1, 12), {"axes": _ANY}, translation=OWN),
+                        Form((13, NEWEST), {}, constants=(1,), translation=OWN)),
+    "Squeeze": _forms(Form((1, 12), {"axes": _ANY}, translation=OWN),
+                      Form((13, NEWEST), {}, constants=(1,), translation=OWN)),
+    "ReduceSum": _forms(Form((1, 12), _REDUCE, translation=OWN),
+                        Form((13, NEWEST), {"keepdims": frozenset([0, 1]), "noop_with_empty_axes": frozenset([0])},
+                             constants=(1,), translation=OWN)),
+    "ReduceMean": _forms(Form((1, NEWEST), _REDUCE, translation=OWN)),
+    "ReduceMax": _forms(Form((1, NEWEST), _REDUCE, translation=OWN)),
+    "ReduceMin": _forms(Form((1, NEWEST), _REDUCE, translation=OWN)),
+    "Pow": _forms(Form((7, NEWEST), translation=OWN)),
+    "Reshape": _forms(Form((5, NEWEST), {"allowzero": frozenset([0])}, translation=OWN)),
+    "Gather": _forms(Form((1, NEWEST), {"axis": _ANY}, translation=OWN)),
+    "Where": _forms(Form((9, NEWEST), translation=OWN)),
+    "ScatterND": _forms(Form((11, 15), translation=OWN)),  # opset 16 adds reduction
+}
+
+#: Why a form that is not accepted would be wrong or fail in Caffe2's stock converter, where that is known.
+WHY = {
+    "Slice": "Caffe2's stock Slice converter returns its input unchanged for starts/ends given as inputs, and "
+             "pycumsum_op translates only constant starts, ends, axes and steps",
+    "Reshape": "Caffe2's Reshape copies a 0 in the shape from the input (allowzero=0); allowzero=1 has no form",
+    "ReduceSum": "noop_with_empty_axes=1 has no Caffe2 form",
+    "LSTM": "Caffe2's RNN converter fails shape inference on torch's exports (and at run time with the "
+            "initializers declared as inputs)",
+    "GRU": "Caffe2's RNN converter fails shape inference on torch's exports (and at run time with the "
+           "initializers declared as inputs)",
+    "RNN": "Caffe2's RNN converter is not proven equal to onnxruntime",
+}
+_INPUT_NAMES = {"Slice": ("data", "starts", "ends", "axes", "steps"), "Unsqueeze": ("data", "axes"),
+                "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes")}
+
+
+def label(node, opset) -> str:
+    """How refusals name a node: ``ONNX Slice node 'y' (opset 13)``."""
+    return "ONNX {} node {!r} (opset {})".format(node.op_type, node.name or ",".join(node.output), opset)
+
+
+def _refused(node, opset, why: str) -> FormRefused:
+    extra = WHY.get(node.op_type)
+    return FormRefused("{}: {}{}".format(label(node, opset), why, "; " + extra if extra and extra not in why else ""))
+
+
+def check_node(node, opset: Optional[int], is_constant=lambda name: False) -> Form:
+    """The accepted `Form` of ONNX ``node`` (a NodeProto) in a model of ``opset``, else `FormRefused`.
+
+    ``is_constant(name)`` says whether a blob is a constant of the model."""
+    if node.domain not in ("", "ai.onnx"):
+        raise _refused(node, opset, "domain {!r} has no accepted forms (only the default ONNX domain)".format(
+            node.domain))
+    forms = FORMS.get(node.op_type)
+    if forms is None:
+        raise _refused(node, opset, "the op has no form proven equal to onnxruntime")
+    if opset is None:
+        raise _refused(node, opset, "the model's opset is unknown")
+    covering = [form for form in forms if form.opsets[0] <= opset <= form.opsets[1]]
+    if not covering:
+        raise _refused(node, opset, "accepted only at opsets {}".format(
+            ", ".join("{}-{}".format(*form.opsets) for form in forms)))
+    problems = []
+    for form in covering:
+        problem = _mismatch(node, form, is_constant)
+        if problem is None:
+            return form
+        problems.append(problem)
+    raise _refused(node, opset, problems[0])
+
+
+def _mismatch(node, form: Form, is_constant) -> Optional[str]:
+    """Why ``node`` does not fit ``form``, or None."""
+    for attr in node.attribute:
+        if attr.name not in form.attributes:
+            return "attribute {!r} is not accepted (accepted: {})".format(
+                attr.name, ", ".join(sorted(form.attributes)) or "none")
+        allowed = form.attributes[attr.name]
+        if allowed is not None:
+            value = helper.get_attribute_value(attr)
+            if value not in allowed:
+                return "attribute {}={!r} is not accepted (accepted: {})".format(
+                    attr.name, value, ", ".join(repr(v) for v in sorted(allowed)))
+    names = _INPUT_NAMES.get(node.op_type, ())
+    for position in form.constants:
+        if position < len(node.input) and node.input[position] and not is_constant(node.input[position]):
+            return "input {}{} is not a constant".format(
+                position, " ({})".format(names[position]) if position < len(names) else "")
+    return None

@@ -1,0 +1,339 @@
+"""pycumsum_op's own translations of ONNX nodes to Caffe2 C++ operators (the forms `forms.FORMS` marks `OWN`).
+
+Each translation takes the node (a NodeProto), the model's `GraphFacts`, the opset and a maker of fresh
+blob names, and returns the Caffe2 OperatorDefs; a value it cannot express faithfully (a Slice step over
+a dimension the model leaves symbolic, an axis that needs the unknown rank, ...) is a `FormRefused`
+naming the node. Where Caffe2 has a portable operator with ONNX's meaning it is used (Slice, Gather with
+``wrap_indices``, ExpandDims, Squeeze, Reduce*, Reshape, Softmax, Pow with a constant exponent);
+otherwise Caffe2's ``ATen`` operator runs torch's kernel (``flip`` for a reversed axis of symbolic
+length, ``where``, ``pow`` with a tensor exponent, ``maximum`` / ``minimum``, ``index_put`` for
+ScatterND), whose broadcasting is ONNX's. Registered scans whose entry names an ONNX operator
+(`pycumsum_op.scans`, ``onnx=``) become their Caffe2 op (`scan_operator`).
+"""
+from typing import Callable, Dict, List
+
+import numpy as np
+from caffe2.proto import caffe2_pb2
+from caffe2.python import core, utils
+from onnx import TensorProto, helper
+
+from ..ops.net_ops import add_scan_op
+from ..scans import SCANS, Refused
+from .forms import FormRefused, label
+
+#: ONNX element types a scan's import may get -> the dtype= that keeps the result in that type (ONNX scans
+#: keep their input's type; PyCumSum, like torch, would give int64 for int32).
+SCAN_DTYPES = {
+    TensorProto.FLOAT16: None,
+    TensorProto.FLOAT: None,
+    TensorProto.DOUBLE: None,
+    TensorProto.INT32: "int32",
+    TensorProto.INT64: None,
+}
+_FLOATS = (TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE)
+#: ONNX writes "to the end" of a Slice as a huge int64 (torch: 2**63 - 1); past this any dimension is reached.
+_HUGE = 2 ** 31 - 1
+
+
+def _op(op_type: str, inputs, outputs, name: str = "", **args) -> caffe2_pb2.OperatorDef:
+    op = caffe2_pb2.OperatorDef()
+    op.type, op.name = op_type, name
+    op.input.extend(inputs)
+    op.output.extend(outputs)
+    op.arg.extend(utils.MakeArgument(key, value) for key, value in sorted(args.items()))
+    return op
+
+
+def _refuse(node, opset, why: str) -> FormRefused:
+    return FormRefused("{}: {}".format(label(node, opset), why))
+
+
+def _attribute(node, name: str, default=None):
+    for attr in node.attribute:
+        if attr.name == name:
+            return helper.get_attribute_value(attr)
+    return default
+
+
+def _int_list(node, opset, facts, position: int, what: str):
+    """The constant int vector at input ``position`` (None when the input is absent or empty)."""
+    if position >= len(node.input) or not node.input[position]:
+        return None
+    value = facts.constant(node.input[position])
+    if value is None:
+        raise _refuse(node, opset, "input {} ({}) is not a constant".format(position, what))
+    if value.dtype.kind not in "iu" or value.ndim > 1:
+        raise _refuse(node, opset, "input {} ({}) must be a 1-D integer tensor, got shape {} dtype {}".format(
+            position, what, value.shape, value.dtype))
+    return [int(v) for v in value.reshape(-1)]
+
+
+def _axes(node, opset, facts, position: int = 1):
+    """The node's axes: from input ``position`` from opset 13 on where the op takes them so, else the attribute."""
+    if opset >= 13 and node.op_type in ("Unsqueeze", "Squeeze", "ReduceSum"):
+        return _int_list(node, opset, facts, position, "axes")
+    axes = _attribute(node, "axes")
+    return None if axes is None else [int(a) for a in axes]
+
+
+def _normalized(node, opset, axes, rank, what: str = "axis"):
+    """``axes`` made non-negative for ``rank`` (None: unknown, so only non-negative axes pass)."""
+    out = []
+    for axis in axes:
+        if axis < 0:
+            if rank is None:
+                raise _refuse(node, opset, "{} {} counts from the end, but the input's rank is unknown".format(
+                    what, axis))
+            axis += rank
+        if rank is not None and not 0 <= axis < rank:
+            raise _refuse(node, opset, "{} {} is out of range for rank {}".format(what, axis, rank))
+        out.append(axis)
+    if len(set(out)) != len(out):
+        raise _refuse(node, opset, "repeated {} in {}".format(what, axes))
+    return out
+
+
+def _constant_blob(values, fresh) -> tuple:
+    """(name, op) of a predict-net constant: an int64 vector."""
+    name = fresh()
+    return name, _op("GivenTensorInt64Fill", [], [name], values=[int(v) for v in values], shape=[len(values)])
+
+
+def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
+    data, out = node.input[0], node.output[0]
+    starts = _int_list(node, opset, facts, 1, "starts")
+    ends = _int_list(node, opset, facts, 2, "ends")
+    dims = facts.dims(data)
+    rank = None if dims is None else len(dims)
+    axes = _int_list(node, opset, facts, 3, "axes")
+    axes = list(range(len(starts))) if axes is None else axes
+    steps = _int_list(node, opset, facts, 4, "steps") or [1] * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise _refuse(node, opset, "starts, ends, axes and steps differ in length")
+    if rank is None:
+        raise _refuse(node, opset, "the rank of input {!r} is unknown".format(data))
+    axes = _normalized(node, opset, axes, rank)
+    if 0 in steps:
+        raise _refuse(node, opset, "a step is 0")
+    c2_starts, c2_ends = [0] * rank, [-1] * rank  # Caffe2's Slice: -1 is the end, so -k means dim + 1 - k
+    picks = []  # (axis, indices or None for a whole reversal)
+    for axis, start, end, step in zip(axes, starts, ends, steps):
+        dim = dims[axis]
+        if dim is not None:
+            first, stop, step = slice(start, end, step).indices(dim)  # ONNX clamps as Python does
+            if step == 1:
+                c2_starts[axis], c2_ends[axis] = first, max(first, stop)
+            else:
+                picks.append((axis, list(range(first, stop, step))))
+        elif step == 1:  # Caffe2 clamps an end past the dim; a start past it is a run-time error, never wrong
+            start = max(start, 0) if start < -_HUGE else start
+            if end < -_HUGE or 0 <= end <= start or end < 0 and start < 0 and end <= start:
+                c2_starts[axis], c2_ends[axis] = 0, 0  # empty whatever the length
+            else:
+                c2_starts[axis] = start if start >= 0 else start - 1
+                c2_ends[axis] = -1 if end >= _HUGE else (end if end >= 0 else end - 1)
+        elif step == -1 and (start == -1 or start >= _HUGE) and end < -_HUGE:
+            picks.append((axis, None))
+        else:
+            raise _refuse(node, opset, "step {} (from {} to {}) over axis {}, whose length the model leaves "
+                                       "symbolic: export with that length fixed".format(step, start, end, axis))
+    ops, current = [], data
+    if c2_starts != [0] * rank or c2_ends != [-1] * rank:
+        current = out if not picks else fresh()
+        ops.append(_op("Slice", [data], [current], node.name, starts=c2_starts, ends=c2_ends))
+    for number, (axis, indices) in enumerate(picks):
+        target = out if number == len(picks) - 1 else fresh()
+        if indices is None:
+            ops.append(_op("ATen", [current], [target], node.name, operator="flip", dims=[axis]))
+        else:
+            index_blob, fill = _constant_blob(indices, fresh)
+            ops += [fill, _op("Gather", [current, index_blob], [target], node.name, axis=axis)]
+        current = target
+    if not ops:
+        ops.append(_op("Copy", [data], [out], node.name))
+    return ops
+
+
+def _unsqueeze(node, facts, opset, fresh):
+    axes = _axes(node, opset, facts)
+    if not axes:
+        raise _refuse(node, opset, "axes are required")
+    rank = facts.rank(node.input[0])
+    axes = _normalized(node, opset, axes, None if rank is None else rank + len(axes))
+    return [_op("ExpandDims", [node.input[0]], [node.output[0]], node.name, dims=sorted(axes))]
+
+
+def _squeeze(node, facts, opset, fresh):
+    data = node.input[0]
+    axes = _axes(node, opset, facts)
+    dims = facts.dims(data)
+    if axes is None:
+        if dims is None or None in dims:
+            raise _refuse(node, opset, "no axes, and the dims of input {!r} are not all known".format(data))
+        axes = [axis for axis, dim in enumerate(dims) if dim == 1]
+    axes = _normalized(node, opset, axes, None if dims is None else len(dims))
+    if not axes:
+        return [_op("Copy", [data], [node.output[0]], node.name)]
+    return [_op("Squeeze", [data], [node.output[0]], node.name, dims=sorted(axes))]
+
+
+def _reduce(node, facts, opset, fresh):
+    data = node.input[0]
+    axes = _axes(node, opset, facts)
+    rank = facts.rank(data)
+    if not axes:
+        if rank is None:
+            raise _refuse(node, opset, "it reduces every axis, but the rank of input {!r} is unknown".format(data))
+        axes = list(range(rank))
+    axes = _normalized(node, opset, axes, rank)
+    return [_op(node.op_type, [data], [node.output[0]], node.name, axes=sorted(axes),
+                keepdims=int(_attribute(node, "keepdims", 1)))]
+
+
+def _pow(node, facts, opset, fresh):
+    base, exponent = node.input
+    base_type, exponent_type = facts.elem_type(base), facts.elem_type(exponent)
+    if base_type not in _FLOATS[1:]:
+        raise _refuse(node, opset, "the base {!r} is {}, only float and double bases are translated".format(
+            base, TensorProto.DataType.Name(base_type) if base_type else "of unknown type"))
+    value = facts.constant(exponent)
+    base_rank = facts.rank(base)
+    if value is not None and value.size == 1 and value.ndim <= (0 if base_rank is None else base_rank):
+        return [_op("Pow", [base], [node.output[0]], node.name, exponent=float(value.reshape(())))]
+    if exponent_type != base_type:
+        raise _refuse(node, opset, "a tensor exponent of another type than the base ({} vs {})".format(
+            TensorProto.DataType.Name(exponent_type) if exponent_type else "unknown",
+            TensorProto.DataType.Name(base_type)))
+    return [_op("ATen", [base, exponent], [node.output[0]], node.name, operator="pow")]
+
+
+def _reshape(node, facts, opset, fresh):
+    return [_op("Reshape", list(node.input), [node.output[0], fresh()], node.name)]
+
+
+def _gather(node, facts, opset, fresh):
+    data = node.input[0]
+    (axis,) = _normalized(node, opset, [int(_attribute(node, "axis", 0))], facts.rank(data))
+    return [_op("Gather", list(node.input), [node.output[0]], node.name, axis=axis, wrap_indices=1)]
+
+
+def _where(node, facts, opset, fresh):
+    return [_op("ATen", list(node.input), [node.output[0]], node.name, operator="where")]
+
+
+def _softmax(node, facts, opset, fresh):
+    axis = int(_attribute(node, "axis", -1))
+    rank = facts.rank(node.input[0])
+    if axis != -1 and (rank is None or axis != rank - 1):
+        raise _refuse(node, opset, "axis {} is not the last axis (rank {}): only the last axis is translated".format(
+            axis, rank if rank is not None else "unknown"))
+    return [_op("Softmax", [node.input[0]], [node.output[0]], node.name, axis=-1 if rank is None else rank - 1)]
+
+
+def _extremum(node, facts, opset, fresh):
+    operator = {"Max": "maximum", "Min": "minimum"}[node.op_type]
+    inputs = list(node.input)
+    if len(inputs) == 1:
+        return [_op("Copy", inputs, [node.output[0]], node.name)]
+    ops, current = [], inputs[0]
+    for number, other in enumerate(inputs[1:]):
+        target = node.output[0] if number == len(inputs) - 2 else fresh()
+        ops.append(_op("ATen", [current, other], [target], node.name, operator=operator))
+        current = target
+    return ops
+
+
+def _scatter_nd(node, facts, opset, fresh):
+    data, indices, updates = node.input
+    index_dims = facts.dims(indices)
+    if index_dims is None or index_dims[-1] is None:
+        raise _refuse(node, opset, "the last dim of indices {!r} is unknown".format(indices))
+    depth = index_dims[-1]
+    ops, columns = [], []
+    for column in range(depth):  # index_put takes one index tensor per indexed dimension
+        picked, (position, fill) = fresh(), _constant_blob([column], fresh)
+        ops += [fill, _op("Gather", [indices, position], [picked], node.name, axis=len(index_dims) - 1)]
+        squeezed = fresh()
+        ops.append(_op("Squeeze", [picked], [squeezed], node.name, dims=[len(index_dims) - 1]))
+        columns.append(squeezed)
+    ops.append(_op("ATen", [data] + columns + [updates], [node.output[0]], node.name, operator="index_put",
+                   accumulate=0))
+    return ops
+
+
+_PROTOTYPES: Dict[tuple, caffe2_pb2.OperatorDef] = {}
+
+
+def scan_entry(op_type: str):
+    """The registered scan that imports ONNX ``op_type`` (its entry's ``onnx`` names it), or None."""
+    for entry in SCANS.values():
+        if not isinstance(entry.onnx, Refused) and entry.onnx == op_type:
+            return entry
+    return None
+
+
+def scan_operator(node, facts, opset, fresh=None) -> caffe2_pb2.OperatorDef:
+    """The Caffe2 op of registered scan imported from ONNX ``node`` (CumSum -> PyCumSum): its inputs (x, axis);
+    a constant axis becomes ``axis=``, any other is read from its blob on every run."""
+    entry = scan_entry(node.op_type)
+    where = label(node, opset)
+    if entry is None:
+        raise FormRefused("{}: no registered scan imports it".format(where))
+    if len(node.input) != 2 or len(node.output) != 1:
+        raise ValueError("{}: takes inputs (x, axis) and one output, got inputs {} and outputs {}".format(
+            where, list(node.input), list(node.output)))
+    x, axis_name = node.input
+    elem_type = facts.elem_type(x)
+    if elem_type is None:
+        raise ValueError("{}: the element type of input {!r} is unknown (ONNX shape inference did not find "
+                         "it); {} keeps its input's type, so it is needed".format(where, x, node.op_type))
+    if elem_type not in SCAN_DTYPES:
+        why = ("Caffe2 has no tensor type for" if elem_type in (TensorProto.UINT32, TensorProto.UINT64,
+                                                               TensorProto.BFLOAT16)
+               else "ONNX {} does not take".format(node.op_type))
+        raise ValueError("{}: input {!r} has type {}, which {}; supported: {}".format(
+            where, x, TensorProto.DataType.Name(elem_type), why,
+            ", ".join(TensorProto.DataType.Name(t) for t in SCAN_DTYPES)))
+    axis = constant_axis(facts, axis_name, where)
+    flags = {name: bool(_attribute(node, name, 0)) for name in ("exclusive", "reverse")
+             if name in entry.arguments}
+    dtype = SCAN_DTYPES[elem_type] if "dtype" in entry.arguments else None
+    key = (entry, axis, tuple(sorted(flags.items())), dtype)
+    if key not in _PROTOTYPES:  # the op's pickled builders depend on these only: made once, copied per node
+        net = core.Net("onnx_" + entry.name)
+        with core.NameScope("", reset=True):
+            add_scan_op(net, entry.name, "x" if axis is not None else ["x", "axis"], "y", axis=axis, dtype=dtype,
+                        **flags)
+        _PROTOTYPES[key] = net.Proto().op[0]
+    op = caffe2_pb2.OperatorDef()
+    op.CopyFrom(_PROTOTYPES[key])
+    op.input[:] = [x] if axis is not None else [x, axis_name]
+    op.output[:] = [node.output[0]]
+    return op
+
+
+def constant_axis(facts, name: str, where: str):
+    """The axis if blob ``name`` is a constant (a Constant node or a non-input initializer), else None."""
+    array = facts.constant(name)
+    if array is None:
+        return None
+    if array.dtype not in (np.int32, np.int64) or array.size != 1 or array.ndim > 1:
+        raise ValueError("{}: the axis {!r} must be a 0-d int32 or int64 tensor, got shape {} dtype {}".format(
+            where, name, tuple(array.shape), array.dtype))
+    return int(array.reshape(()))
+
+
+#: ONNX op -> its translation (a registered scan's op is found by `scan_entry`).
+TRANSLATIONS: Dict[str, Callable] = {
+    "Slice": _slice, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
+    "ReduceSum": _reduce, "ReduceMean": _reduce, "ReduceMax": _reduce, "ReduceMin": _reduce,
+    "Pow": _pow, "Reshape": _reshape, "Gather": _gather, "Where": _where, "Softmax": _softmax,
+    "Max": _extremum, "Min": _extremum, "ScatterND": _scatter_nd,
+}
+
+
+def translate(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
+    """The Caffe2 ops of an `OWN`-form ``node``."""
+    if node.op_type in TRANSLATIONS:
+        return TRANSLATIONS[node.op_type](node, facts, opset, fresh)
+    return [scan_operator(node, facts, opset, fresh)]
