@@ -13,10 +13,10 @@ leaves symbolic). `tests/test_onnx_forms.py` runs every form against onnxruntime
 >>> from onnx import helper
 >>> check_node(helper.make_node("Relu", ["x"], ["y"]), 13).translation
 'stock'
->>> check_node(helper.make_node("Slice", ["x", "s", "e"], ["y"]), 13)
+>>> check_node(helper.make_node("Slice", ["x", "s", "e", "a"], ["y"]), 13)
 Traceback (most recent call last):
 ...
-pycumsum_op.onnx.forms.FormRefused: ONNX Slice node 'y' (opset 13): input 1 (starts) is not a constant; Caffe2's stock Slice converter returns its input unchanged for starts/ends given as inputs, and pycumsum_op translates only constant starts, ends, axes and steps
+pycumsum_op.onnx.forms.FormRefused: ONNX Slice node 'y' (opset 13): input 3 (axes) is not a constant; Caffe2's stock Slice converter returns its input unchanged for starts/ends given as inputs, and pycumsum_op translates only constant axes and steps
 """
 from typing import Dict, FrozenSet, Mapping, NamedTuple, Optional, Tuple
 
@@ -60,14 +60,12 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Relu": _UNARY, "Sigmoid": _UNARY, "Not": _UNARY, "Reciprocal": _UNARY, "Identity": _UNARY,
     "Add": _BINARY, "Sub": _BINARY, "Mul": _BINARY, "Div": _BINARY, "Or": _BINARY, "And": _BINARY,
     "Equal": _BINARY, "Less": _BINARY, "Greater": _BINARY,
-    "Max": _forms(Form((8, NEWEST))), "Min": _forms(Form((8, NEWEST))),
     "MatMul": _forms(Form((9, NEWEST))),
     "Gemm": _forms(Form((9, NEWEST), {"alpha": _ANY, "beta": _ANY, "transA": _ANY, "transB": _ANY})),
     "Transpose": _forms(Form((1, NEWEST), {"perm": _ANY})),
     "Concat": _forms(Form((4, NEWEST), {"axis": _ANY})),
     "Cast": _forms(Form((9, NEWEST), {"to": _ANY})),
     "Constant": _forms(Form((9, NEWEST), {"value": _ANY})),
-    "ConstantOfShape": _forms(Form((9, NEWEST), {"value": _ANY})),
     "Shape": _forms(Form((1, 14))),  # opset 15 adds start/end
     "Expand": _forms(Form((8, NEWEST))),
     "Range": _forms(Form((11, NEWEST))),
@@ -75,7 +73,7 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
                       Form((13, NEWEST), {"axis": _ANY}, translation=OWN)),  # the last axis only
     # pycumsum_op's own translations
     "CumSum": _forms(Form((11, NEWEST), {"exclusive": _ANY, "reverse": _ANY}, translation=OWN)),
-    "Slice": _forms(Form((10, NEWEST), {}, constants=(1, 2, 3, 4), translation=OWN)),
+    "Slice": _forms(Form((10, NEWEST), {}, constants=(3, 4), translation=OWN)),
     "Unsqueeze": _forms(Form((1, 12), {"axes": _ANY}, translation=OWN),
                         Form((13, NEWEST), {}, constants=(1,), translation=OWN)),
     "Squeeze": _forms(Form((1, 12), {"axes": _ANY}, translation=OWN),
@@ -90,13 +88,16 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Reshape": _forms(Form((5, NEWEST), {"allowzero": frozenset([0])}, translation=OWN)),
     "Gather": _forms(Form((1, NEWEST), {"axis": _ANY}, translation=OWN)),
     "Where": _forms(Form((9, NEWEST), translation=OWN)),
+    "Max": _forms(Form((8, NEWEST), translation=OWN)),  # Caffe2's Max does not broadcast (it keeps A's shape)
+    "Min": _forms(Form((8, NEWEST), translation=OWN)),
+    "ConstantOfShape": _forms(Form((9, NEWEST), {"value": _ANY}, translation=OWN)),  # C++: no bool
     "ScatterND": _forms(Form((11, 15), translation=OWN)),  # opset 16 adds reduction
 }
 
 #: Why a form that is not accepted would be wrong or fail in Caffe2's stock converter, where that is known.
 WHY = {
     "Slice": "Caffe2's stock Slice converter returns its input unchanged for starts/ends given as inputs, and "
-             "pycumsum_op translates only constant starts, ends, axes and steps",
+             "pycumsum_op translates only constant axes and steps",
     "Reshape": "Caffe2's Reshape copies a 0 in the shape from the input (allowzero=0); allowzero=1 has no form",
     "ReduceSum": "noop_with_empty_axes=1 has no Caffe2 form",
     "LSTM": "Caffe2's RNN converter fails shape inference on torch's exports (and at run time with the "

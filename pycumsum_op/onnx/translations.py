@@ -13,6 +13,7 @@ ScatterND), whose broadcasting is ONNX's. Registered scans whose entry names an 
 from typing import Callable, Dict, List
 
 import numpy as np
+import onnx.numpy_helper
 from caffe2.proto import caffe2_pb2
 from caffe2.python import core, utils
 from onnx import TensorProto, helper
@@ -99,20 +100,74 @@ def _constant_blob(values, fresh) -> tuple:
     return name, _op("GivenTensorInt64Fill", [], [name], values=[int(v) for v in values], shape=[len(values)])
 
 
+def _caffe2_bound(value: int, end: bool) -> int:
+    """An ONNX Slice start or end as Caffe2's Slice reads it (-1 is the end, so -k means dim + 1 - k; an end
+    past the dim is clamped, a start past it is a run-time error, never a wrong result)."""
+    if end and value >= _HUGE:
+        return -1
+    return value if value >= 0 else value - 1
+
+
+def _runtime_bounds(node, facts, opset, fresh, position, axes, rank, end):
+    """(ops, blob): the full-rank int64 vector of Caffe2 Slice starts (or ends) from input ``position``, whose
+    values are known only at run time: a negative value v becomes v - 1 (``v - (v < 0)``)."""
+    name, ops = node.input[position], []
+    as_int64 = fresh()
+    ops.append(_op("Cast", [name], [as_int64], node.name, to=caffe2_pb2.TensorProto.INT64))
+    zero = fresh()
+    ops.append(_op("ConstantFill", [], [zero], node.name, shape=[], dtype=caffe2_pb2.TensorProto.INT64, value=0))
+    negative, shift, shifted = fresh(), fresh(), fresh()
+    ops += [_op("LT", [as_int64, zero], [negative], node.name),
+            _op("Cast", [negative], [shift], node.name, to=caffe2_pb2.TensorProto.INT64),
+            _op("Sub", [as_int64, shift], [shifted], node.name)]
+    pieces = []
+    for axis in range(rank):
+        if axis in axes:
+            picked, (index, fill) = fresh(), _constant_blob([axes.index(axis)], fresh)
+            ops += [fill, _op("Gather", [shifted, index], [picked], node.name)]
+            pieces.append(picked)
+        else:
+            default, fill = _constant_blob([-1 if end else 0], fresh)
+            ops.append(fill)
+            pieces.append(default)
+    full = fresh()
+    ops.append(_op("Concat", pieces, [full, fresh()], node.name, axis=0))
+    return ops, full
+
+
 def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
     data, out = node.input[0], node.output[0]
-    starts = _int_list(node, opset, facts, 1, "starts")
-    ends = _int_list(node, opset, facts, 2, "ends")
     dims = facts.dims(data)
     rank = None if dims is None else len(dims)
-    axes = _int_list(node, opset, facts, 3, "axes")
-    axes = list(range(len(starts))) if axes is None else axes
-    steps = _int_list(node, opset, facts, 4, "steps") or [1] * len(starts)
-    if not len(starts) == len(ends) == len(axes) == len(steps):
-        raise _refuse(node, opset, "starts, ends, axes and steps differ in length")
     if rank is None:
         raise _refuse(node, opset, "the rank of input {!r} is unknown".format(data))
-    axes = _normalized(node, opset, axes, rank)
+    count = facts.dims(node.input[1])
+    axes = _int_list(node, opset, facts, 3, "axes")
+    if axes is None and (count is None or count[0] is None):
+        raise _refuse(node, opset, "no axes, and the length of starts {!r} is unknown".format(node.input[1]))
+    axes = _normalized(node, opset, list(range(count[0])) if axes is None else axes, rank)
+    steps = _int_list(node, opset, facts, 4, "steps") or [1] * len(axes)
+    if not facts.is_constant(node.input[1]) or not facts.is_constant(node.input[2]):
+        if set(steps) != {1}:
+            raise _refuse(node, opset, "steps {} with starts or ends known only at run time".format(steps))
+        ops, bounds = [], []
+        for position, end in ((1, False), (2, True)):
+            values = facts.constant(node.input[position])
+            if values is None:
+                more, blob = _runtime_bounds(node, facts, opset, fresh, position, axes, rank, end)
+            else:
+                full = [-1 if end else 0] * rank
+                for axis, value in zip(axes, values.reshape(-1).tolist()):
+                    full[axis] = _caffe2_bound(int(value), end)
+                blob, fill = _constant_blob(full, fresh)
+                more = [fill]
+            ops += more
+            bounds.append(blob)
+        return ops + [_op("Slice", [data] + bounds, [out], node.name)]
+    starts = _int_list(node, opset, facts, 1, "starts")
+    ends = _int_list(node, opset, facts, 2, "ends")
+    if not len(starts) == len(ends) == len(axes) == len(steps):
+        raise _refuse(node, opset, "starts, ends, axes and steps differ in length")
     if 0 in steps:
         raise _refuse(node, opset, "a step is 0")
     c2_starts, c2_ends = [0] * rank, [-1] * rank  # Caffe2's Slice: -1 is the end, so -k means dim + 1 - k
@@ -125,13 +180,12 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
                 c2_starts[axis], c2_ends[axis] = first, max(first, stop)
             else:
                 picks.append((axis, list(range(first, stop, step))))
-        elif step == 1:  # Caffe2 clamps an end past the dim; a start past it is a run-time error, never wrong
+        elif step == 1:
             start = max(start, 0) if start < -_HUGE else start
             if end < -_HUGE or 0 <= end <= start or end < 0 and start < 0 and end <= start:
                 c2_starts[axis], c2_ends[axis] = 0, 0  # empty whatever the length
             else:
-                c2_starts[axis] = start if start >= 0 else start - 1
-                c2_ends[axis] = -1 if end >= _HUGE else (end if end >= 0 else end - 1)
+                c2_starts[axis], c2_ends[axis] = _caffe2_bound(start, False), _caffe2_bound(end, True)
         elif step == -1 and (start == -1 or start >= _HUGE) and end < -_HUGE:
             picks.append((axis, None))
         else:
@@ -159,6 +213,8 @@ def _unsqueeze(node, facts, opset, fresh):
     if not axes:
         raise _refuse(node, opset, "axes are required")
     rank = facts.rank(node.input[0])
+    if rank is None and len(axes) == 1 and axes[0] < 0:  # torch's unsqueeze counts from the end as ONNX does
+        return [_op("ATen", [node.input[0]], [node.output[0]], node.name, operator="unsqueeze", dim=axes[0])]
     axes = _normalized(node, opset, axes, None if rank is None else rank + len(axes))
     return [_op("ExpandDims", [node.input[0]], [node.output[0]], node.name, dims=sorted(axes))]
 
@@ -185,7 +241,8 @@ def _reduce(node, facts, opset, fresh):
         if rank is None:
             raise _refuse(node, opset, "it reduces every axis, but the rank of input {!r} is unknown".format(data))
         axes = list(range(rank))
-    axes = _normalized(node, opset, axes, rank)
+    if rank is not None:  # Caffe2's Reduce* count negative axes from the end as ONNX does
+        axes = _normalized(node, opset, axes, rank)
     return [_op(node.op_type, [data], [node.output[0]], node.name, axes=sorted(axes),
                 keepdims=int(_attribute(node, "keepdims", 1)))]
 
@@ -261,6 +318,31 @@ def _scatter_nd(node, facts, opset, fresh):
     return ops
 
 
+#: ONNX element type -> Caffe2's (a ConstantOfShape value's type: the types Caffe2's ConstantFill makes).
+_FILL_TYPES = {
+    TensorProto.FLOAT: caffe2_pb2.TensorProto.FLOAT, TensorProto.DOUBLE: caffe2_pb2.TensorProto.DOUBLE,
+    TensorProto.INT32: caffe2_pb2.TensorProto.INT32, TensorProto.INT64: caffe2_pb2.TensorProto.INT64,
+    TensorProto.BOOL: caffe2_pb2.TensorProto.BOOL,
+}
+
+
+def _constant_of_shape(node, facts, opset, fresh):
+    value = _attribute(node, "value")
+    if value is None:
+        elem_type, number = TensorProto.FLOAT, 0.0
+    else:
+        elem_type, number = value.data_type, onnx.numpy_helper.to_array(value).reshape(-1)
+        if number.size != 1:
+            raise _refuse(node, opset, "the value must hold one element, got {}".format(number.size))
+        number = number[0].item()
+    if elem_type not in _FILL_TYPES:
+        raise _refuse(node, opset, "value of type {} (Caffe2's ConstantFill makes {})".format(
+            TensorProto.DataType.Name(elem_type), ", ".join(TensorProto.DataType.Name(t) for t in _FILL_TYPES)))
+    number = float(number) if elem_type in _FLOATS else int(number)
+    return [_op("ConstantFill", [node.input[0]], [node.output[0]], node.name, input_as_shape=1,
+                dtype=_FILL_TYPES[elem_type], value=number)]
+
+
 _PROTOTYPES: Dict[tuple, caffe2_pb2.OperatorDef] = {}
 
 
@@ -328,7 +410,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "Slice": _slice, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
     "ReduceSum": _reduce, "ReduceMean": _reduce, "ReduceMax": _reduce, "ReduceMin": _reduce,
     "Pow": _pow, "Reshape": _reshape, "Gather": _gather, "Where": _where, "Softmax": _softmax,
-    "Max": _extremum, "Min": _extremum, "ScatterND": _scatter_nd,
+    "Max": _extremum, "Min": _extremum, "ScatterND": _scatter_nd, "ConstantOfShape": _constant_of_shape,
 }
 
 

@@ -1,0 +1,93 @@
+"""The sweep behind docs/onnx.md's table: every family of `transformer_models` at opsets 11, 13, 14, static and
+dynamic axes, through ``prepare``, ``lower="aten"``, ``lower="portable"`` (static shapes) and the command line,
+each output compared with onnxruntime (max abs difference <= 1e-4), or refused in one line.
+
+    PYTHONPATH=. python tests/onnx_model_sweep.py [FAMILY ...] [--opsets 11,13,14] [--paths prepare,aten,...]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import numpy as np
+import onnx
+
+import transformer_models
+from onnx_support import onnxruntime_outputs
+
+TOLERANCE = 1e-4
+PATHS = ("prepare", "aten", "portable", "cli")
+
+
+def run_path(model, feeds, path):
+    """The model's first output through ``path``; raises what the path raises."""
+    import pycumsum_op.onnx
+    from caffe2.python import workspace
+
+    if path in ("prepare", "aten", "portable"):
+        rep = pycumsum_op.onnx.prepare(model, lower=None if path == "prepare" else path)
+        return rep.run(feeds)[0]
+    with tempfile.TemporaryDirectory() as folder:
+        onnx.save(model, os.path.join(folder, "m.onnx"))
+        result = subprocess.run(["pycumsum-op", "onnx", "import", os.path.join(folder, "m.onnx"), "--predict-net",
+                                 os.path.join(folder, "p.pb"), "--init-net", os.path.join(folder, "i.pb")],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        if result.returncode:
+            raise RuntimeError(result.stderr.strip())
+        from pycumsum_op.serialization import load_net
+        workspace.ResetWorkspace()
+        workspace.RunNetOnce(load_net(os.path.join(folder, "i.pb")))
+        for name, value in feeds.items():
+            workspace.FeedBlob(name, value)
+        predict = load_net(os.path.join(folder, "p.pb"))
+        workspace.RunNetOnce(predict)
+        return workspace.FetchBlob(predict.external_output[0])
+
+
+def outcome(model, feeds, path):
+    """"match", "MISMATCH <diff>" or "refused: <one line>"."""
+    expected = onnxruntime_outputs(model, feeds)[0]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ours = run_path(model, feeds, path)
+    except Exception as error:  # a refusal, reported by its first line
+        return "refused: " + (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+    if ours.shape != expected.shape:
+        return "MISMATCH shape {} vs {}".format(ours.shape, expected.shape)
+    difference = float(np.max(np.abs(ours.astype(np.float64) - expected))) if ours.size else 0.0
+    return "match" if difference <= TOLERANCE else "MISMATCH {:.3g}".format(difference)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("families", nargs="*", default=list(transformer_models.FAMILIES))
+    parser.add_argument("--opsets", default="11,13,14")
+    parser.add_argument("--paths", default=",".join(PATHS))
+    args = parser.parse_args(argv)
+    for family in args.families:
+        try:
+            module, example = transformer_models.build(family)
+        except Exception as error:
+            print(family, "-", "-", "build", "refused: " + str(error).splitlines()[0][:200], flush=True)
+            continue
+        feeds = {"input_ids": example[0].numpy(), "attention_mask": example[1].numpy()}
+        for opset in [int(o) for o in args.opsets.split(",")]:
+            for dynamic in (False, True):
+                axes = "dynamic" if dynamic else "static"
+                try:
+                    model = transformer_models.export(module, example, opset, dynamic)
+                except Exception as error:
+                    print(family, opset, axes, "export", "torch.onnx.export fails: " +
+                          str(error).strip().splitlines()[0][:200], flush=True)
+                    continue
+                for path in args.paths.split(","):
+                    if path == "portable" and dynamic:
+                        continue
+                    print(family, opset, axes, path, outcome(model, feeds, path), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
