@@ -36,6 +36,7 @@ class GraphFacts:
         self._types: Dict[str, Tuple[Optional[int], Dims]] = {}
         self._value_infos: Dict[str, object] = {}
         self.graph_inputs = set()
+        self._producers: Dict[str, object] = {}
         if graph is None:
             return
         self.graph_inputs = {info.name for info in graph.input}
@@ -44,6 +45,7 @@ class GraphFacts:
                 self._constant_protos[tensor.name] = tensor
             self._types.setdefault(tensor.name, (tensor.data_type, list(tensor.dims)))
         for node in graph.node:
+            self._producers.update((name, node) for name in node.output)
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.output) == 1:
                 for attr in node.attribute:
                     if attr.name == "value":
@@ -58,6 +60,10 @@ class GraphFacts:
             dims = ([dim.dim_value if dim.HasField("dim_value") else None for dim in tensor_type.shape.dim]
                     if tensor_type.HasField("shape") else None)
             self._types.setdefault(info.name, (tensor_type.elem_type or None, dims))
+
+    def producer(self, name: str):
+        """The node that makes blob ``name``, or None (a graph input or initializer)."""
+        return self._producers.get(name)
 
     def is_constant(self, name: str) -> bool:
         return name in self._constant_protos

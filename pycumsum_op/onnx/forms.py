@@ -67,7 +67,6 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Cast": _forms(Form((9, NEWEST), {"to": _ANY})),
     "Constant": _forms(Form((9, NEWEST), {"value": _ANY})),
     "Shape": _forms(Form((1, 14))),  # opset 15 adds start/end
-    "Expand": _forms(Form((8, NEWEST))),
     "Range": _forms(Form((11, NEWEST))),
     "Softmax": _forms(Form((1, 12), {"axis": _ANY}),  # Caffe2's Softmax flattens to 2-D at axis, as ONNX < 13
                       Form((13, NEWEST), {"axis": _ANY}, translation=OWN)),  # the last axis only
@@ -88,6 +87,7 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Reshape": _forms(Form((5, NEWEST), {"allowzero": frozenset([0])}, translation=OWN)),
     "Gather": _forms(Form((1, NEWEST), {"axis": _ANY}, translation=OWN)),
     "Where": _forms(Form((9, NEWEST), translation=OWN)),
+    "Expand": _forms(Form((8, NEWEST), translation=OWN)),  # Caffe2's Expand has no bool kernel
     "Max": _forms(Form((8, NEWEST), translation=OWN)),  # Caffe2's Max does not broadcast (it keeps A's shape)
     "Min": _forms(Form((8, NEWEST), translation=OWN)),
     "ConstantOfShape": _forms(Form((9, NEWEST), {"value": _ANY}, translation=OWN)),  # C++: no bool

@@ -274,6 +274,22 @@ def _gather(node, facts, opset, fresh):
     return [_op("Gather", list(node.input), [node.output[0]], node.name, axis=axis, wrap_indices=1)]
 
 
+def _expand(node, facts, opset, fresh):
+    """Caffe2's Expand broadcasts as ONNX's does, over int32, int64, float and double: bool goes through int32."""
+    data, shape = node.input
+    elem_type = facts.elem_type(data)
+    if elem_type in (TensorProto.INT32, TensorProto.INT64, TensorProto.FLOAT, TensorProto.DOUBLE):
+        return [_op("Expand", [data, shape], [node.output[0]], node.name)]
+    if elem_type != TensorProto.BOOL:
+        raise _refuse(node, opset, "input {!r} is {}; Caffe2's Expand takes int32, int64, float, double (and "
+                                   "bool, through int32)".format(data, TensorProto.DataType.Name(elem_type)
+                                                                 if elem_type else "of unknown type"))
+    widened, expanded = fresh(), fresh()
+    return [_op("Cast", [data], [widened], node.name, to=caffe2_pb2.TensorProto.INT32),
+            _op("Expand", [widened, shape], [expanded], node.name),
+            _op("Cast", [expanded], [node.output[0]], node.name, to=caffe2_pb2.TensorProto.BOOL)]
+
+
 def _where(node, facts, opset, fresh):
     return [_op("ATen", list(node.input), [node.output[0]], node.name, operator="where")]
 
@@ -300,18 +316,41 @@ def _extremum(node, facts, opset, fresh):
     return ops
 
 
+def _last_dim(facts, opset, name: str):
+    """The last dim of blob ``name``: inferred, or read off the nodes that make it (torch builds ScatterND's
+    indices by concatenating, on the last axis, pieces unsqueezed at the last axis); None when unknown."""
+    dims = facts.dims(name)
+    if dims and dims[-1] is not None:
+        return dims[-1]
+    node = facts.producer(name)
+    if node is None:
+        return None
+    if node.op_type == "Unsqueeze":
+        axes = _attribute(node, "axes") if opset < 13 else (
+            facts.constant(node.input[1]) if len(node.input) > 1 else None)
+        return 1 if axes is not None and [int(a) for a in np.reshape(axes, -1)] == [-1] else None
+    if node.op_type == "Concat" and _attribute(node, "axis") == -1:
+        pieces = [_last_dim(facts, opset, piece) for piece in node.input]
+        return None if None in pieces else sum(pieces)
+    return None
+
+
 def _scatter_nd(node, facts, opset, fresh):
     data, indices, updates = node.input
-    index_dims = facts.dims(indices)
-    if index_dims is None or index_dims[-1] is None:
+    depth = _last_dim(facts, opset, indices)
+    if depth is None:
         raise _refuse(node, opset, "the last dim of indices {!r} is unknown".format(indices))
-    depth = index_dims[-1]
+    index_rank = facts.rank(indices)
+    if index_rank is None:  # updates' shape is indices.shape[:-1] + data.shape[depth:]
+        if facts.rank(updates) is None or facts.rank(data) is None:
+            raise _refuse(node, opset, "the rank of indices {!r} is unknown".format(indices))
+        index_rank = facts.rank(updates) - (facts.rank(data) - depth) + 1
     ops, columns = [], []
     for column in range(depth):  # index_put takes one index tensor per indexed dimension
         picked, (position, fill) = fresh(), _constant_blob([column], fresh)
-        ops += [fill, _op("Gather", [indices, position], [picked], node.name, axis=len(index_dims) - 1)]
+        ops += [fill, _op("Gather", [indices, position], [picked], node.name, axis=index_rank - 1)]
         squeezed = fresh()
-        ops.append(_op("Squeeze", [picked], [squeezed], node.name, dims=[len(index_dims) - 1]))
+        ops.append(_op("Squeeze", [picked], [squeezed], node.name, dims=[index_rank - 1]))
         columns.append(squeezed)
     ops.append(_op("ATen", [data] + columns + [updates], [node.output[0]], node.name, operator="index_put",
                    accumulate=0))
@@ -411,6 +450,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "ReduceSum": _reduce, "ReduceMean": _reduce, "ReduceMax": _reduce, "ReduceMin": _reduce,
     "Pow": _pow, "Reshape": _reshape, "Gather": _gather, "Where": _where, "Softmax": _softmax,
     "Max": _extremum, "Min": _extremum, "ScatterND": _scatter_nd, "ConstantOfShape": _constant_of_shape,
+    "Expand": _expand,
 }
 
 
