@@ -252,13 +252,13 @@ def _translated_nets(cls, onnx_model, device, opset_version, include_initializer
     facts = GraphFacts(graph)
     for node in graph.node:
         predict_net.op.extend(node_ops(cls, converter, node, facts, opset_version))
-    _dead_constants_dropped(predict_net)
     inputs = [info.name for info in graph.input]
     inputs += [tensor.name for tensor in graph.initializer if tensor.name not in facts.graph_inputs]
     for net in (init_net, predict_net):
         net.device_option.CopyFrom(device_option)
         net.external_input.extend(inputs)
     predict_net.external_output.extend(info.name for info in graph.output)
+    _dead_constants_dropped(predict_net)
     init_net.external_output.extend(op.output[0] for op in init_net.op)
     return init_net, predict_net
 

@@ -1,0 +1,253 @@
+"""Every ONNX node form on `pycumsum_op.onnx.forms.FORMS` against onnxruntime, and property tests of the forms
+torch writes around CumSum (Slice, Gather, Expand, Reshape, the reductions) over negative indices, steps,
+empty ranges and dynamic shapes: each result equals onnxruntime's, or the form is refused in one line naming
+the ONNX op and the opset. Never a wrong result.
+"""
+import pytest
+from onnx_support import onnx_backend_refusal
+
+if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself: tests/test_torch_versions.py
+    pytest.skip(onnx_backend_refusal(), allow_module_level=True)
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import helper
+
+from pycumsum_op.onnx.forms import FORMS, NEWEST, FormRefused, check_node
+from onnx_forms_support import node_model, outcome
+
+RNG = np.random.default_rng(0)
+F = RNG.standard_normal((3, 4)).astype(np.float32)
+POSITIVE = (np.abs(RNG.standard_normal((3, 4))) + 0.5).astype(np.float32)
+ROW = RNG.standard_normal((1, 4)).astype(np.float32)
+COLUMN = RNG.standard_normal((3, 1)).astype(np.float32)
+I64 = RNG.integers(-5, 5, (3, 4)).astype(np.int64)
+MASK = RNG.integers(0, 2, (3, 4)).astype(bool)
+
+
+def i64(*values):
+    return np.array(values, np.int64)
+
+
+def _axes_case(op, opset, axes, data, **attrs):
+    """(inputs, constants, attrs) of an op whose axes are an attribute before opset 13 and an input after."""
+    if opset >= 13 and op in ("Unsqueeze", "Squeeze", "ReduceSum"):
+        return {"x": data}, {"axes": i64(*axes)}, attrs
+    return {"x": data}, {}, dict(attrs, axes=axes)
+
+
+def form_cases(op, opset):
+    """(inputs, constants, attrs) cases of ``op`` at ``opset`` that its accepted forms must get right."""
+    unary_inputs = {"Sqrt": POSITIVE, "Log": POSITIVE, "Reciprocal": POSITIVE, "Not": MASK}
+    if op in ("Abs", "Neg", "Sqrt", "Exp", "Log", "Erf", "Tanh", "Relu", "Sigmoid", "Not", "Reciprocal", "Identity"):
+        return [({"x": unary_inputs.get(op, F)}, {}, {})]
+    if op in ("Add", "Sub", "Mul", "Div"):
+        return [({"a": F, "b": ROW}, {}, {}), ({"a": COLUMN, "b": ROW}, {}, {}),
+                ({"a": I64, "b": np.array(3, np.int64)}, {}, {})]
+    if op in ("Or", "And"):
+        return [({"a": MASK, "b": MASK[:1]}, {}, {})]
+    if op in ("Equal", "Less", "Greater"):
+        floats = [({"a": F, "b": np.array(0.1, np.float32)}, {}, {})] if op != "Equal" or opset >= 11 else []
+        return [({"a": I64, "b": I64[:1]}, {}, {})] + floats
+    if op in ("Max", "Min"):
+        return [({"a": F, "b": ROW}, {}, {}), ({"a": COLUMN, "b": np.array(0.0, np.float32), "c": ROW}, {}, {}),
+                ({"a": I64, "b": np.array(0, np.int64)}, {}, {})][:3 if opset >= 12 else 2]
+    if op == "MatMul":
+        return [({"a": F, "b": F.T.copy()}, {}, {}), ({"a": np.stack([F, F]), "b": F.T.copy()}, {}, {})]
+    if op == "Gemm":
+        return [({"a": F, "b": F}, {"c": COLUMN[:, 0]}, {"transB": 1, "alpha": 0.5})]
+    if op == "Transpose":
+        return [({"x": np.stack([F, F])}, {}, {"perm": [2, 0, 1]}), ({"x": F}, {}, {})]
+    if op == "Concat":
+        return [({"a": F, "b": ROW}, {}, {"axis": 0}),
+                ({"a": F, "b": COLUMN.repeat(4, 1)}, {}, {"axis": -1 if opset >= 11 else 1})]
+    if op == "Cast":
+        return [({"x": F * 3}, {}, {"to": 7}), ({"x": MASK}, {}, {"to": 1}), ({"x": I64}, {}, {"to": 9})]
+    if op == "Constant":
+        return [({}, {}, {"value": helper.make_tensor("v", 1, [2], [1.5, -2.0])})]
+    if op == "ConstantOfShape":
+        return [({}, {"shape": i64(2, 3)}, {"value": helper.make_tensor("v", 9, [1], [1])}),
+                ({}, {"shape": i64(2)}, {"value": helper.make_tensor("v", 7, [1], [-4])}), ({}, {"shape": i64(3)}, {})]
+    if op == "Shape":
+        return [({"x": F}, {}, {})]
+    if op == "Expand":
+        return [({"x": ROW}, {"shape": i64(3, 1)}, {}), ({"x": MASK[:, :1]}, {"shape": i64(2, 1, 4)}, {}),
+                ({"x": I64}, {"shape": i64(1)}, {})]
+    if op == "Range":
+        return [({}, {"start": np.array(-3, np.int64), "limit": np.array(9, np.int64),
+                      "delta": np.array(2, np.int64)}, {}),
+                ({}, {"start": np.array(1.0, np.float32), "limit": np.array(-2.0, np.float32),
+                      "delta": np.array(-0.5, np.float32)}, {})]
+    if op == "Softmax":
+        return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": -1})]
+    if op == "CumSum":
+        return [({"x": F}, {"axis": np.array(-1, np.int64)}, {"reverse": 1})]
+    if op == "Slice":
+        return [({"x": F}, {"starts": i64(1, -1), "ends": i64(-1, -4), "axes": i64(0, 1), "steps": i64(1, -1)}, {})]
+    if op in ("Unsqueeze", "Squeeze"):
+        data = F if op == "Unsqueeze" else F[:, None, :, None]
+        return [_axes_case(op, opset, [-1, 1], data)]
+    if op.startswith("Reduce"):
+        return [_axes_case(op, opset, [-1], F, keepdims=0), _axes_case(op, opset, [0, 1], F)]
+    if op == "Pow":
+        return [({"x": POSITIVE}, {"e": np.array(2.0, np.float32)}, {}),
+                ({"x": POSITIVE, "e": ROW}, {}, {}), ({"x": POSITIVE}, {"e": np.array([0.5], np.float32)}, {})]
+    if op == "Reshape":
+        return [({"x": F}, {"shape": i64(0, 2, -1)}, {}), ({"x": F, "shape": i64(-1)}, {}, {})]
+    if op == "Gather":
+        return [({"x": F, "i": i64(-1, 0)}, {}, {"axis": 1}), ({"x": F, "i": np.array(-3, np.int64)}, {}, {})]
+    if op == "Where":
+        return [({"c": MASK[:1], "a": F, "b": np.array(-1.0, np.float32)}, {}, {})]
+    if op == "ScatterND":
+        return [({"x": F, "i": i64(2, 0, 0, 3).reshape(2, 2), "u": i64(7, 8).astype(np.float32)}, {}, {})]
+    raise AssertionError("no cases for ONNX {}".format(op))
+
+
+def _form_params():
+    for op, forms in sorted(FORMS.items()):
+        for form in forms:
+            for opset in sorted({max(form.opsets[0], 9), form.opsets[1]}):
+                if opset >= 9:
+                    yield pytest.param(op, opset, id="{}-{}".format(op, opset))
+
+
+@pytest.mark.parametrize("op, opset", list(_form_params()))
+def test_every_accepted_form_equals_onnxruntime(op, opset):
+    for inputs, constants, attrs in form_cases(op, opset):
+        model = node_model(op, inputs, constants, attrs, opset, out_rank=1)
+        assert check_node(model.graph.node[0], opset, lambda name: name in constants).translation  # accepted
+        assert outcome(model, inputs) == ("match", None), (op, opset, attrs)
+
+
+@pytest.mark.parametrize("node, opset, message", [
+    (helper.make_node("Slice", ["x", "s", "e", "a"], ["y"]), 13, r"ONNX Slice node 'y' \(opset 13\): input 3 \(axes\) "
+                                                                  r"is not a constant; Caffe2's stock Slice converter"),
+    (helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=2), 14,
+     r"ONNX LSTM node 'y' \(opset 14\): the op has no form proven equal to onnxruntime; Caffe2's RNN converter"),
+    (helper.make_node("Reshape", ["x", "s"], ["y"], allowzero=1), 14,
+     r"ONNX Reshape node 'y' \(opset 14\): attribute allowzero=1 is not accepted \(accepted: 0\)"),
+    (helper.make_node("Relu", ["x"], ["y"]), 16, r"ONNX Relu node 'y' \(opset 16\): accepted only at opsets 7-15"),
+    (helper.make_node("Relu", ["x"], ["y"], domain="com.example"), 13, r"domain 'com.example' has no accepted forms"),
+    (helper.make_node("Softmax", ["x"], ["y"], axis=1, foo=2), 13, r"attribute 'foo' is not accepted"),
+])
+def test_other_forms_are_refused_in_one_line(node, opset, message):
+    with pytest.raises(FormRefused, match=message) as caught:
+        check_node(node, opset)
+    assert len(str(caught.value).splitlines()) == 1
+
+
+def test_the_stock_slice_of_inputs_is_refused_not_silently_wrong():
+    """Caffe2's converter returns x for Slice(x, starts, ends) with starts/ends as graph inputs."""
+    x = F
+    model = node_model("Slice", {"x": x, "s": i64(1), "e": i64(3), "a": i64(1)}, opset=13)
+    assert outcome(model, {"x": x, "s": i64(1), "e": i64(3), "a": i64(1)})[0] == "refused"
+    # with run-time starts and ends but constant axes, pycumsum_op translates it
+    model = node_model("Slice", {"x": x, "s": i64(1), "e": i64(-1)}, {"a": i64(1)}, opset=13)
+    assert outcome(model, {"x": x, "s": i64(1), "e": i64(-1)}) == ("match", None)
+
+
+def _run(model, feeds, static):
+    """The outcome; with static shapes every slice form must be translated (no refusal)."""
+    result, detail = outcome(model, feeds)
+    assert result != "mismatch", detail
+    if static:
+        assert result == "match", detail
+    return result
+
+
+BOUND = st.integers(-7, 7) | st.sampled_from([2 ** 63 - 1, -2 ** 63, 2 ** 31, -2 ** 31 - 5])
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(dims=st.lists(st.integers(0, 5), min_size=1, max_size=3), data=st.data(), dynamic=st.booleans(),
+       opset=st.sampled_from([11, 13]), runtime=st.booleans())
+def test_slice_property(dims, data, dynamic, opset, runtime):
+    x = np.arange(int(np.prod(dims)), dtype=np.float32).reshape(dims)
+    count = data.draw(st.integers(1, len(dims)))
+    axes = data.draw(st.lists(st.integers(-len(dims), len(dims) - 1), min_size=count, max_size=count,
+                              unique_by=lambda a: a % len(dims)))
+    starts = [data.draw(BOUND) for _ in axes]
+    ends = [data.draw(BOUND) for _ in axes]
+    steps = [1] * count if runtime else [data.draw(st.sampled_from([1, 1, -1, 2, -2, 3])) for _ in axes]
+    bounds = {"starts": i64(*starts), "ends": i64(*ends)}
+    rest = {"axes": i64(*axes), "steps": i64(*steps)}
+    order = ["x", "starts", "ends", "axes", "steps"]
+    if runtime:
+        model = node_model("Slice", dict({"x": x}, **bounds), rest, opset=opset, dynamic=dynamic, order=order)
+        result, detail = outcome(model, dict({"x": x}, **bounds))
+        assert result != "mismatch", detail  # run-time bounds past the dims may be refused, never wrong
+    else:
+        model = node_model("Slice", {"x": x}, dict(bounds, **rest), opset=opset, dynamic=dynamic, order=order)
+        try:
+            _run(model, {"x": x}, static=not dynamic)
+        except RuntimeError as error:  # Caffe2's Slice refuses, at run time, a start past a symbolic dim
+            assert dynamic and "slice_op" in str(error), error
+
+
+@SETTINGS
+@given(dims=st.lists(st.integers(1, 4), min_size=1, max_size=3), data=st.data(), dynamic=st.booleans(),
+       opset=st.sampled_from([11, 13]))
+def test_gather_property(dims, data, dynamic, opset):
+    x = np.arange(int(np.prod(dims)), dtype=np.float32).reshape(dims)
+    axis = data.draw(st.integers(-len(dims), len(dims) - 1))
+    size = dims[axis]
+    index_shape = data.draw(st.lists(st.integers(0, 3), max_size=2))
+    indices = np.array(data.draw(st.lists(st.integers(-size, size - 1), min_size=int(np.prod(index_shape)),
+                                          max_size=int(np.prod(index_shape)))), np.int64).reshape(index_shape)
+    model = node_model("Gather", {"x": x, "i": indices}, attrs={"axis": axis}, opset=opset, dynamic=dynamic)
+    _run(model, {"x": x, "i": indices}, static=True)
+
+
+@SETTINGS
+@given(dims=st.lists(st.integers(1, 3), min_size=1, max_size=3), data=st.data(), dynamic=st.booleans(),
+       kind=st.sampled_from([np.float32, np.int64, bool]))
+def test_expand_property(dims, data, dynamic, kind):
+    x = (np.arange(int(np.prod(dims))) % 3).astype(kind).reshape(dims)
+    extra = data.draw(st.lists(st.integers(1, 3), max_size=2))
+    shape = extra + [data.draw(st.sampled_from([1, dim] if dim == 1 else [1, dim])) if dim > 1 else
+                     data.draw(st.integers(1, 3)) for dim in dims]
+    shape = shape[data.draw(st.integers(0, len(shape) - 1)):]  # a shorter shape broadcasts too
+    model = node_model("Expand", {"x": x}, {"shape": i64(*shape)}, opset=13, dynamic=dynamic)
+    _run(model, {"x": x}, static=True)
+
+
+@SETTINGS
+@given(dims=st.lists(st.integers(0, 4), min_size=1, max_size=3), data=st.data(), dynamic=st.booleans(),
+       opset=st.sampled_from([11, 13, 14]), runtime=st.booleans())
+def test_reshape_property(dims, data, dynamic, opset, runtime):
+    x = np.arange(int(np.prod(dims)), dtype=np.float32).reshape(dims)
+    total = x.size
+    rank = data.draw(st.integers(1, 3))
+    shape = [data.draw(st.sampled_from([0, -1, 1, 2]) if k < len(dims) else st.sampled_from([-1, 1, 2]))
+             for k in range(rank)]
+    shape = [dims[k] if v == 0 else v for k, v in enumerate(shape)]  # what 0 copies
+    if shape.count(-1) > 1 or (-1 in shape and (total == 0 or total % max(1, int(np.prod([v for v in shape if v > 0])))))\
+            or (-1 not in shape and int(np.prod(shape)) != total):
+        shape = [total] if total else list(dims)
+    zeros = [k for k in range(min(len(shape), len(dims))) if shape[k] == dims[k] and data.draw(st.booleans())]
+    written = [0 if k in zeros and dims[k] else v for k, v in enumerate(shape)]
+    feeds = {"x": x}
+    if runtime:
+        feeds["shape"] = i64(*written)
+        model = node_model("Reshape", feeds, opset=opset, dynamic=dynamic)
+    else:
+        model = node_model("Reshape", feeds, {"shape": i64(*written)}, opset=opset, dynamic=dynamic)
+    _run(model, feeds, static=True)
+
+
+@SETTINGS
+@given(dims=st.lists(st.integers(1, 4), min_size=1, max_size=3), data=st.data(), dynamic=st.booleans(),
+       op=st.sampled_from(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"]), opset=st.sampled_from([11, 13]),
+       keepdims=st.sampled_from([0, 1]))
+def test_reduce_property(dims, data, dynamic, op, opset, keepdims):
+    x = np.random.default_rng(len(dims)).standard_normal(dims).astype(np.float32)
+    axes = data.draw(st.lists(st.integers(-len(dims), len(dims) - 1), max_size=len(dims),
+                              unique_by=lambda a: a % len(dims)))
+    if axes:
+        inputs, constants, attrs = _axes_case(op, opset, axes, x, keepdims=keepdims)
+    else:
+        inputs, constants, attrs = {"x": x}, {}, {"keepdims": keepdims}
+    model = node_model(op, inputs, constants, attrs, opset=opset, dynamic=dynamic)
+    _run(model, inputs, static=True)
