@@ -176,8 +176,12 @@ def test_slice_property(dims, data, dynamic, opset, runtime):
     order = ["x", "starts", "ends", "axes", "steps"]
     if runtime:
         model = node_model("Slice", dict({"x": x}, **bounds), rest, opset=opset, dynamic=dynamic, order=order)
-        result, detail = outcome(model, dict({"x": x}, **bounds))
-        assert result != "mismatch", detail  # run-time bounds past the dims may be refused, never wrong
+        try:
+            result, detail = outcome(model, dict({"x": x}, **bounds))
+        except RuntimeError as error:  # Caffe2's Slice refuses at run time a bound past the dims (ONNX clamps)
+            assert "slice_op" in str(error), error
+        else:
+            assert result != "mismatch", detail
     else:
         model = node_model("Slice", {"x": x}, dict(bounds, **rest), opset=opset, dynamic=dynamic, order=order)
         try:
@@ -234,7 +238,7 @@ def test_reshape_property(dims, data, dynamic, opset, runtime):
         model = node_model("Reshape", feeds, opset=opset, dynamic=dynamic)
     else:
         model = node_model("Reshape", feeds, {"shape": i64(*written)}, opset=opset, dynamic=dynamic)
-    _run(model, feeds, static=True)
+    _run(model, feeds, static=not (dynamic and runtime))  # a shape of unknown length with a 0 may be refused
 
 
 @SETTINGS

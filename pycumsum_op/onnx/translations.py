@@ -100,6 +100,15 @@ def _constant_blob(values, fresh) -> tuple:
     return name, _op("GivenTensorInt64Fill", [], [name], values=[int(v) for v in values], shape=[len(values)])
 
 
+def _onnx_range(start: int, end: int, step: int, dim: int) -> range:
+    """The indices ONNX Slice takes along a dim of length ``dim`` (its clamping differs from Python's for
+    negative steps: a start before the first element is the first element)."""
+    start, end = start + dim if start < 0 else start, end + dim if end < 0 else end
+    if step > 0:
+        return range(min(max(start, 0), dim), min(max(end, 0), dim), step)
+    return range(min(max(start, 0), dim - 1), min(max(end, -1), dim - 1), step)
+
+
 def _caffe2_bound(value: int, end: bool) -> int:
     """An ONNX Slice start or end as Caffe2's Slice reads it (-1 is the end, so -k means dim + 1 - k; an end
     past the dim is clamped, a start past it is a run-time error, never a wrong result)."""
@@ -112,8 +121,11 @@ def _runtime_bounds(node, facts, opset, fresh, position, axes, rank, end):
     """(ops, blob): the full-rank int64 vector of Caffe2 Slice starts (or ends) from input ``position``, whose
     values are known only at run time: a negative value v becomes v - 1 (``v - (v < 0)``)."""
     name, ops = node.input[position], []
-    as_int64 = fresh()
-    ops.append(_op("Cast", [name], [as_int64], node.name, to=caffe2_pb2.TensorProto.INT64))
+    cast, as_int64 = fresh(), fresh()
+    ops += [_op("Cast", [name], [cast], node.name, to=caffe2_pb2.TensorProto.INT64),
+            # v - 1 must not wrap (INT64_MIN, torch's "from the start" going backwards): far below any dim,
+            # -2**31 makes Caffe2 refuse the slice at run time
+            _op("ATen", [cast], [as_int64], node.name, operator="clamp_min", min=-_HUGE - 1)]
     zero = fresh()
     ops.append(_op("ConstantFill", [], [zero], node.name, shape=[], dtype=caffe2_pb2.TensorProto.INT64, value=0))
     negative, shift, shifted = fresh(), fresh(), fresh()
@@ -175,11 +187,11 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
     for axis, start, end, step in zip(axes, starts, ends, steps):
         dim = dims[axis]
         if dim is not None:
-            first, stop, step = slice(start, end, step).indices(dim)  # ONNX clamps as Python does
+            picked = _onnx_range(start, end, step, dim)
             if step == 1:
-                c2_starts[axis], c2_ends[axis] = first, max(first, stop)
+                c2_starts[axis], c2_ends[axis] = picked.start, max(picked.start, picked.stop)
             else:
-                picks.append((axis, list(range(first, stop, step))))
+                picks.append((axis, list(picked)))
         elif step == 1:
             start = max(start, 0) if start < -_HUGE else start
             if end < -_HUGE or 0 <= end <= start or end < 0 and start < 0 and end <= start:
@@ -265,7 +277,37 @@ def _pow(node, facts, opset, fresh):
 
 
 def _reshape(node, facts, opset, fresh):
-    return [_op("Reshape", list(node.input), [node.output[0], fresh()], node.name)]
+    """Caffe2's Reshape copies a 0 of the shape from the input's dims only when the input is not empty (ONNX
+    copies it always): zeros are replaced by the dims first, from the model or at run time."""
+    data, shape = node.input
+    dims, out = facts.dims(data), [node.output[0], fresh()]
+    values = facts.constant(shape)
+    if values is not None:
+        values = [int(v) for v in values.reshape(-1)]
+        zeros = [k for k, v in enumerate(values) if v == 0]
+        if not zeros:
+            return [_op("Reshape", [data, shape], out, node.name)]
+        if dims is not None and all(k < len(dims) and dims[k] is not None for k in zeros):
+            blob, fill = _constant_blob([dims[k] if v == 0 else v for k, v in enumerate(values)], fresh)
+            return [fill, _op("Reshape", [data, blob], out, node.name)]
+    length = facts.dims(shape)
+    if dims is None or not length or length[0] is None:
+        raise _refuse(node, opset, "a 0 in the shape may copy a dim, but the rank of {!r} or the length of the "
+                                   "shape {!r} is unknown".format(data, shape))
+    ops, (rank, count) = [], (len(dims), length[0])
+    data_dims, prefix = fresh(), fresh()
+    ops.append(_op("Shape", [data], [data_dims], node.name))
+    if count <= rank:
+        ops.append(_op("Slice", [data_dims], [prefix], node.name, starts=[0], ends=[count]))
+    else:  # a 0 past the input's rank is invalid ONNX: those places are never taken
+        padding, fill = _constant_blob([0] * (count - rank), fresh)
+        ops += [fill, _op("Concat", [data_dims, padding], [prefix, fresh()], node.name, axis=0)]
+    zero, is_zero, new_shape = fresh(), fresh(), fresh()
+    ops += [_op("ConstantFill", [], [zero], node.name, shape=[], dtype=caffe2_pb2.TensorProto.INT64, value=0),
+            _op("EQ", [shape, zero], [is_zero], node.name),
+            _op("ATen", [is_zero, prefix, shape], [new_shape], node.name, operator="where"),
+            _op("Reshape", [data, new_shape], out, node.name)]
+    return ops
 
 
 def _gather(node, facts, opset, fresh):
