@@ -79,6 +79,10 @@ def form_cases(op, opset):
                       "delta": np.array(2, np.int64)}, {}),
                 ({}, {"start": np.array(1.0, np.float32), "limit": np.array(-2.0, np.float32),
                       "delta": np.array(-0.5, np.float32)}, {})]
+    if op == "Clip":
+        if opset < 11:
+            return [({"x": F}, {}, {"min": -0.5, "max": 0.25}), ({"x": F}, {}, {"min": 0.0})]
+        return [({"x": F}, {"lo": np.array(-0.5, np.float32), "hi": np.array(0.25, np.float32)}, {})]
     if op == "Softmax":
         return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": -1})]
     if op == "CumSum":

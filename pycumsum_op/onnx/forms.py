@@ -87,7 +87,9 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Reshape": _forms(Form((5, NEWEST), {"allowzero": frozenset([0])}, translation=OWN)),
     "Gather": _forms(Form((1, NEWEST), {"axis": _ANY}, translation=OWN)),
     "Where": _forms(Form((9, NEWEST), translation=OWN)),
-    "Expand": _forms(Form((8, NEWEST), translation=OWN)),  # Caffe2's Expand has no bool kernel
+    "Expand": _forms(Form((8, NEWEST), translation=OWN)),
+    "Clip": _forms(Form((6, 10), {"min": _ANY, "max": _ANY}, translation=OWN),
+                   Form((11, NEWEST), constants=(1, 2), translation=OWN)),  # Caffe2's Expand has no bool kernel
     "Max": _forms(Form((8, NEWEST), translation=OWN)),  # Caffe2's Max does not broadcast (it keeps A's shape)
     "Min": _forms(Form((8, NEWEST), translation=OWN)),
     "ConstantOfShape": _forms(Form((9, NEWEST), {"value": _ANY}, translation=OWN)),  # C++: no bool

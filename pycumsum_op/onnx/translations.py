@@ -147,6 +147,19 @@ def _runtime_bounds(node, facts, opset, fresh, position, axes, rank, end):
     return ops, full
 
 
+def _strided(node, data, out, axis, start_step, fresh):
+    """Every step-th element of ``axis`` from a start to the end, the axis' length read at run time."""
+    ops, (start, step) = [], start_step
+    shape, length, first, stride, indices = fresh(), fresh(), fresh(), fresh(), fresh()
+    ops += [_op("Shape", [data], [shape], node.name, axes=[axis]),
+            _op("Squeeze", [shape], [length], node.name, dims=[0]),
+            _op("ConstantFill", [], [first], node.name, shape=[], dtype=caffe2_pb2.TensorProto.INT64, value=start),
+            _op("ConstantFill", [], [stride], node.name, shape=[], dtype=caffe2_pb2.TensorProto.INT64, value=step),
+            _op("Range", [first, length, stride], [indices], node.name),
+            _op("Gather", [data, indices], [out], node.name, axis=axis)]
+    return ops
+
+
 def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
     data, out = node.input[0], node.output[0]
     dims = facts.dims(data)
@@ -200,6 +213,8 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
                 c2_starts[axis], c2_ends[axis] = _caffe2_bound(start, False), _caffe2_bound(end, True)
         elif step == -1 and (start == -1 or start >= _HUGE) and end < -_HUGE:
             picks.append((axis, None))
+        elif step > 1 and start >= 0 and end >= _HUGE:  # every step-th from start to the end: Range at run time
+            picks.append((axis, (start, step)))
         else:
             raise _refuse(node, opset, "step {} (from {} to {}) over axis {}, whose length the model leaves "
                                        "symbolic: export with that length fixed".format(step, start, end, axis))
@@ -211,6 +226,8 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
         target = out if number == len(picks) - 1 else fresh()
         if indices is None:
             ops.append(_op("ATen", [current], [target], node.name, operator="flip", dims=[axis]))
+        elif isinstance(indices, tuple):
+            ops += _strided(node, current, target, axis, indices, fresh)
         else:
             index_blob, fill = _constant_blob(indices, fresh)
             ops += [fill, _op("Gather", [current, index_blob], [target], node.name, axis=axis)]
@@ -290,18 +307,15 @@ def _reshape(node, facts, opset, fresh):
         if dims is not None and all(k < len(dims) and dims[k] is not None for k in zeros):
             blob, fill = _constant_blob([dims[k] if v == 0 else v for k, v in enumerate(values)], fresh)
             return [fill, _op("Reshape", [data, blob], out, node.name)]
-    length = facts.dims(shape)
-    if dims is None or not length or length[0] is None:
-        raise _refuse(node, opset, "a 0 in the shape may copy a dim, but the rank of {!r} or the length of the "
-                                   "shape {!r} is unknown".format(data, shape))
-    ops, (rank, count) = [], (len(dims), length[0])
-    data_dims, prefix = fresh(), fresh()
-    ops.append(_op("Shape", [data], [data_dims], node.name))
-    if count <= rank:
-        ops.append(_op("Slice", [data_dims], [prefix], node.name, starts=[0], ends=[count]))
-    else:  # a 0 past the input's rank is invalid ONNX: those places are never taken
-        padding, fill = _constant_blob([0] * (count - rank), fresh)
-        ops += [fill, _op("Concat", [data_dims, padding], [prefix, fresh()], node.name, axis=0)]
+    count = _length(facts, opset, shape)
+    if count is None:
+        raise _refuse(node, opset, "a 0 in the shape may copy a dim, but the length of the shape {!r} is "
+                                   "unknown".format(shape))
+    ops, data_dims, padded, prefix = [], fresh(), fresh(), fresh()
+    padding, fill = _constant_blob([0] * count, fresh)  # a 0 past the input's rank is invalid: never taken
+    ops += [_op("Shape", [data], [data_dims], node.name), fill,
+            _op("Concat", [data_dims, padding], [padded, fresh()], node.name, axis=0),
+            _op("Slice", [padded], [prefix], node.name, starts=[0], ends=[count])]
     zero, is_zero, new_shape = fresh(), fresh(), fresh()
     ops += [_op("ConstantFill", [], [zero], node.name, shape=[], dtype=caffe2_pb2.TensorProto.INT64, value=0),
             _op("EQ", [shape, zero], [is_zero], node.name),
@@ -330,6 +344,26 @@ def _expand(node, facts, opset, fresh):
     return [_op("Cast", [data], [widened], node.name, to=caffe2_pb2.TensorProto.INT32),
             _op("Expand", [widened, shape], [expanded], node.name),
             _op("Cast", [expanded], [node.output[0]], node.name, to=caffe2_pb2.TensorProto.BOOL)]
+
+
+def _clip(node, facts, opset, fresh):
+    """Caffe2's Clip with constant bounds (attributes before opset 11, inputs after)."""
+    bounds = {}
+    for position, name in ((1, "min"), (2, "max")):
+        if opset < 11:
+            value = _attribute(node, name)
+        elif position < len(node.input) and node.input[position]:
+            value = facts.constant(node.input[position])
+            if value is None:
+                raise _refuse(node, opset, "input {} ({}) is not a constant".format(position, name))
+            value = float(value.reshape(()))
+        else:
+            value = None
+        if value is not None:
+            bounds[name] = float(value)
+    if facts.elem_type(node.input[0]) != TensorProto.FLOAT:
+        raise _refuse(node, opset, "only float inputs are translated (Caffe2's Clip is float)")
+    return [_op("Clip", [node.input[0]], [node.output[0]], node.name, **bounds)]
 
 
 def _where(node, facts, opset, fresh):
@@ -374,6 +408,28 @@ def _last_dim(facts, opset, name: str):
     if node.op_type == "Concat" and _attribute(node, "axis") == -1:
         pieces = [_last_dim(facts, opset, piece) for piece in node.input]
         return None if None in pieces else sum(pieces)
+    return None
+
+
+def _length(facts, opset, name: str):
+    """The length of 1-D blob ``name`` (a Reshape's shape): inferred, constant, or read off the nodes that make
+    it (torch concatenates scalars unsqueezed at axis 0); None when unknown."""
+    dims = facts.dims(name)
+    if dims and dims[0] is not None:
+        return dims[0]
+    value = facts.constant(name)
+    if value is not None:
+        return value.size
+    node = facts.producer(name)
+    if node is None:
+        return None
+    if node.op_type == "Unsqueeze" and facts.rank(node.input[0]) == 0:
+        return 1
+    if node.op_type == "Concat" and _attribute(node, "axis") in (0, -1):
+        pieces = [_length(facts, opset, piece) for piece in node.input]
+        return None if None in pieces else sum(pieces)
+    if node.op_type == "Cast":
+        return _length(facts, opset, node.input[0])
     return None
 
 
@@ -492,7 +548,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "ReduceSum": _reduce, "ReduceMean": _reduce, "ReduceMax": _reduce, "ReduceMin": _reduce,
     "Pow": _pow, "Reshape": _reshape, "Gather": _gather, "Where": _where, "Softmax": _softmax,
     "Max": _extremum, "Min": _extremum, "ScatterND": _scatter_nd, "ConstantOfShape": _constant_of_shape,
-    "Expand": _expand,
+    "Expand": _expand, "Clip": _clip,
 }
 
 
