@@ -41,7 +41,7 @@ def form_cases(op, opset):
     """(inputs, constants, attrs) cases of ``op`` at ``opset`` that its accepted forms must get right."""
     unary_inputs = {"Sqrt": POSITIVE, "Log": POSITIVE, "Reciprocal": POSITIVE, "Not": MASK}
     if op in ("Abs", "Neg", "Sqrt", "Exp", "Log", "Erf", "Tanh", "Relu", "Sigmoid", "Not", "Reciprocal", "Identity"):
-        return [({"x": unary_inputs.get(op, F)}, {}, {})]
+        return [({"x": unary_inputs.get(op, F)}, {}, {})] + ([({"x": I64}, {}, {})] if op in ("Abs", "Neg") else [])
     if op in ("Add", "Sub", "Mul", "Div"):
         return [({"a": F, "b": ROW}, {}, {}), ({"a": COLUMN, "b": ROW}, {}, {}),
                 ({"a": I64, "b": np.array(3, np.int64)}, {}, {})]

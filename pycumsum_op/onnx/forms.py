@@ -56,7 +56,7 @@ _REDUCE = {"axes": _ANY, "keepdims": frozenset([0, 1])}
 #: ONNX op -> its accepted forms (the first one that fits is used).
 FORMS: Dict[str, Tuple[Form, ...]] = {
     # elementwise, translated by Caffe2's stock converter
-    "Abs": _UNARY, "Neg": _UNARY, "Sqrt": _UNARY, "Exp": _UNARY, "Log": _UNARY, "Erf": _UNARY, "Tanh": _UNARY,
+    "Sqrt": _UNARY, "Exp": _UNARY, "Log": _UNARY, "Erf": _UNARY, "Tanh": _UNARY,
     "Relu": _UNARY, "Sigmoid": _UNARY, "Not": _UNARY, "Reciprocal": _UNARY, "Identity": _UNARY,
     "Add": _BINARY, "Sub": _BINARY, "Mul": _BINARY, "Div": _BINARY, "Or": _BINARY, "And": _BINARY,
     "Equal": _BINARY, "Less": _BINARY, "Greater": _BINARY,
@@ -88,6 +88,8 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Gather": _forms(Form((1, NEWEST), {"axis": _ANY}, translation=OWN)),
     "Where": _forms(Form((9, NEWEST), translation=OWN)),
     "Expand": _forms(Form((8, NEWEST), translation=OWN)),
+    "Abs": _forms(Form((6, NEWEST), translation=OWN)),  # Caffe2's Abs and Negative are float-only
+    "Neg": _forms(Form((6, NEWEST), translation=OWN)),
     "Clip": _forms(Form((6, 10), {"min": _ANY, "max": _ANY}, translation=OWN),
                    Form((11, NEWEST), constants=(1, 2), translation=OWN)),  # Caffe2's Expand has no bool kernel
     "Max": _forms(Form((8, NEWEST), translation=OWN)),  # Caffe2's Max does not broadcast (it keeps A's shape)

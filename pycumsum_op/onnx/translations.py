@@ -366,6 +366,13 @@ def _clip(node, facts, opset, fresh):
     return [_op("Clip", [node.input[0]], [node.output[0]], node.name, **bounds)]
 
 
+def _sign_op(node, facts, opset, fresh):
+    """Abs and Neg: Caffe2's kernels are float-only, torch's take integers too."""
+    if facts.elem_type(node.input[0]) == TensorProto.FLOAT:
+        return [_op({"Abs": "Abs", "Neg": "Negative"}[node.op_type], [node.input[0]], [node.output[0]], node.name)]
+    return [_op("ATen", [node.input[0]], [node.output[0]], node.name, operator=node.op_type.lower())]
+
+
 def _where(node, facts, opset, fresh):
     return [_op("ATen", list(node.input), [node.output[0]], node.name, operator="where")]
 
@@ -548,7 +555,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "ReduceSum": _reduce, "ReduceMean": _reduce, "ReduceMax": _reduce, "ReduceMin": _reduce,
     "Pow": _pow, "Reshape": _reshape, "Gather": _gather, "Where": _where, "Softmax": _softmax,
     "Max": _extremum, "Min": _extremum, "ScatterND": _scatter_nd, "ConstantOfShape": _constant_of_shape,
-    "Expand": _expand, "Clip": _clip,
+    "Expand": _expand, "Clip": _clip, "Abs": _sign_op, "Neg": _sign_op,
 }
 
 
