@@ -104,9 +104,23 @@ def refuse_python_nodes(graph) -> None:
 
 
 def verify_translation(*netdefs) -> None:
-    """`verify_net` each NetDef a translation produced (init and predict nets): `UnsafeNetError` if refused."""
+    """`verify_net` each NetDef a translation produced (init and predict nets): `UnsafeNetError` if refused.
+
+    What `verify_net` checks of an op is its type and arguments (pickles, nested nets), never its blob names,
+    and a translation repeats the same few ops (one PyCumSum per CumSum form): each distinct op is checked
+    once, so that verifying stays linear in the model; a refusal is reported on the whole net."""
     for netdef in netdefs:
-        verify_net(netdef)
+        distinct, seen = caffe2_pb2.NetDef(name=netdef.name), set()
+        for op in netdef.op:
+            key = caffe2_pb2.OperatorDef(type=op.type, arg=op.arg, engine=op.engine).SerializeToString()
+            if key not in seen:
+                seen.add(key)
+                distinct.op.add().CopyFrom(op)
+        try:
+            verify_net(distinct)
+        except UnsafeNetError:
+            verify_net(netdef)  # the same refusal, naming the ops where they are
+            raise
 
 
 def _checked_conversion(convert):
@@ -250,8 +264,10 @@ def _translated_nets(cls, onnx_model, device, opset_version, include_initializer
     cls._dummy_name.reset(_graph_names(graph))
     converter = workspace.C.Caffe2Backend(cls._dummy_name)
     facts = GraphFacts(graph)
+    ops = []
     for node in graph.node:
-        predict_net.op.extend(node_ops(cls, converter, node, facts, opset_version))
+        ops += node_ops(cls, converter, node, facts, opset_version)
+    predict_net.op.extend(ops)
     inputs = [info.name for info in graph.input]
     inputs += [tensor.name for tensor in graph.initializer if tensor.name not in facts.graph_inputs]
     for net in (init_net, predict_net):
@@ -276,8 +292,9 @@ _checked_node_translation.verifies = True
 
 def initializer_fill_op(tensor, name=None) -> caffe2_pb2.OperatorDef:
     """The Caffe2 fill op of ONNX initializer ``tensor`` (types as Caffe2's backend gives them), its values
-    passed from the decoded array to protobuf without a Python list (a list of Python numbers costs about
-    60 bytes per element)."""
+    passed from the decoded array (raw bytes or typed fields, as onnx decodes them) to protobuf without a
+    Python list (a list of Python numbers costs about 60 bytes per element): what remains is the argument's
+    own storage, 4 bytes per float and 8 per integer."""
     array = onnx.numpy_helper.to_array(tensor)
     if tensor.data_type == TensorProto.STRING:
         return Caffe2Backend._create_tensor_filling_op(tensor, name)
@@ -289,13 +306,16 @@ def initializer_fill_op(tensor, name=None) -> caffe2_pb2.OperatorDef:
     op.output.append(name or tensor.name)
     values = op.arg.add()
     values.name = "values"
-    getattr(values, field).extend(array.reshape(-1).astype(dtype, copy=False))
+    flat, field_values = array.reshape(-1), getattr(values, field)
+    for start in range(0, flat.size, _CHUNK):  # converted a chunk at a time: no whole widened copy
+        field_values.extend(flat[start:start + _CHUNK].astype(dtype, copy=False))
     shape = op.arg.add()
     shape.name = "shape"
     shape.ints.extend(tensor.dims)
     return op
 
 
+_CHUNK = 1 << 16
 #: ONNX initializer type -> (Caffe2 fill op, argument field, numpy type handed to protobuf), as Caffe2's backend.
 _FILLS = {
     TensorProto.FLOAT: ("GivenTensorFill", "floats", np.float32),
