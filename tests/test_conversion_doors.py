@@ -131,8 +131,28 @@ STOCK_BACKEND_SCRIPT = textwrap.dedent("""
     sys.path.insert(0, sys.argv[1])
     from onnx_support import LinearSoftmaxCumSum
 
-    module, x = LinearSoftmaxCumSum().eval(), torch.randn(3, 6)
+    class Shifted(torch.nn.Module):  # an exclusive cumsum as torch users write it: a slice Caffe2 got wrong
+        def forward(self, x):
+            return torch.cat([torch.zeros_like(x[:, :1]), torch.cumsum(x, 1)[:, :-1]], 1)
+
+    def exported(module, x, opset):
+        buffer = io.BytesIO()
+        torch.onnx.export(module, x, buffer, opset_version=opset, input_names=["x"], output_names=["y"])
+        return onnx.load_from_string(buffer.getvalue())
+
+    x = torch.randn(3, 6)
+    slicing = exported(Shifted(), x, 13)
+    constants = [onnx.helper.make_node("Constant", [], [name], value=onnx.numpy_helper.from_array(np.array([v])))
+                 for name, v in (("s", 0), ("e", -1), ("a", 1))]
+    slice_only = onnx.helper.make_model(onnx.helper.make_graph(
+        constants + [onnx.helper.make_node("Slice", ["x", "s", "e", "a"], ["y"])], "s",
+        [onnx.helper.make_tensor_value_info("x", 1, [3, 6])], [onnx.helper.make_tensor_value_info("y", 1, [3, 5])]),
+        opset_imports=[onnx.helper.make_opsetid("", 13)])
+    print("stock slice unchanged:", stock.prepare(slice_only).run([x.numpy()])[0].shape == tuple(x.shape))
+    module = LinearSoftmaxCumSum().eval()
     pycumsum_op.onnx.install()
+    y = stock.prepare(slicing).run([x.numpy()]).y
+    print("installed slice:", float(np.abs(y - Shifted()(x).numpy()).max()) < 1e-5)
     for opset in (11, 12, 13, 14):
         buffer = io.BytesIO()
         torch.onnx.export(module, x, buffer, opset_version=opset, input_names=["x"], output_names=["y"])
@@ -148,7 +168,8 @@ def test_stock_backend_after_install_runs_default_torch_exports():
     result = subprocess.run([sys.executable, "-c", STOCK_BACKEND_SCRIPT, os.path.dirname(__file__)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["11 [] True", "12 [] True", "13 [] True", "14 [] True"]
+    assert result.stdout.splitlines() == ["stock slice unchanged: True", "installed slice: True",
+                                          "11 [] True", "12 [] True", "13 [] True", "14 [] True"]
 
 
 @needs_onnx_backend

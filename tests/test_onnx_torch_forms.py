@@ -111,3 +111,32 @@ def test_at_least_nine_in_ten_forms_match():
                 [(name, opset, dynamic) for name in FORMS for opset in (11, 13, 14) for dynamic in (False, True)]]
     matched = sum(outcome == "match" for outcome in outcomes)
     assert matched >= 0.9 * len(outcomes), [outcome for outcome in outcomes if outcome != "match"]
+
+
+class Recurrent(torch.nn.Module):
+    """nn.LSTM / nn.GRU's output sequence, cumulatively summed over time."""
+
+    def __init__(self, kind, layers, batch_first):
+        super().__init__()
+        torch.manual_seed(0)
+        self.rnn = getattr(torch.nn, kind)(3, 4, num_layers=layers, batch_first=batch_first)
+
+    def forward(self, x):
+        return torch.cumsum(self.rnn(x)[0], 1 if self.rnn.batch_first else 0)
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_recurrent_exports_are_refused_in_one_line(kind, layers, batch_first):
+    """Caffe2's RNN converter fails on torch's exports: refused by name, never run."""
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Recurrent(kind, layers, batch_first).eval(), torch.randn(2, 5, 3), buffer, opset_version=13,
+                          input_names=["x"], output_names=["y"])
+    model = onnx.load_from_string(buffer.getvalue())
+    with pytest.raises(FormRefused, match=r"^ONNX {} node '\w+' \(opset 13\): the op has no form proven equal to "
+                                          r"onnxruntime; Caffe2's RNN converter fails".format(kind)) as refused:
+        pycumsum_op.onnx.prepare(model)
+    assert len(str(refused.value).splitlines()) == 1
