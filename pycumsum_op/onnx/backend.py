@@ -1,9 +1,14 @@
-"""ONNX models with CumSum, run on Caffe2: Caffe2's own ONNX backend plus a CumSum translation.
+"""ONNX models with CumSum, run on Caffe2: Caffe2's ONNX backend, translating only node forms proven right.
 
-Caffe2's backend (``caffe2.python.onnx.backend``) translates a node with its C++ converter, else
-with a method named in ``Caffe2Backend._special_operators``, else fails with "Don't know how to
-translate op CumSum". `CumSumBackend` is that backend with one more entry: CumSum becomes a
-PyCumSum op. Every other node translates exactly as the stock backend does.
+Caffe2's backend (``caffe2.python.onnx.backend``) translates whatever it is given, and some of it wrongly
+(Slice with starts/ends as inputs comes back as its input), and knows no CumSum. `CumSumBackend` is that
+backend with its model translation replaced by one pass over the nodes (`_translated_nets`, the graph
+indexed once by `GraphFacts`): each node's form must be on `pycumsum_op.onnx.forms.FORMS` (else a one-line
+`FormRefused` naming the op, the opset and why), and is then translated by pycumsum_op
+(`pycumsum_op.onnx.translations`: Slice, Gather, Reshape, Unsqueeze/Squeeze/Reduce* with axes as inputs,
+Pow, Where, Expand, ScatterND, ..., and every registered scan whose entry names an ONNX operator, CumSum
+becoming PyCumSum) or by Caffe2's stock converter. The predict net holds every translated node; the init
+net only fills initializers (`initializer_fill_op`, without Python lists).
 
 - A constant axis (an initializer that is not a graph input, or a ``Constant`` node: what
   ``torch.onnx.export`` writes) becomes PyCumSum's ``axis=`` argument; any other axis is read
@@ -12,8 +17,6 @@ PyCumSum op. Every other node translates exactly as the stock backend does.
   so the translation needs the input's element type from the model (ONNX shape inference
   finds it for every well-formed model). uint32 / uint64 / bfloat16 have no Caffe2 tensor type
   and are refused by name.
-- Caffe2's backend also runs the translated ops once in its init net (onnx >= 1.9 has no
-  ``onnx.optimizer`` to split the graph); PyCumSum gives the same result there.
 - Every net a translation produces is verified (`pycumsum_op.verify_net`, nested nets included)
   before anything creates it, in `prepare`, `to_caffe2`, `run_node` and, after `install`, the stock
   backend: a refused net raises `pycumsum_op.UnsafeNetError` naming the op, the argument and why.
