@@ -9,12 +9,14 @@ from onnx_support import onnx_backend_refusal
 if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself: tests/test_torch_versions.py
     pytest.skip(onnx_backend_refusal(), allow_module_level=True)
 
+import os
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import helper
 
-from pycumsum_op.onnx.forms import FORMS, NEWEST, FormRefused, check_node
+from pycumsum_op.onnx.forms import FORMS, OWN, FormRefused, check_node
 from onnx_forms_support import node_model, outcome
 
 RNG = np.random.default_rng(0)
@@ -259,3 +261,23 @@ def test_reduce_property(dims, data, dynamic, op, opset, keepdims):
         inputs, constants, attrs = {"x": x}, {}, {"keepdims": keepdims}
     model = node_model(op, inputs, constants, attrs, opset=opset, dynamic=dynamic)
     _run(model, inputs, static=True)
+
+
+def docs_table() -> str:
+    """The accepted forms as a Markdown table."""
+    rows = ["| ONNX op | opsets | attributes (accepted values) | constant inputs | translated by |",
+            "| --- | --- | --- | --- | --- |"]
+    for op in sorted(FORMS):
+        for form in FORMS[op]:
+            attributes = ", ".join(name if values is None else "{} ({})".format(
+                name, "/".join(str(v) for v in sorted(values))) for name, values in sorted(form.attributes.items()))
+            rows.append("| {} | {}-{} | {} | {} | {} |".format(
+                op, form.opsets[0], form.opsets[1], attributes or "-",
+                ", ".join(str(position) for position in form.constants) or "-",
+                "pycumsum_op" if form.translation == OWN else "Caffe2's converter"))
+    return "\n".join(rows)
+
+
+def test_docs_list_every_accepted_form():
+    with open(os.path.join(os.path.dirname(__file__), "..", "docs", "onnx.md")) as docs:
+        assert docs_table() in docs.read()

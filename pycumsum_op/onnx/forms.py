@@ -167,3 +167,4 @@ def _mismatch(node, form: Form, is_constant) -> Optional[str]:
             return "input {}{} is not a constant".format(
                 position, " ({})".format(names[position]) if position < len(names) else "")
     return None
+
