@@ -88,18 +88,18 @@ def main(argv=None):
         for opset in [int(o) for o in args.opsets.split(",")]:
             for dynamic in (False, True):
                 axes = "dynamic" if dynamic else "static"
+                note = ""
                 try:
                     model = transformer_models.export(module, example, opset, dynamic)
-                except Exception as error:
-                    print(family, opset, axes, "export", "torch.onnx.export fails: " +
-                          str(error).strip().splitlines()[0][:200], flush=True)
-                    continue
+                except Exception:  # torch's constant folding fails on some models: export as users then do
+                    model, note = transformer_models.export(module, example, opset, dynamic, fold=False), \
+                        "(exported without constant folding) "
                 expected, source = oracle(model, feeds, module, example)
                 for path in args.paths.split(","):
                     if path == "portable" and dynamic:
                         continue
                     print(family, opset, axes, path, outcome(model, feeds, path, expected),
-                          "" if source == "onnxruntime" else "(oracle: torch)", flush=True)
+                          note + ("" if source == "onnxruntime" else "(oracle: torch)"), flush=True)
 
 
 if __name__ == "__main__":

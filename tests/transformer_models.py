@@ -43,14 +43,18 @@ FAMILIES = ("roberta", "xlm-roberta", "camembert", "data2vec-text", "esm", "mpne
 
 
 class _LastHidden(torch.nn.Module):
-    """The model's first output (the last hidden state) from (input_ids, attention_mask)."""
+    """The model's first output (the last hidden state) from (input_ids, attention_mask); GPT-Neo's forward
+    takes its position ids from the mask's cumsum, as generation passes them."""
 
-    def __init__(self, model, encoder_decoder):
+    def __init__(self, model, encoder_decoder, positions_from_mask):
         super().__init__()
-        self.model, self.encoder_decoder = model, encoder_decoder
+        self.model, self.encoder_decoder, self.positions_from_mask = model, encoder_decoder, positions_from_mask
 
     def forward(self, input_ids, attention_mask):
         extra = {"decoder_input_ids": input_ids} if self.encoder_decoder else {}
+        if self.positions_from_mask:  # as transformers' generation computes them for GPT-Neo
+            position_ids = attention_mask.long().cumsum(-1) - 1
+            extra["position_ids"] = position_ids.masked_fill(attention_mask == 0, 1)
         return self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=False, **extra)[0]
 
 
@@ -58,7 +62,7 @@ def build(family):
     """(module, (input_ids, attention_mask)): the family's tiny model in eval mode, random weights, seeded."""
     config, model_class = _configs()[family]
     torch.manual_seed(0)
-    module = _LastHidden(model_class(config).eval(), family == "m2m100").eval()
+    module = _LastHidden(model_class(config).eval(), family == "m2m100", family == "gpt-neo").eval()
     generator = torch.Generator().manual_seed(1)
     input_ids = torch.randint(3, VOCAB, (BATCH, SEQUENCE), generator=generator)
     attention_mask = torch.ones(BATCH, SEQUENCE, dtype=torch.int64)
@@ -67,14 +71,15 @@ def build(family):
     return module, (input_ids, attention_mask)
 
 
-def export(module, example, opset, dynamic):
+def export(module, example, opset, dynamic, fold=True):
     """``module`` exported by torch.onnx.export at ``opset`` (inputs input_ids, attention_mask; output y),
-    with batch and sequence axes symbolic when ``dynamic``."""
+    with batch and sequence axes symbolic when ``dynamic``; ``fold``: torch's constant folding (which fails
+    on GPT-Neo, and on I-BERT with static axes, in torch 1.10.2)."""
     axes = {name: {0: "batch", 1: "sequence"} for name in ("input_ids", "attention_mask", "y")} if dynamic else None
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch.no_grad():
             torch.onnx.export(module, example, buffer, opset_version=opset, input_names=["input_ids", "attention_mask"],
-                              output_names=["y"], dynamic_axes=axes)
+                              output_names=["y"], dynamic_axes=axes, do_constant_folding=fold)
     return onnx.load_from_string(buffer.getvalue())

@@ -8,6 +8,8 @@ once and answers each question by dictionary lookup.
   output of a ``Constant`` node (its ``value`` tensor, or one of opset 12's ``value_int(s)`` /
   ``value_float(s)``). Constants are decoded on first use: a large weight is never turned into an
   array unless a node needs its value (a Slice's starts, an Unsqueeze's axes, ...).
+- A blob made by Unsqueeze, Squeeze, Cast, Concat or Identity from constants is a constant too (torch's
+  export without constant folding writes a Slice's axes as ``Unsqueeze(Constant)``).
 - The type of a blob is its element type and its dims (None when the rank is unknown, a dim None when
   it is symbolic, e.g. a dynamic batch size).
 """
@@ -15,7 +17,9 @@ import itertools
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
+import onnx.mapping
 import onnx.numpy_helper
+from onnx import helper
 
 Dims = Optional[List[Optional[int]]]
 
@@ -25,6 +29,32 @@ _CONSTANT_ATTRIBUTES = {
     "value_float": lambda attr: np.array(attr.f, np.float32),
     "value_floats": lambda attr: np.array(list(attr.floats), np.float32),
 }
+
+
+def _unsqueezed(values, attributes):
+    data, axes = values[0], attributes.get("axes", values[1].tolist() if len(values) > 1 else None)
+    rank = data.ndim + len(axes)
+    for axis in sorted(axis + rank if axis < 0 else axis for axis in axes):
+        data = np.expand_dims(data, axis)
+    return data
+
+
+_FOLDED = {
+    "Unsqueeze": _unsqueezed,
+    "Squeeze": lambda values, attributes: np.squeeze(values[0], axis=tuple(
+        attributes.get("axes", values[1].tolist() if len(values) > 1 else range(values[0].ndim)))
+        if attributes.get("axes") or len(values) > 1 else None),
+    "Cast": lambda values, attributes: values[0].astype(onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[attributes["to"]]),
+    "Concat": lambda values, attributes: np.concatenate(values, axis=attributes["axis"]),
+    "Identity": lambda values, attributes: values[0],
+}
+
+
+#: ops whose output has their first input's rank
+_SAME_RANK = frozenset(["Slice", "Cast", "Identity", "Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Log",
+                        "Sqrt", "Softmax", "CumSum", "Clip", "Not", "Reciprocal"])
+#: how far `GraphFacts.rank` follows them (Python's recursion, whatever the graph)
+_MAX_DEPTH = 64
 
 
 class GraphFacts:
@@ -66,19 +96,37 @@ class GraphFacts:
         return self._producers.get(name)
 
     def is_constant(self, name: str) -> bool:
-        return name in self._constant_protos
+        return self.constant(name) is not None if name not in self._constant_protos else True
 
     def constant(self, name: str) -> Optional[np.ndarray]:
         """The value of constant ``name`` as an array, or None when ``name`` is not a constant."""
         if name not in self._decoded:
             proto = self._constant_protos.get(name)
             if proto is None:
-                return None
+                folded = self._folded(name)
+                if folded is not None:
+                    self._decoded[name] = folded
+                return folded
             if isinstance(proto, onnx.AttributeProto):
                 self._decoded[name] = _CONSTANT_ATTRIBUTES[proto.name](proto)
             else:
                 self._decoded[name] = onnx.numpy_helper.to_array(proto)
         return self._decoded[name]
+
+    def _folded(self, name: str) -> Optional[np.ndarray]:
+        """The value of ``name`` when it is made by a reshaping node of constants (what torch's export without
+        constant folding leaves: ``Unsqueeze(Constant)`` for a Slice's axes, ...), else None."""
+        node = self._producers.get(name)
+        if node is None or node.op_type not in _FOLDED or len(node.output) != 1 or node.domain not in ("", "ai.onnx"):
+            return None
+        values = [self.constant(given) for given in node.input]
+        if any(value is None for value in values):
+            return None
+        attributes = {attr.name: helper.get_attribute_value(attr) for attr in node.attribute}
+        try:
+            return np.asarray(_FOLDED[node.op_type](values, attributes))
+        except (ValueError, TypeError, IndexError, KeyError, np.AxisError):
+            return None  # an invalid node is refused where it is translated
 
     def elem_type(self, name: str) -> Optional[int]:
         return self._types.get(name, (None, None))[0]
@@ -87,9 +135,16 @@ class GraphFacts:
         """The dims of ``name`` (None: rank unknown; an entry None: that dim is symbolic)."""
         return self._types.get(name, (None, None))[1]
 
-    def rank(self, name: str) -> Optional[int]:
+    def rank(self, name: str, depth: int = 0) -> Optional[int]:
+        """The rank of ``name``: inferred, else that of the input of the op that makes it where the op keeps its
+        input's rank (ONNX infers no rank for a Slice with bounds known only at run time)."""
         dims = self.dims(name)
-        return None if dims is None else len(dims)
+        if dims is not None:
+            return len(dims)
+        node = self._producers.get(name)
+        if node is None or node.op_type not in _SAME_RANK or not node.input or depth > _MAX_DEPTH:
+            return None
+        return self.rank(node.input[0], depth + 1)
 
     def value_infos(self, names) -> List[bytes]:
         """Serialized ValueInfoProtos of the ``names`` among the graph's inputs, outputs and value infos (what

@@ -162,8 +162,8 @@ def _strided(node, data, out, axis, start_step, fresh):
 
 def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
     data, out = node.input[0], node.output[0]
-    dims = facts.dims(data)
-    rank = None if dims is None else len(dims)
+    rank = facts.rank(data)
+    dims = facts.dims(data) or ([None] * rank if rank is not None else None)
     if rank is None:
         raise _refuse(node, opset, "the rank of input {!r} is unknown".format(data))
     count = facts.dims(node.input[1])
