@@ -172,6 +172,8 @@ class _BlobFacts(object):
         return InputFacts(lambda: self._find(blob))
 
     def _find(self, blob: str):
+        if blob in self._shapes and blob in self._dtypes:  # given: Caffe2's inference (which may crash) not run
+            return tuple(self._shapes[blob]), self._dtypes[blob]
         shapes, types = self._infer()
         value = self._workspace(blob)
         shape = self._shapes.get(blob)

@@ -134,9 +134,9 @@ def _runtime_bounds(node, facts, opset, fresh, position, axes, rank, end):
             _op("Sub", [as_int64, shift], [shifted], node.name)]
     pieces = []
     for axis in range(rank):
-        if axis in axes:
-            picked, (index, fill) = fresh(), _constant_blob([axes.index(axis)], fresh)
-            ops += [fill, _op("Gather", [shifted, index], [picked], node.name)]
+        if axis in axes:  # a Slice, not a Gather: Caffe2's Gather shape inference crashes on unknown shapes
+            picked, position = fresh(), axes.index(axis)
+            ops.append(_op("Slice", [shifted], [picked], node.name, starts=[position], ends=[position + 1]))
             pieces.append(picked)
         else:
             default, fill = _constant_blob([-1 if end else 0], fresh)
@@ -452,8 +452,9 @@ def _scatter_nd(node, facts, opset, fresh):
         index_rank = facts.rank(updates) - (facts.rank(data) - depth) + 1
     ops, columns = [], []
     for column in range(depth):  # index_put takes one index tensor per indexed dimension
-        picked, (position, fill) = fresh(), _constant_blob([column], fresh)
-        ops += [fill, _op("Gather", [indices, position], [picked], node.name, axis=index_rank - 1)]
+        picked = fresh()
+        ops.append(_op("Slice", [indices], [picked], node.name, starts=[0] * (index_rank - 1) + [column],
+                       ends=[-1] * (index_rank - 1) + [column + 1]))
         squeezed = fresh()
         ops.append(_op("Squeeze", [picked], [squeezed], node.name, dims=[index_rank - 1]))
         columns.append(squeezed)
