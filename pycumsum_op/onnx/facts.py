@@ -136,15 +136,29 @@ class GraphFacts:
         return self._types.get(name, (None, None))[1]
 
     def rank(self, name: str, depth: int = 0) -> Optional[int]:
-        """The rank of ``name``: inferred, else that of the input of the op that makes it where the op keeps its
-        input's rank (ONNX infers no rank for a Slice with bounds known only at run time)."""
+        """The rank of ``name``: inferred, else read off the op that makes it (ONNX infers no rank for a Slice
+        with bounds known only at run time, nor for an Expand to a computed shape)."""
         dims = self.dims(name)
         if dims is not None:
             return len(dims)
         node = self._producers.get(name)
-        if node is None or node.op_type not in _SAME_RANK or not node.input or depth > _MAX_DEPTH:
+        if node is None or not node.input or depth > _MAX_DEPTH:
             return None
-        return self.rank(node.input[0], depth + 1)
+        if node.op_type in _SAME_RANK:
+            return self.rank(node.input[0], depth + 1)
+        if node.op_type == "Concat":
+            return next((rank for rank in (self.rank(piece, depth + 1) for piece in node.input) if rank is not None),
+                        None)
+        if node.op_type == "Unsqueeze":
+            axes = next((attr.ints for attr in node.attribute if attr.name == "axes"), None)
+            if axes is None and len(node.input) > 1 and self.constant(node.input[1]) is not None:
+                axes = self.constant(node.input[1]).reshape(-1)
+            rank = self.rank(node.input[0], depth + 1)
+            return None if axes is None or rank is None else rank + len(axes)
+        if node.op_type == "Expand":
+            rank, length = self.rank(node.input[0], depth + 1), self.dims(node.input[1])
+            return None if rank is None or not length or length[0] is None else max(rank, length[0])
+        return None
 
     def value_infos(self, names) -> List[bytes]:
         """Serialized ValueInfoProtos of the ``names`` among the graph's inputs, outputs and value infos (what
