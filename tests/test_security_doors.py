@@ -579,6 +579,8 @@ def test_fuzz_onnx_graphs_are_refused_exactly_when_a_foreign_pickle_is_reachable
     except UnsafeNetError as error:
         assert evil and error.problems
         assert all(problem.arg == "pickled_builder" for problem in error.problems)
+    except ValueError as error:  # FormRefused: RecurrentNetwork and If have no accepted ONNX form, never translated
+        assert any(node.op_type in ("RecurrentNetwork", "If") for node in nodes), error
     else:
         assert not evil
     assert not os.path.exists(FUZZ_MARKER)
