@@ -3,6 +3,7 @@ dynamic axes, through ``prepare``, ``lower="aten"``, ``lower="portable"`` (stati
 each output compared with onnxruntime (max abs difference <= 1e-4), or refused in one line.
 
     PYTHONPATH=. python tests/onnx_model_sweep.py [FAMILY ...] [--opsets 11,13,14] [--paths prepare,aten,...]
+    PYTHONPATH=. python tests/onnx_model_sweep.py --table OUTPUT   # its printed rows as docs/onnx.md's table
 """
 import argparse
 import os
@@ -72,12 +73,36 @@ def outcome(model, feeds, path, expected):
     return "match" if difference <= TOLERANCE else "MISMATCH {:.3g}".format(difference)
 
 
+def table(lines) -> str:
+    """The sweep's printed rows as a Markdown table: family x opset x axes, one column per path."""
+    cells, notes = {}, {}
+    for line in lines:
+        family, opset, axes, path, rest = line.split(" ", 4)
+        if path not in PATHS:
+            continue
+        result, _, note = rest.partition(" (")
+        cells[family, opset, axes, path] = result.split(":")[0].split(" ")[0] if result.startswith("refused") else \
+            result.strip()
+        if note:
+            notes[family, opset, axes] = "(" + note.strip()
+    rows = ["| family | opset | axes | " + " | ".join(PATHS) + " | note |", "|" + " --- |" * (len(PATHS) + 4)]
+    for key in sorted({key[:3] for key in cells}, key=lambda k: (transformer_models.FAMILIES.index(k[0]), k[1], k[2])):
+        rows.append("| {} | {} | {} | {} | {} |".format(*key, " | ".join(cells.get(key + (path,), "-") for path in PATHS),
+                                                          notes.get(key, "")))
+    return "\n".join(rows)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("families", nargs="*", default=list(transformer_models.FAMILIES))
     parser.add_argument("--opsets", default="11,13,14")
     parser.add_argument("--paths", default=",".join(PATHS))
+    parser.add_argument("--table", metavar="OUTPUT", help="print an earlier run's output as a Markdown table")
     args = parser.parse_args(argv)
+    if args.table:
+        with open(args.table) as output:
+            print(table(line.strip() for line in output if line.strip()))
+        return 0
     for family in args.families:
         try:
             module, example = transformer_models.build(family)

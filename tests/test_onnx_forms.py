@@ -163,7 +163,7 @@ def _run(model, feeds, static):
 
 
 BOUND = st.integers(-7, 7) | st.sampled_from([2 ** 63 - 1, -2 ** 63, 2 ** 31, -2 ** 31 - 5])
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS

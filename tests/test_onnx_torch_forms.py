@@ -98,6 +98,7 @@ def result(name, opset, dynamic):
 OUTCOMES = {}
 
 
+@pytest.mark.slow  # a torch.onnx.export each
 @pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
 @pytest.mark.parametrize("opset", [11, 13, 14])
 @pytest.mark.parametrize("name", sorted(FORMS))
@@ -105,6 +106,7 @@ def test_torch_form_matches_onnxruntime_or_is_refused(name, opset, dynamic):
     OUTCOMES[name, opset, dynamic] = result(name, opset, dynamic)
 
 
+@pytest.mark.slow
 def test_at_least_nine_in_ten_forms_match():
     """Runs after the parametrized cases (file order): the measured fraction."""
     outcomes = [OUTCOMES.get(key) or result(*key) for key in
@@ -125,6 +127,7 @@ class Recurrent(torch.nn.Module):
         return torch.cumsum(self.rnn(x)[0], 1 if self.rnn.batch_first else 0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_first", [False, True])
 @pytest.mark.parametrize("layers", [1, 2])
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
