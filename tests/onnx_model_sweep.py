@@ -77,9 +77,10 @@ def table(lines) -> str:
     """The sweep's printed rows as a Markdown table: family x opset x axes, one column per path."""
     cells, notes = {}, {}
     for line in lines:
-        family, opset, axes, path, rest = line.split(" ", 4)
-        if path not in PATHS:
+        fields = line.split(" ", 4)
+        if len(fields) < 5 or fields[3] not in PATHS:
             continue
+        family, opset, axes, path, rest = fields
         result, _, note = rest.partition(" (")
         cells[family, opset, axes, path] = result.split(":")[0].split(" ")[0] if result.startswith("refused") else \
             result.strip()
