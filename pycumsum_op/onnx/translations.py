@@ -200,6 +200,9 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
     for axis, start, end, step in zip(axes, starts, ends, steps):
         dim = dims[axis]
         if dim is not None:
+            if step < 0 and end >= dim:
+                raise _refuse(node, opset, "end {} past axis {} (length {}) with step {}: onnxruntime and the ONNX "
+                                           "specification disagree on it".format(end, axis, dim, step))
             picked = _onnx_range(start, end, step, dim)
             if step == 1:
                 c2_starts[axis], c2_ends[axis] = picked.start, max(picked.start, picked.stop)
