@@ -85,8 +85,19 @@ def last_writer(ops: Sequence, blob: str, before: int) -> Optional[int]:
     return None
 
 
+def _constant_fill(op) -> Optional[np.ndarray]:
+    """What a ConstantFill op without inputs writes: ``value`` (a float) in its ``shape``."""
+    shape, value = _arg(op, "shape"), _arg(op, "value")
+    if op.input or shape is None or int_arg(op, "dtype", 1) != 1 or value is not None and not value.HasField("f"):
+        return None
+    return np.full(list(shape.ints), value.f if value is not None else 0.0)
+
+
 def _fill_values(op, kinds) -> Optional[np.ndarray]:
-    """The values a GivenTensor*Fill op of one of ``kinds`` writes, in its ``shape``."""
+    """The values a GivenTensor*Fill op of one of ``kinds`` writes, in its ``shape`` (float kinds: a
+    ConstantFill too)."""
+    if op.type == "ConstantFill" and kinds == CONSTANT_FLOAT_FILLS:
+        return _constant_fill(op)
     values = _arg(op, "values")
     if op.type not in kinds or values is None:
         return None

@@ -181,15 +181,6 @@ def _install_net_method(entry, registered: bool) -> None:
         del _NET_METHODS[entry.op_name]
 
 
-#: Why a dense conversion of SparseLengthsSum's output cannot help, and the two cures (`ToDenseError`).
-_TO_DENSE_CAUSE = (
-    "{what} the sparse gradient is born at {producer}'s DATA input {data!r} (its gradient there is a GradientSlice: "
-    "indices + values), not at its output {blob!r}, so a dense conversion of {blob!r} changes nothing and the op "
-    "that makes {data!r} (a Transpose, in the cumsum idiom) still fails with \"Gradient of output ... is sparse "
-    "(expected dense)\". Two cures: net.PyCumSum(x, y, axis=k) (or net.CumSum(x, axes=[k])) in place of the "
-    "Transpose -> SparseLengthsSum -> Transpose cumsum: torch.cumsum with a dense gradient in O(N*C); or "
-    "net.EnsureDense on the DATA input: net.SparseLengthsSum([net.EnsureDense({data!r}), indices, lengths]). "
-    "`pycumsum-op doctor` finds and fixes both in a saved net.")
 #: Ops whose gradient with respect to their first input (DATA) is sparse.
 SPARSE_GRADIENT_OPS = ("SparseLengthsSum", "SparseLengthsMean", "SparseLengthsWeightedSum", "Gather")
 
@@ -199,24 +190,25 @@ class ToDenseError(AttributeError):
     born and the two cures. An AttributeError, as Caffe2's own "not a registered operator" is."""
 
 
-def _producer(netdef, blob: str):
-    """The last op of ``netdef`` that writes ``blob``, or None."""
-    return next((op for op in reversed(netdef.op) if blob in op.output), None)
-
-
 def to_dense_error(net, blob_in) -> ToDenseError:
-    """The error ``net.ToDense(blob_in)`` raises: names the op that makes the gradient sparse, when it is in
-    ``net``."""
+    """The error ``net.ToDense(blob_in)`` raises; it names the op that makes the gradient sparse and its DATA
+    input when ``net`` makes ``blob_in`` with one."""
     listed = blob_in if isinstance(blob_in, (list, tuple)) else [blob_in]
     blob = str(listed[0]) if listed else "?"
-    what = "Method ToDense is not a registered operator: Caffe2 has no ToDense (EnsureDense is the op that " \
-           "turns a sparse gradient dense). And where it is meant to go,"
-    producer = _producer(net.Proto(), blob)
+    producer = next((op for op in reversed(net.Proto().op) if blob in op.output), None)
     if producer is not None and producer.type in SPARSE_GRADIENT_OPS and producer.input:
-        return ToDenseError(_TO_DENSE_CAUSE.format(what=what, producer=producer.type, data=producer.input[0],
-                                                   blob=blob))
-    return ToDenseError(_TO_DENSE_CAUSE.format(what=what, producer="SparseLengthsSum", data="DATA", blob=blob)
-                        .replace("'DATA'", "DATA"))
+        source, data = "{}'s DATA input {!r}".format(producer.type, producer.input[0]), repr(producer.input[0])
+    else:
+        source, data = "the DATA input of the op that makes it sparse (SparseLengthsSum, Gather)", "data"
+    return ToDenseError(
+        "Method ToDense is not a registered operator: Caffe2 has no ToDense (EnsureDense is its dense conversion). "
+        "Nor would one help here: the sparse gradient is born at {source} (a GradientSlice: indices + values), "
+        "not at its output {blob!r}, so the op before it (a Transpose, in the cumsum idiom) still fails with "
+        "\"Gradient of output ... is sparse (expected dense)\". Two cures: net.PyCumSum(x, y, axis=k) (or "
+        "net.CumSum(x, axes=[k])) in place of the Transpose -> SparseLengthsSum -> Transpose cumsum: "
+        "torch.cumsum with a dense gradient, in O(N*C); or EnsureDense on the DATA input: "
+        "net.SparseLengthsSum([net.EnsureDense({data}), indices, lengths]). `pycumsum-op doctor` finds and "
+        "fixes both in a saved net.".format(source=source, blob=blob, data=data))
 
 
 def _to_dense(self, blob_in, *args, **kwargs):
