@@ -263,3 +263,14 @@ def test_ordinary_nets_have_no_findings_and_come_back_unchanged(build):
     assert diagnose(netdef, [loss], init) == []
     for strategy in STRATEGIES:
         assert fix(netdef, [loss], init, strategy=strategy) == netdef
+
+
+def test_a_constant_fill_too_large_to_look_at_is_not_expanded():
+    """ConstantFill's shape is a few bytes of the net; the doctor does not allocate what it says."""
+    net, init = core.Net("huge_fill"), core.Net("huge_fill_init")
+    init.GivenTensorFill([], "tri", values=triangle(False, False).T.ravel().tolist(), shape=[C, C])
+    init.ConstantFill([], "huge_b", shape=[1 << 40, 1 << 40], value=0.0)
+    init.ConstantFill([], "negative_b", shape=[-1], value=0.0)
+    net.AddExternalInput("x", "tri", "huge_b", "negative_b")
+    net.Sum([net.FC(["x", "tri", "huge_b"], "y"), net.FC(["x", "tri", "negative_b"], "z")], "loss")
+    assert diagnose(net, ["loss"], init) == []

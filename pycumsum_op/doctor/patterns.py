@@ -85,10 +85,29 @@ def last_writer(ops: Sequence, blob: str, before: int) -> Optional[int]:
     return None
 
 
+#: The most elements of a ConstantFill the doctor expands to look at (a 2048×2048 triangle): its shape is
+#: only a few bytes of the net, its values would be whatever the shape says.
+MAX_FILL_ELEMENTS = 1 << 22
+
+
+def _elements(dims) -> Optional[int]:
+    """The number of elements of ``dims`` (Python integers: no overflow), None for a negative size."""
+    count = 1
+    for size in dims:
+        if size < 0:
+            return None
+        count *= size
+    return count
+
+
 def _constant_fill(op) -> Optional[np.ndarray]:
-    """What a ConstantFill op without inputs writes: ``value`` (a float) in its ``shape``."""
+    """What a ConstantFill op without inputs writes: ``value`` (a float) in its ``shape``, when that has at most
+    `MAX_FILL_ELEMENTS`."""
     shape, value = _arg(op, "shape"), _arg(op, "value")
     if op.input or shape is None or int_arg(op, "dtype", 1) != 1 or value is not None and not value.HasField("f"):
+        return None
+    count = _elements(shape.ints)
+    if count is None or count > MAX_FILL_ELEMENTS:
         return None
     return np.full(list(shape.ints), value.f if value is not None else 0.0)
 
@@ -105,7 +124,7 @@ def _fill_values(op, kinds) -> Optional[np.ndarray]:
                      dtype=np.int64 if op.type in CONSTANT_INT_FILLS else np.float64)
     shape = _arg(op, "shape")
     if shape is not None and list(shape.ints):
-        if int(np.prod(list(shape.ints))) != array.size:
+        if _elements(shape.ints) != array.size:
             return None
         array = array.reshape(list(shape.ints))
     return array
