@@ -59,20 +59,19 @@ def _sequence(model):
     return "seq", "lengths"
 
 
-def lstm():
-    model = _model("lstm")
-    seq, lengths = _sequence(model)
-    out, _, _, _ = rnn_cell.LSTM(model, seq, lengths, ("h0", "c0"), 3, 4, scope="lstm")
-    model.net.AveragedLoss(out, "loss")
-    return model, "loss"
+def _lstm(cell, name):
+    def build():
+        model = _model(name)
+        seq, lengths = _sequence(model)
+        out, _, _, _ = cell(model, seq, lengths, ("h0", "c0"), 3, 4, scope=name)
+        model.net.AveragedLoss(out, "loss")
+        return model, "loss"
+    build.__name__ = name
+    return build
 
 
-def milstm():
-    model = _model("milstm")
-    seq, lengths = _sequence(model)
-    out, _, _, _ = rnn_cell.MILSTM(model, seq, lengths, ("h0", "c0"), 3, 4, scope="milstm")
-    model.net.AveragedLoss(out, "loss")
-    return model, "loss"
+lstm = _lstm(rnn_cell.LSTM, "lstm")
+milstm = _lstm(rnn_cell.MILSTM, "milstm")
 
 
 def gru():

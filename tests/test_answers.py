@@ -11,7 +11,7 @@ import torch
 from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.CumSum, net.ToDense's error, Expand's check)
-from doctor_support import add_weighted_loss, run_with_gradients, torch_value_and_gradient
+from doctor_support import add_weighted_loss, run_with_gradients, torch_scan, torch_value_and_gradient
 from pycumsum_op import ScanArgumentError
 from pycumsum_op.ops.net_ops import ToDenseError
 
@@ -24,17 +24,6 @@ def as_blob(array, names=iter(range(10 ** 6))):
     name = "const_{}".format(next(names))
     workspace.FeedBlob(name, array)
     return core.BlobReference(name)
-
-
-def torch_scan(exclusive=False, reverse=False, dim=1):
-    """torch.cumsum along ``dim``, shifted by one (exclusive) and/or from the end (reverse)."""
-    def function(x):
-        values = torch.flip(x, [dim]) if reverse else x
-        result = torch.cumsum(values, dim)
-        if exclusive:
-            result = result - values
-        return torch.flip(result, [dim]) if reverse else result
-    return function
 
 
 def test_caffe2_itself_has_neither_cumsum_nor_to_dense():
@@ -113,7 +102,8 @@ def test_answer_one_as_typed_names_the_cause_and_both_cures():
 
 def test_to_dense_of_a_blob_no_sparse_op_makes_still_explains():
     net = core.Net("to_dense_elsewhere")
-    with pytest.raises(ToDenseError, match=r"Caffe2 has no ToDense.*DATA input of the op that makes it sparse .*not at its output 'x'"):
+    with pytest.raises(ToDenseError,
+                       match=r"Caffe2 has no ToDense.*DATA input of the op that makes it sparse .*not at its output 'x'"):
         net.ToDense("x")
 
 

@@ -7,12 +7,11 @@ import sys
 
 import numpy as np
 import pytest
-import torch
 from caffe2.python import core
 
-from doctor_support import gradient_ops_work, run_with_gradients, torch_value_and_gradient
+from doctor_support import gradient_ops_work, run_with_gradients, torch_scan, torch_value_and_gradient
 from test_cli import CLI, assert_one_line_error, load, run_cli, save
-from test_doctor_idioms import cumsum_op_net, loop_net, misplaced_net, torch_scan, triangle
+from test_doctor_idioms import cumsum_op_net, loop_net, misplaced_net, triangle
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("clean_workspace")]  # a pycumsum-op process per run
 N, C = 3, 6
@@ -53,12 +52,14 @@ def onnx_cumsum_net():
 LAYOUTS = [(matmul_net, "binary", "init_net"), (to_dense_net, "text", "inline"), (onnx_cumsum_net, "text", "init_net")]
 
 
-@pytest.mark.parametrize("build, file_format, constants", LAYOUTS, ids=["-".join([b.__name__, f, c]) for b, f, c in LAYOUTS])
+@pytest.mark.parametrize("build, file_format, constants", LAYOUTS,
+                         ids=["-".join([build.__name__, form, constants]) for build, form, constants in LAYOUTS])
 def test_each_idiom_in_a_saved_net_is_found_fixed_and_equals_torch(build, file_format, constants, tmp_path):
     net, init, reference = build()
     suffix = ".pb" if file_format == "binary" else ".pbtxt"
     if constants == "init_net":
-        files = [save(net.Proto(), tmp_path / ("predict" + suffix)), "--init-net", save(init.Proto(), tmp_path / "init.pb")]
+        files = [save(net.Proto(), tmp_path / ("predict" + suffix)), "--init-net",
+                 save(init.Proto(), tmp_path / "init.pb")]
     else:
         files = [save(inline_constants(net, init).Proto(), tmp_path / ("predict" + suffix))]
     out = tmp_path / ("fixed" + suffix)
@@ -94,8 +95,9 @@ def test_the_loop_is_reported_and_fix_refuses_it(tmp_path):
 def test_draw_and_draw_fixed_write_svgs_with_the_path_highlighted(tmp_path):
     net, init, _ = to_dense_net()
     before, after = tmp_path / "before.svg", tmp_path / "after.svg"
-    result = run_cli("doctor", save(net.Proto(), tmp_path / "p.pb"), "--init-net", save(init.Proto(), tmp_path / "i.pb"),
-                     "--loss", "loss", "--draw", before, "--fix", tmp_path / "f.pb", "--draw-fixed", after)
+    predict, init_file = save(net.Proto(), tmp_path / "p.pb"), save(init.Proto(), tmp_path / "i.pb")
+    result = run_cli("doctor", predict, "--init-net", init_file, "--loss", "loss", "--draw", before,
+                     "--fix", tmp_path / "f.pb", "--draw-fixed", after)
     assert result.returncode == 1, result.stderr
     assert "drew the findings to {}".format(before) in result.stdout
     assert "drew the fixed net to {}".format(after) in result.stdout

@@ -10,7 +10,8 @@ import torch
 from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (PyCumSum)
-from doctor_support import add_weighted_loss, gradient_ops_work, run_with_gradients, torch_value_and_gradient
+from doctor_support import (add_weighted_loss, gradient_ops_work, run_with_gradients, torch_scan,
+                            torch_value_and_gradient)
 from ordinary_nets import ORDINARY_NETS
 from pycumsum_op.doctor import diagnose, fix, repair
 from pycumsum_op.doctor.findings import (NOT_A_CUMSUM, SLOW_CUMSUM, SPARSE_GRADIENT, UNREGISTERED_OPERATOR)
@@ -26,16 +27,6 @@ N, C = 3, 6
 def triangle(lower, strict):
     ones = np.ones((C, C), np.float32)
     return np.tril(ones, -1 if strict else 0) if lower else np.triu(ones, 1 if strict else 0)
-
-
-def torch_scan(exclusive=False, reverse=False, dim=1):
-    def function(x):
-        values = torch.flip(x, [dim]) if reverse else x
-        result = torch.cumsum(values, dim)
-        if exclusive:
-            result = result - values
-        return torch.flip(result, [dim]) if reverse else result
-    return function
 
 
 def random_pair(shape, seed):
@@ -141,7 +132,8 @@ def test_a_cumsum_op_is_replaced_by_its_pycumsum_under_every_strategy(axis_form,
         assert "CumSum" not in [op.type for op in fixed.op] and diagnose(fixed, ["loss"], init) == []
     x, w = random_pair((N, C), seed=exclusive + 2 * reverse)
     feeds = {"x": x, "w": w, "axis": np.array(1, np.int64)} if axis_form == "runtime_input" else {"x": x, "w": w}
-    values, gradients = run_with_gradients(fix(net, ["loss"], init), feeds, wrt=["x"], fetch=["y"], init_net=init.Proto())
+    values, gradients = run_with_gradients(fix(net, ["loss"], init), feeds, wrt=["x"], fetch=["y"],
+                                           init_net=init.Proto())
     y_ref, dx_ref = torch_value_and_gradient(torch_scan(bool(exclusive), bool(reverse)), x, w)
     np.testing.assert_allclose(values["y"], y_ref, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(gradients["x"], dx_ref, rtol=1e-5, atol=1e-5)

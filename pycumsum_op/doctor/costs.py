@@ -1,5 +1,6 @@
-"""What a recognised cumsum idiom computes (`describe`), and what it costs against PyCumSum (`cost_sentence`), from the sizes its constants fix (C, the length of
-the scanned axis); N, the number of lanes scanned, is whatever the input brings, so costs are per lane.
+"""What a recognised cumsum idiom computes (`describe`), and what it costs against PyCumSum (`cost_sentence`),
+from the sizes its constants fix (C, the length of the scanned axis); N, the number of lanes scanned, is
+whatever the input brings, so costs are per lane.
 
 PyCumSum takes C adds per lane forward and C backward (the reverse cumulative sum of the output gradient),
 and no memory besides its output and its gradient, which every form has.

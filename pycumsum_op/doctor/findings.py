@@ -108,12 +108,13 @@ class Finding(NamedTuple):
         if self.kind == SLOW_CUMSUM:
             return describe(self.idiom)
         if self.kind == NOT_A_CUMSUM:
+            refused = ("Caffe2 refuses the net when it runs: Expand takes the target shape as a second input, not "
+                       "dims=/axes= arguments (\"did not pass schema checking\"). And "
+                       if self.loop.expand_without_shape else "")
             return ("{}the loop concatenates {} blobs as wide as {!r}, each its running sum plus a slice of it, to "
                     "{!r}: the output is {}x as wide as {!r}, and no column of it is a cumulative sum. No edit of "
                     "these ops keeps their meaning and gives one.".format(
-                        "Caffe2 refuses the net when it runs: Expand takes the target shape as a second input, not "
-                        "dims=/axes= arguments (\"did not pass schema checking\"). And " if self.loop.expand_without_shape
-                        else "", self.loop.iterations + 1, self.loop.blob_in, self.loop.blob_out,
+                        refused, self.loop.iterations + 1, self.loop.blob_in, self.loop.blob_out,
                         self.loop.iterations + 1, self.loop.blob_in))
         caffe2 = 'Caffe2 fails in AddGradientOperators with "{}".'.format(self.caffe2_error)
         if self.kind == GRADIENT_ERROR:

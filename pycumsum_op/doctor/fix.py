@@ -227,7 +227,8 @@ def repair(net, losses, init_net=None, strategy: str = "ensure_dense") -> Repair
         to_dense = {f.op_index for f in findings if f.kind == UNREGISTERED_OPERATOR and f.op_type == "ToDense"
                     and f.op_index not in in_idioms}
         if idioms or to_dense:
-            fixed, applied = _replace(fixed, sorted(idioms, key=lambda idiom: idiom.ops), to_dense, strategy == "lowered", init_netdef)
+            in_order = sorted(idioms, key=lambda idiom: idiom.ops)
+            fixed, applied = _replace(fixed, in_order, to_dense, strategy == "lowered", init_netdef)
         else:
             gradients = [f for f in findings if f.kind in (SPARSE_GRADIENT, MIXED_GRADIENTS)]
             applied = _ensure_dense_repairs(fixed, gradients, strategy)
