@@ -17,12 +17,12 @@
 """
 from typing import List, NamedTuple, Optional, Tuple
 
-from .patterns import CUMSUM_OP, CumsumIdiom, constant_int_blob, int_arg
+from .patterns import CUMSUM_OP, Constants, CumsumIdiom, int_arg
 
 UNREGISTERED_TYPES = ("CumSum", "ToDense")
 
 
-def _axis(op, netdef, index: int, init_net):
+def _axis(op, index: int, constants: Constants):
     """(axis, axis blob): from ``axis`` / ``axes`` (exactly one), else a constant second input, else that
     input read on every run; None when the op names no single axis."""
     for arg in op.arg:
@@ -31,19 +31,20 @@ def _axis(op, netdef, index: int, init_net):
         if arg.name == "axes":
             return (arg.ints[0], "") if len(arg.ints) == 1 else None
     if len(op.input) == 2:
-        value = constant_int_blob(op.input[1], netdef, index, init_net)
+        value = constants.value(op.input[1], index)
         if value is None:
             return None, op.input[1]
         return (int(value.reshape(-1)[0]), "") if value.size == 1 else None
     return None
 
 
-def match_cumsum_op(netdef, index: int, init_net=None) -> Optional[CumsumIdiom]:
-    """The PyCumSum an op of type CumSum stands for, or None (not CumSum, or its axis is not one axis)."""
+def match_cumsum_op(netdef, index: int, init_net=None, constants=None) -> Optional[CumsumIdiom]:
+    """The PyCumSum an op of type CumSum stands for, or None (not CumSum, or its axis is not one axis).
+    ``constants``: a `Constants` of the net and ``init_net``, when one is at hand."""
     op = netdef.op[index]
     if op.type != "CumSum" or len(op.input) not in (1, 2) or len(op.output) != 1:
         return None
-    axis = _axis(op, netdef, index, init_net)
+    axis = _axis(op, index, constants or Constants(netdef, init_net))
     flags = [int_arg(op, name, 0) for name in ("exclusive", "reverse")]
     if axis is None or any(flag not in (0, 1) for flag in flags):
         return None
@@ -67,23 +68,26 @@ class ConcatLoop(NamedTuple):
     expand_without_shape: bool
 
 
-def _iteration(netdef, slice_index: int):
+def _first_reader(netdef, readers: dict, blob: str, op_type: str, after: int, accept=lambda op: True):
+    """The first op after op ``after`` of type ``op_type`` that reads ``blob`` (and that ``accept``s), or None."""
+    return next((index for index in readers.get(blob, ()) if index > after and netdef.op[index].type == op_type
+                 and accept(netdef.op[index])), None)
+
+
+def _iteration(netdef, readers: dict, slice_index: int):
     """(ops, running blob after, output after) of one iteration starting at Slice op ``slice_index``, or None."""
     ops = netdef.op
-    running = ops[slice_index].input[0] if ops[slice_index].input else None
-
-    def reader(blob, op_type, after):
-        return next((index for index in range(after + 1, len(ops))
-                     if ops[index].type == op_type and blob in ops[index].input), None)
-    expand = reader(ops[slice_index].output[0], "Expand", slice_index) if ops[slice_index].output else None
+    running = ops[slice_index].input[0]
+    expand = _first_reader(netdef, readers, ops[slice_index].output[0], "Expand", slice_index) \
+        if ops[slice_index].output else None
     expanded = None if expand is None or not ops[expand].output else ops[expand].output[0]
     # net.Add(running, expanded), as the answer types it, makes `expanded` Add's output, not its second input
-    add = None if expanded is None else next((index for index in range(expand + 1, len(ops)) if ops[index].type == "Add"
-                                              and running in ops[index].input and ops[index].output
-                                              and expanded in list(ops[index].input) + list(ops[index].output)), None)
+    add = None if expanded is None else _first_reader(
+        netdef, readers, running, "Add", expand,
+        lambda op: op.output and expanded in list(op.input) + list(op.output))
     if add is None:
         return None
-    concat = reader(ops[add].output[0], "Concat", add)
+    concat = _first_reader(netdef, readers, ops[add].output[0], "Concat", add)
     if concat is None or len(ops[concat].input) != 2 or ops[concat].input[1] != ops[add].output[0]:
         return None
     return (slice_index, expand, add, concat), ops[add].output[0], ops[concat].output[0]
@@ -92,11 +96,14 @@ def _iteration(netdef, slice_index: int):
 def match_concat_loops(netdef) -> List[ConcatLoop]:
     """Each Slice + Expand + Add + Concat loop of ``netdef`` (one iteration or more, chained through the
     running blob and the output)."""
-    ops, loops, taken = netdef.op, [], set()
+    ops, loops, taken, readers = netdef.op, [], set(), {}
+    for index, op in enumerate(ops):
+        for blob in set(op.input):
+            readers.setdefault(blob, []).append(index)
     for start, op in enumerate(ops):
         if op.type != "Slice" or start in taken or not op.input:
             continue
-        iteration = _iteration(netdef, start)
+        iteration = _iteration(netdef, readers, start)
         if iteration is None:
             continue
         blob_in = op.input[0]
@@ -104,9 +111,10 @@ def match_concat_loops(netdef) -> List[ConcatLoop]:
             continue
         members, count = list(iteration[0]), 1
         while True:
-            following = next((index for index in range(members[-1] + 1, len(ops)) if ops[index].type == "Slice"
-                              and ops[index].input and ops[index].input[0] == iteration[1]), None)
-            step = None if following is None else _iteration(netdef, following)
+            running = iteration[1]
+            following = _first_reader(netdef, readers, running, "Slice", members[-1],
+                                      lambda op, running=running: op.input[0] == running)
+            step = None if following is None else _iteration(netdef, readers, following)
             if step is None or ops[step[0][3]].input[0] != iteration[2]:
                 break
             members += step[0]

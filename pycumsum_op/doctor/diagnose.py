@@ -27,7 +27,7 @@ from ..serialization import verify_net
 from .answers import match_concat_loops, match_cumsum_op
 from .findings import (GRADIENT_ERROR, MIXED_GRADIENTS, NOT_A_CUMSUM, SLOW_CUMSUM, SPARSE_GRADIENT,
                        TWO_CHARACTER_GRADIENT_NAME, UNREGISTERED_OPERATOR, Finding)
-from .patterns import match_cumsum_idiom, unknown_idiom_constants
+from .patterns import Constants, match_cumsum_idiom, unknown_idiom_constants
 from .triangular import match_triangular_product
 
 #: What the backward walk puts in place of ops Caffe2 has no operator for: the same first input and output and
@@ -181,12 +181,12 @@ def _net_level_finding(error: Exception) -> Finding:
     return Finding(kind=GRADIENT_ERROR, op_index=None, op_type=None, blob="", caffe2_error=caffe2_error_summary(error))
 
 
-def _attach_idioms(findings, netdef, init_net) -> List[Finding]:
+def _attach_idioms(findings, netdef, constants: Constants) -> List[Finding]:
     attached = []
     for finding in findings:
         if finding.source_type == "SparseLengthsSum":
-            idiom = match_cumsum_idiom(netdef, finding.source_index, init_net)
-            unknown = () if idiom else unknown_idiom_constants(netdef, finding.source_index, init_net)
+            idiom = match_cumsum_idiom(netdef, finding.source_index, constants=constants)
+            unknown = () if idiom else unknown_idiom_constants(netdef, finding.source_index, constants=constants)
             finding = finding._replace(idiom=idiom, unknown_constants=unknown)
         attached.append(finding)
     return attached
@@ -213,16 +213,16 @@ def _with_real_types(finding: Finding, netdef) -> Finding:
         source_type=finding.source_type if finding.source_index is None else netdef.op[finding.source_index].type)
 
 
-def _idiom_findings(netdef, init_net) -> List[Finding]:
+def _idiom_findings(netdef, constants: Constants) -> List[Finding]:
     """Ops Caffe2 has no operator for, cumulative sums through triangular products, Slice/Expand/Concat loops."""
     findings = []
     for index, op in enumerate(netdef.op):
         blob = op.output[0] if op.output else ""
         if op.type in _STAND_INS:
             findings.append(Finding(kind=UNREGISTERED_OPERATOR, op_index=index, op_type=op.type, blob=blob,
-                                    idiom=match_cumsum_op(netdef, index, init_net)))
+                                    idiom=match_cumsum_op(netdef, index, constants=constants)))
             continue
-        idiom = match_triangular_product(netdef, index, init_net)
+        idiom = match_triangular_product(netdef, index, constants=constants)
         if idiom is not None:
             findings.append(Finding(kind=SLOW_CUMSUM, op_index=index, op_type=op.type, blob=blob, idiom=idiom))
     for loop in match_concat_loops(netdef):
@@ -249,7 +249,8 @@ def diagnose(net, losses, init_net=None) -> List[Finding]:
         verify_net(checked)
     losses = normalize_losses(losses)
     check_losses_exist(netdef, losses)
-    idioms = _idiom_findings(netdef, init_netdef)
+    constants = Constants(netdef, init_netdef)
+    idioms = _idiom_findings(netdef, constants)
     in_loops = {index for finding in idioms if finding.loop is not None for index in finding.loop.ops}
     try:
         ir = _DiagnosingIR(_walked_ops(netdef))
@@ -261,4 +262,4 @@ def diagnose(net, losses, init_net=None) -> List[Finding]:
         ir.findings.append(_net_level_finding(error))
     gradients = [_with_real_types(finding, netdef) for finding in ir.findings
                  if not (finding.kind == GRADIENT_ERROR and finding.op_index in in_loops)]
-    return _attach_idioms(gradients, netdef, init_netdef) + idioms
+    return _attach_idioms(gradients, netdef, constants) + idioms

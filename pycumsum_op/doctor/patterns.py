@@ -13,6 +13,7 @@ ops (in ``init_net`` or in the net itself) or blobs in the current workspace.
 >>> idiom.blob_in, idiom.blob_out, idiom.axis, idiom.exclusive, idiom.columns
 ('doc_p', 'doc_p_cumsum', -1, True, 4)
 """
+import bisect
 from typing import NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -130,33 +131,58 @@ def _fill_values(op, kinds) -> Optional[np.ndarray]:
     return array
 
 
-def constant_blob(blob: str, netdef, before: int, init_net=None, kinds=CONSTANT_INT_FILLS) -> Optional[np.ndarray]:
-    """The constant ``blob`` holds when op ``before`` of ``netdef`` runs, else None: an integer array for
-    ``kinds`` = `CONSTANT_INT_FILLS`, a float64 one for `CONSTANT_FLOAT_FILLS`.
+class Writers:
+    """The ops of a net that write each blob, for "the last writer before op i" in O(log n)."""
 
-    Looked up in the net's own ops, then ``init_net``'s fill ops, then the current workspace.
-    """
-    writer = last_writer(netdef.op, blob, before)
-    if writer is not None:
-        return _fill_values(netdef.op[writer], kinds)
-    if init_net is not None:
-        init_writer = last_writer(init_net.op, blob, len(init_net.op))
-        if init_writer is not None:
-            return _fill_values(init_net.op[init_writer], kinds)
-    if workspace.HasBlob(blob):
-        try:
-            value = workspace.FetchBlob(blob)
-        except (RuntimeError, TypeError):
-            return None
-        wanted = "iu" if kinds == CONSTANT_INT_FILLS else "f"
-        if isinstance(value, np.ndarray) and value.dtype.kind in wanted:
-            return value.astype(np.int64 if wanted == "iu" else np.float64)
-    return None
+    def __init__(self, netdef):
+        self._writers = {}
+        for index, op in enumerate(netdef.op):
+            for blob in op.output:
+                self._writers.setdefault(blob, []).append(index)
+
+    def last(self, blob: str, before: int) -> Optional[int]:
+        """Index of the last op before ``before`` that writes ``blob``."""
+        writers = self._writers.get(blob, ())
+        position = bisect.bisect_left(writers, before)
+        return writers[position - 1] if position else None
 
 
-def constant_int_blob(blob: str, netdef, before: int, init_net=None) -> Optional[np.ndarray]:
-    """The constant integer array ``blob`` holds when op ``before`` of ``netdef`` runs, else None."""
-    return constant_blob(blob, netdef, before, init_net, CONSTANT_INT_FILLS)
+class Constants:
+    """The constants a net's ops read: fill ops in ``netdef`` itself, then in ``init_net``, then blobs in the
+    current workspace. Built once per net, so that each look-up takes O(log n)."""
+
+    def __init__(self, netdef, init_net=None):
+        self.netdef, self.init_net = netdef, init_net
+        self._writers = Writers(netdef)
+        self._init_writers = None if init_net is None else Writers(init_net)
+
+    def fill_op(self, blob: str, before: int):
+        """The op that writes ``blob`` for op ``before`` of the net (in the net, else the init net), or None:
+        then the blob comes from the workspace, if anywhere."""
+        writer = self._writers.last(blob, before)
+        if writer is not None:
+            return self.netdef.op[writer]
+        if self._init_writers is not None:
+            init_writer = self._init_writers.last(blob, len(self.init_net.op))
+            if init_writer is not None:
+                return self.init_net.op[init_writer]
+        return None
+
+    def value(self, blob: str, before: int, kinds=CONSTANT_INT_FILLS) -> Optional[np.ndarray]:
+        """The constant ``blob`` holds when op ``before`` runs, else None: an integer array for ``kinds`` =
+        `CONSTANT_INT_FILLS`, a float64 one for `CONSTANT_FLOAT_FILLS`."""
+        op = self.fill_op(blob, before)
+        if op is not None:
+            return _fill_values(op, kinds)
+        if workspace.HasBlob(blob):
+            try:
+                value = workspace.FetchBlob(blob)
+            except (RuntimeError, TypeError):
+                return None
+            wanted = "iu" if kinds == CONSTANT_INT_FILLS else "f"
+            if isinstance(value, np.ndarray) and value.dtype.kind in wanted:
+                return value.astype(np.int64 if wanted == "iu" else np.float64)
+        return None
 
 
 def _permutation(op) -> Optional[list]:
@@ -239,7 +265,7 @@ def _idiom_shape(netdef, sls_index: int) -> Optional[_Shape]:
                                             tuple(conversions))
 
 
-def match_cumsum_idiom(netdef, sls_index: int, init_net=None) -> Optional[CumsumIdiom]:
+def match_cumsum_idiom(netdef, sls_index: int, init_net=None, constants=None) -> Optional[CumsumIdiom]:
     """The idiom around SparseLengthsSum op ``sls_index`` of ``netdef``, or None.
 
     Matches only when the intermediate blobs are read by nothing else and are not
@@ -252,8 +278,9 @@ def match_cumsum_idiom(netdef, sls_index: int, init_net=None) -> Optional[Cumsum
     shape = _idiom_shape(netdef, sls_index)
     if shape is None:
         return None
-    indices = constant_int_blob(shape.indices_blob, netdef, sls_index, init_net)
-    lengths = constant_int_blob(shape.lengths_blob, netdef, sls_index, init_net)
+    constants = constants or Constants(netdef, init_net)
+    indices = constants.value(shape.indices_blob, sls_index)
+    lengths = constants.value(shape.lengths_blob, sls_index)
     if indices is None or lengths is None:
         return None
     exclusive = _exclusivity(indices, lengths)
@@ -265,7 +292,7 @@ def match_cumsum_idiom(netdef, sls_index: int, init_net=None) -> Optional[Cumsum
                        misplaced=shape.conversions, constant=shape.indices_blob)
 
 
-def unknown_idiom_constants(netdef, sls_index: int, init_net=None) -> Tuple[str, ...]:
+def unknown_idiom_constants(netdef, sls_index: int, init_net=None, constants=None) -> Tuple[str, ...]:
     """The INDICES / LENGTHS blobs whose values are unknown when the ops around SparseLengthsSum
     op ``sls_index`` have the idiom's shape (e.g. its init net was not given); () otherwise.
 
@@ -279,5 +306,6 @@ def unknown_idiom_constants(netdef, sls_index: int, init_net=None) -> Tuple[str,
     shape = _idiom_shape(netdef, sls_index)
     if shape is None:
         return ()
+    constants = constants or Constants(netdef, init_net)
     return tuple(blob for blob in (shape.indices_blob, shape.lengths_blob)
-                 if constant_int_blob(blob, netdef, sls_index, init_net) is None)
+                 if constants.value(blob, sls_index) is None)

@@ -9,7 +9,7 @@ import numpy as np
 from caffe2.proto import caffe2_pb2
 from caffe2.python import workspace
 
-from .patterns import CUMSUM_OP, SPARSE_LENGTHS, last_writer
+from .patterns import CUMSUM_OP, SPARSE_LENGTHS, Constants
 
 _SCRATCH = "pycumsum_op_doctor_proof"
 _OTHER_SIZE = 3
@@ -42,17 +42,15 @@ def _onnx_cumsum(x: np.ndarray, axis: int, exclusive: bool, reverse: bool) -> np
 def _constant_sources(netdef, idiom, init_net):
     """(fill ops to run, {blob: value from the workspace}) for each blob the idiom's ops read but do not make."""
     made = {blob for index in idiom.ops for blob in netdef.op[index].output}
+    constants = Constants(netdef, init_net)
     fills, fed = [], {}
     for index in idiom.ops:
         for blob in netdef.op[index].input:
             if blob in made or blob == idiom.blob_in or blob in fed or any(blob in op.output for op in fills):
                 continue
-            writer = last_writer(netdef.op, blob, idiom.ops[0])
-            init_writer = None if init_net is None else last_writer(init_net.op, blob, len(init_net.op))
-            if writer is not None:
-                fills.append(netdef.op[writer])
-            elif init_writer is not None:
-                fills.append(init_net.op[init_writer])
+            fill = constants.fill_op(blob, idiom.ops[0])
+            if fill is not None:
+                fills.append(fill)
             else:
                 fed[blob] = workspace.FetchBlob(blob)
     return fills, fed

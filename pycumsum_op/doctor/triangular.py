@@ -20,7 +20,7 @@ from typing import Optional
 
 import numpy as np
 
-from .patterns import CONSTANT_FLOAT_FILLS, TRIANGULAR_PRODUCT, CumsumIdiom, constant_blob, int_arg
+from .patterns import CONSTANT_FLOAT_FILLS, TRIANGULAR_PRODUCT, Constants, CumsumIdiom, int_arg
 
 PRODUCTS = ("MatMul", "FC", "BatchMatMul")
 
@@ -39,11 +39,7 @@ def _triangle(matrix: np.ndarray):
     return None
 
 
-def _constant(blob: str, netdef, before: int, init_net) -> Optional[np.ndarray]:
-    return constant_blob(blob, netdef, before, init_net, CONSTANT_FLOAT_FILLS)
-
-
-def _operands(netdef, index: int, init_net):
+def _operands(netdef, index: int, constants: Constants):
     """(x blob, effective constant matrix M, constant blob, constant on the right) or None.
 
     On the right the op computes x @ M, on the left M @ x (after the op's own transposes)."""
@@ -51,29 +47,30 @@ def _operands(netdef, index: int, init_net):
     if op.type == "FC":
         if len(op.input) != 3 or int_arg(op, "axis", 1) != 1 or int_arg(op, "axis_w", 1) != 1:
             return None
-        weights = _constant(op.input[1], netdef, index, init_net)
-        bias = _constant(op.input[2], netdef, index, init_net)
+        weights = constants.value(op.input[1], index, CONSTANT_FLOAT_FILLS)
+        bias = constants.value(op.input[2], index, CONSTANT_FLOAT_FILLS)
         if weights is None or bias is None or bias.shape != weights.shape[:1] or bias.any():
             return None
         return op.input[0], weights.T, op.input[1], True
     if len(op.input) != 2 or op.type == "MatMul" and (int_arg(op, "axis_a", 1) != 1 or int_arg(op, "axis_b", 1) != 1):
         return None
     trans_a, trans_b = int_arg(op, "trans_a", 0), int_arg(op, "trans_b", 0)
-    right = _constant(op.input[1], netdef, index, init_net)
+    right = constants.value(op.input[1], index, CONSTANT_FLOAT_FILLS)
     if right is not None and not trans_a:
         return op.input[0], right.T if trans_b else right, op.input[1], True
-    left = _constant(op.input[0], netdef, index, init_net)
+    left = constants.value(op.input[0], index, CONSTANT_FLOAT_FILLS)
     if left is not None and not trans_b:
         return op.input[1], left.T if trans_a else left, op.input[0], False
     return None
 
 
-def match_triangular_product(netdef, index: int, init_net=None) -> Optional[CumsumIdiom]:
-    """The cumsum op ``index`` of ``netdef`` computes as a product with a triangular constant, or None."""
+def match_triangular_product(netdef, index: int, init_net=None, constants=None) -> Optional[CumsumIdiom]:
+    """The cumsum op ``index`` of ``netdef`` computes as a product with a triangular constant, or None.
+    ``constants``: a `Constants` of the net and ``init_net``, when one is at hand."""
     op = netdef.op[index]
     if op.type not in PRODUCTS or len(op.output) != 1:
         return None
-    operands = _operands(netdef, index, init_net)
+    operands = _operands(netdef, index, constants or Constants(netdef, init_net))
     if operands is None:
         return None
     blob_in, matrix, constant, on_right = operands
