@@ -266,3 +266,19 @@ def test_a_constant_fill_too_large_to_look_at_is_not_expanded():
     net.AddExternalInput("x", "tri", "huge_b", "negative_b")
     net.Sum([net.FC(["x", "tri", "huge_b"], "y"), net.FC(["x", "tri", "negative_b"], "z")], "loss")
     assert diagnose(net, ["loss"], init) == []
+
+
+def test_an_idiom_whose_own_ops_cannot_run_is_refused_not_written():
+    """int64 LENGTHS: the constants are the idiom's, but Caffe2's SparseLengthsSum refuses to run them, so no
+    replacement can be checked against it: fix says so instead of writing an unchecked net."""
+    net, init = core.Net("cannot_run"), core.Net("cannot_run_init")
+    add_sparse_lengths_cumsum(net, "x", C, blob_out="y", init_net=init)
+    lengths_fill = [op for op in init.Proto().op if op.output[0] == "x_cumsum_lengths"][0]
+    lengths_fill.type = "GivenTensorInt64Fill"
+    net.SumElements("y", "loss")
+    (finding,) = diagnose(net, ["loss"], init)
+    assert finding.idiom is not None
+    with pytest.raises(UnfixableError, match=r"ops #0, #1, #2 \(Transpose → SparseLengthsSum → Transpose\): could "
+                                             r"not run it against net.PyCumSum\('x', 'y', axis=-1, exclusive=True\)"):
+        fix(net, ["loss"], init, strategy="pycumsum")
+    assert "EnsureDense" in [op.type for op in fix(net, ["loss"], init).op]  # the other cure needs no run

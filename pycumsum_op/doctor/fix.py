@@ -155,8 +155,13 @@ def _pycumsum_op(idiom, like) -> caffe2_pb2.OperatorDef:
 
 def _proved(netdef, idiom, replacement, init_net, lowered: bool) -> Repair:
     """The `Repair` of ``idiom`` once ``replacement`` equals it on a random input; UnfixableError if not."""
-    error = replacement_error(netdef, idiom, replacement, init_net)
     against = "ONNX's CumSum" if idiom.form == CUMSUM_OP else "the replaced ops"
+    try:
+        error = replacement_error(netdef, idiom, replacement, init_net)
+    except Exception as failure:  # Caffe2 raises plain Exception / RuntimeError for ops it cannot run
+        raise UnfixableError("{}: could not run it against net.{} on a random input ({}): not replaced".format(
+            idiom.where(), idiom.call(), str(failure).strip().splitlines()[0] if str(failure).strip()
+            else type(failure).__name__)) from None
     if not error <= PROOF_TOLERANCE:
         raise UnfixableError("{}: its replacement net.{} differs from {} on a random input (relative difference "
                              "{:.1e}): not replaced".format(idiom.where(), idiom.call(), against, error))
