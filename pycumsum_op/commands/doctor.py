@@ -78,10 +78,12 @@ def add_parser(subparsers) -> None:
     doctor = subparsers.add_parser(
         "doctor", help="find (and fix) sparse-gradient errors in a saved net",
         description="Walks the backward pass of PREDICT_NET as Caffe2's AddGradientOperators does and "
-                    "reports where it fails. Exit 0: healthy, 1: findings, 2: bad input.")
+                    "reports where it fails, and the cumsum idioms it meets (with their cost). Exit 0: healthy, "
+                    "1: findings, 2: bad input.")
     doctor.add_argument("predict_net", metavar="PREDICT_NET", help="the forward net (.pb binary or .pbtxt text)")
     doctor.add_argument("--init-net", metavar="INIT_NET",
-                        help="its init net: the cumsum idiom's constants, needed by --strategy pycumsum")
+                        help="its init net: the cumsum idioms' constants (SparseLengthsSum's indices, triangular "
+                             "matrices, CumSum's axis), needed to recognise them")
     doctor.add_argument("--loss", metavar="BLOB[=GRAD]", action="append", required=True,
                         help="a loss blob, optionally with the name of its gradient blob; repeatable")
     doctor.add_argument("--fix", metavar="OUT",
