@@ -108,6 +108,7 @@ def test_draw_and_draw_fixed_write_svgs_with_the_path_highlighted(tmp_path):
         assert words in drawn, words
     fixed = after.read_text()
     assert "<svg" in fixed and "EnsureDense" in fixed and "put in by fix" in fixed
+    assert "#2 SparseLengthsSum" in fixed and "its inputs changed by fix" in fixed
 
 
 def run_without(missing, *args):

@@ -2,7 +2,8 @@
 
 `draw_findings` draws the ops within `RADIUS` data-flow steps of each finding: the op that refuses a sparse
 gradient red, the op that makes it sparse orange, the other ops of a recognised idiom (or of a loop that is
-no cumulative sum) yellow. `draw_repairs` draws a fixed net around what `fix` put in: new ops green. Both
+no cumulative sum) yellow. `draw_repairs` draws a fixed net around what `fix` put in: new ops green, ops
+given other inputs light green. Both
 return the SVG bytes; `drawing_tools` raises `DrawingUnavailable`, naming what to install, when pydot or
 ``dot`` is missing.
 """
@@ -14,9 +15,10 @@ from .findings import MIXED_GRADIENTS, SPARSE_GRADIENT, TWO_CHARACTER_GRADIENT_N
 #: How many data-flow steps (op → blob → op) around a finding's ops are drawn.
 RADIUS = 2
 #: Fill colours by role; the rest of the net keeps net_drawer's own green ops.
-REFUSES, MAKES_SPARSE, IDIOM, CURE, CONTEXT = "#DB4437", "#F4B400", "#FFE082", "#0F9D58", "#B0BEC5"
+REFUSES, MAKES_SPARSE, IDIOM, CURE, CHANGED, CONTEXT = ("#DB4437", "#F4B400", "#FFE082", "#0F9D58", "#A5D6A7",
+                                                       "#B0BEC5")
 _ROLE_TEXT = {REFUSES: "refuses the sparse gradient", MAKES_SPARSE: "makes the gradient sparse",
-              IDIOM: "", CURE: "put in by fix", CONTEXT: ""}
+              IDIOM: "", CURE: "put in by fix", CHANGED: "its inputs changed by fix", CONTEXT: ""}
 
 
 class DrawingUnavailable(RuntimeError):
@@ -89,7 +91,10 @@ def draw_findings(netdef, findings, title: str = "") -> bytes:
 
 
 def draw_repairs(original, fixed, title: str = "") -> bytes:
-    """The SVG of ``fixed`` (`pycumsum_op.doctor.fix`'s result) around the ops it has and ``original`` lacks."""
+    """The SVG of ``fixed`` (`pycumsum_op.doctor.fix`'s result) around the ops it has and ``original`` lacks:
+    new ops green, ops that write the same blobs from other inputs light green."""
     before = {op.SerializeToString() for op in original.op}
-    return _svg(fixed, {index: CURE for index, op in enumerate(fixed.op) if op.SerializeToString() not in before},
-                title or (fixed.name or "net") + " (fixed)")
+    writes = {(op.type, tuple(op.output)) for op in original.op}
+    roles = {index: CHANGED if (op.type, tuple(op.output)) in writes else CURE
+             for index, op in enumerate(fixed.op) if op.SerializeToString() not in before}
+    return _svg(fixed, roles, title or (fixed.name or "net") + " (fixed)")
