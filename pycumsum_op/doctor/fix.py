@@ -14,7 +14,8 @@ Three cures, all keeping every external blob name and every other op as it was:
   C++ operators (`pycumsum_op.lower`, target "aten"): the repaired net has no Python op.
 
 Under every strategy an op of type CumSum becomes its PyCumSum (lowered under "lowered") and a ToDense
-op an EnsureDense: Caffe2 has neither operator. Each replacement is run against the ops it replaces on
+op an EnsureDense: Caffe2 has neither operator (a CumSum whose axis is read from a blob stays a PyCumSum
+under "lowered": lowering needs the axis when the net is written). Each replacement is run against the ops it replaces on
 a random input before it is kept (`proof.replacement_error`; CumSum against ONNX's definition); a
 Slice + Expand + Add + Concat loop is refused (`UnfixableError`): it is no cumulative sum to keep.
 
