@@ -29,10 +29,11 @@ from ..netdefs import as_netdef, blob_names
 from ..ops.builders import BUILDERS, builder_params
 from ..scans import SCANS, Refused
 from ..scans import scan as registered_scan
+from ..input_limits import InputTooLarge
 from ..serialization import (BUILDER_ARGS, MAX_NET_DEPTH, PYTHON_OP_TYPES, UnsafeNetError, nested_label,
                              nested_nets, verify_net)
 from . import aten, portable
-from .emitter import NUMPY_TYPES, TENSOR_TYPES, OpEmitter
+from .emitter import NUMPY_TYPES, TENSOR_TYPES, FreshNames, OpEmitter
 from .errors import LoweringError
 from .input_facts import InputFacts, Site
 
@@ -275,7 +276,8 @@ def lower_op(op, netdef, target: str = "aten") -> List[caffe2_pb2.OperatorDef]:
     """The ops replacing one PyCumSum ``op`` that is to sit in ``netdef`` (fresh names avoid its blobs)."""
     _check_target(target)
     facts = _BlobFacts(netdef, None, None, None)
-    return _lower_python_op(len(netdef.op), op, target, facts, blob_names(netdef) | set(op.input) | set(op.output))
+    taken = FreshNames(blob_names(netdef) | set(op.input) | set(op.output))
+    return _lower_python_op(len(netdef.op), op, target, facts, taken)
 
 
 def lower(net, target: str = "aten", shapes=None, init_net=None, dtypes=None) -> caffe2_pb2.NetDef:
@@ -297,13 +299,28 @@ def lower(net, target: str = "aten", shapes=None, init_net=None, dtypes=None) ->
     _check_target(target)
     netdef = as_netdef(net, "lower")
     init_netdef = None if init_net is None else as_netdef(init_net, "lower", "init_net")
+    for given in (netdef, init_netdef):
+        _within_budgets(given)
     facts = _BlobFacts(netdef, init_netdef, shapes, dtypes)
-    lowered = _lower_net(netdef, target, facts, _tree_blob_names(netdef), "", 0)
+    lowered = _lower_net(netdef, target, facts, FreshNames(_tree_blob_names(netdef)), "", 0)
     try:
         verify_net(lowered, python_ops=False)
     except UnsafeNetError as error:  # what the walk above missed: a defect, refused rather than returned
         raise LoweringError("lower: the lowered net is refused: {}".format(error.problems[0])) from None
     return lowered
+
+
+def _within_budgets(netdef) -> None:
+    """`verify_net`'s budgets before lowering reads ``netdef`` or Caffe2 infers its shapes: its ops, text nets,
+    builder pickles and declared tensors (`InputTooLarge`, `NetOverBudget`); a net refused only for its Python
+    ops goes on, as lowering names each one it cannot lower."""
+    if netdef is None:
+        return
+    try:
+        verify_net(netdef)
+    except UnsafeNetError as error:
+        if isinstance(error, InputTooLarge):
+            raise
 
 
 def _nested_or_refused(op, where, index) -> list:
