@@ -181,30 +181,31 @@ class _Problems(list):
     read (``ops``) against `MAX_NET_OPS`, the builder pickles' bytes (``pickled``) against
     `MAX_PICKLE_BYTES_TOTAL` and the bytes of text nets parsed (``text``) against
     ``PYCUMSUM_OP_MAX_TEXT_BYTES``: one net's text step nets together cost what one text net may; charges
-    the tensors the nets' fill ops declare to ``tensors`` (`charge_declared_tensors`). ``over_budget``: a
-    budget was passed (what is past it was not read)."""
+    the tensors the nets' fill ops declare to ``tensors`` (`charge_declared_tensors`). ``over_budget``: the
+    problems of budgets passed (`append_over_budget`: what is past a budget was not read)."""
     total = ops = text = pickled = 0
-    over_budget = False
 
     def __init__(self, what: str):
         super().__init__()
         self.tensors = TensorBudget(what)
+        self.over_budget = []
 
     def too_many_ops(self, count: int) -> bool:
         self.ops += count
-        return self._over(self.ops > MAX_NET_OPS)
+        return self.ops > MAX_NET_OPS
 
     def too_many_pickle_bytes(self, count: int) -> bool:
         self.pickled += count
-        return self._over(self.pickled > MAX_PICKLE_BYTES_TOTAL)
+        return self.pickled > MAX_PICKLE_BYTES_TOTAL
 
     def too_much_text(self, count: int) -> bool:
         self.text += count
-        return self._over(self.text > limit("PYCUMSUM_OP_MAX_TEXT_BYTES"))
+        return self.text > limit("PYCUMSUM_OP_MAX_TEXT_BYTES")
 
-    def _over(self, over: bool) -> bool:
-        self.over_budget |= over
-        return over
+    def append_over_budget(self, problem) -> None:
+        if len(self.over_budget) < MAX_PROBLEMS:
+            self.over_budget.append(problem)
+        self.append(problem)
 
     def append(self, problem) -> None:
         self.total += 1
@@ -268,7 +269,7 @@ def nested_nets(op, where: str, index: int, problems: List[NetProblem]) -> List[
         form = argument_form(op_type, name)
         if form == "netdef_or_text" and not arg.HasField("n") and arg.s:
             if isinstance(problems, _Problems) and problems.too_much_text(len(arg.s)):
-                problems.append(NetProblem(where, index, op_type, name, None,
+                problems.append_over_budget(NetProblem(where, index, op_type, name, None,
                                            "Caffe2 may read this argument as a text NetDef, and it cannot be "
                                            "checked: with it the net's text nets pass {} bytes in all "
                                            "(PYCUMSUM_OP_MAX_TEXT_BYTES)".format(limit("PYCUMSUM_OP_MAX_TEXT_BYTES"))))
@@ -293,7 +294,7 @@ def _check_builders(where, index, op_type, pickled, callable_at_load, problems, 
     builders = []
     for name, data in pickled:
         if problems.too_many_pickle_bytes(len(data)):
-            problems.append(NetProblem(where, index, op_type, name, None,
+            problems.append_over_budget(NetProblem(where, index, op_type, name, None,
                                        "not read: with it the net's builder pickles pass {} bytes in all "
                                        "(MAX_PICKLE_BYTES_TOTAL)".format(MAX_PICKLE_BYTES_TOTAL)))
             continue
@@ -351,8 +352,8 @@ def _check_net(label, net, callable_at_load, problems, verified, python_ops, dep
                                    "nets nested more than {} levels deep".format(MAX_NET_DEPTH)))
         return
     if problems.too_many_ops(len(net.op)):
-        problems.append(NetProblem(label, -1, "", None, None, "more than {} ops in all nets (MAX_NET_OPS): not "
-                                                              "read".format(MAX_NET_OPS)))
+        problems.append_over_budget(NetProblem(label, -1, "", None, None, "more than {} ops in all nets (MAX_NET_OPS): "
+                                                                          "not read".format(MAX_NET_OPS)))
         return
     for index, op in enumerate(net.op):
         where = "{} {}".format(label, _op_label(index, op))
@@ -410,8 +411,10 @@ def verify_net(net, allow=(), python_ops=True) -> List[VerifiedOp]:
     for label, netdef in nets:
         _check_net(label, netdef, extra, problems, verified, python_ops)
     if problems:
-        refusal = NetOverBudget if problems.over_budget else UnsafeNetError
-        raise refusal(name, problems, problems.total)
+        if problems.over_budget:  # the budget first: a first line that says why the rest was not read
+            others = [problem for problem in problems if problem not in problems.over_budget]
+            raise NetOverBudget(name, (problems.over_budget + others)[:MAX_PROBLEMS], problems.total)
+        raise UnsafeNetError(name, problems, problems.total)
     return verified
 
 
