@@ -443,7 +443,7 @@ def _parse(data: bytes, kind: Optional[str], origin: str) -> caffe2_pb2.NetDef:
     """Text is read as Caffe2's C++ reads it (`parse_text_netdef`: byte for byte), so the net verified is
     the net a C++ predictor reads from the same file; text with ``cuda_gpu_id`` is refused, as Caffe2's
     two C++ readers disagree on it (ParseFromString renames it, ReadProtoFromTextFile does not)."""
-    if not data.strip():
+    if not data or data.isspace():
         raise ValueError("could not parse {} as a Caffe2 NetDef: it is empty".format(origin))
     errors = []
     if kind in (None, "text"):

@@ -93,15 +93,35 @@ def _scan_params(label: str, op):
 
 def _inferable(netdef, known: set) -> caffe2_pb2.NetDef:
     """A copy holding only the ops whose inputs are all ``known`` (extended by their outputs); Python ops
-    are left out. Caffe2's shape inference warns on stderr for every op it cannot see through."""
+    are left out. Caffe2's shape inference warns on stderr for every op it cannot see through. A fill op's
+    ``values`` are left empty: inference reads its ``shape``, and an init net's weights would be copied
+    and serialized for nothing."""
     copy = caffe2_pb2.NetDef()
-    copy.CopyFrom(netdef)
-    del copy.op[:]
+    _copy_fields(netdef, copy, "op")
     for op in netdef.op:
         if op.type not in PYTHON_OP_TYPES and all(blob in known for blob in op.input):
-            copy.op.add().CopyFrom(op)
+            inferred = copy.op.add()
+            _copy_fields(op, inferred, "arg")
+            for arg in op.arg:
+                if arg.name == "values":  # the schema wants the argument: it stays, empty
+                    inferred.arg.add(name="values")
+                else:
+                    inferred.arg.add().CopyFrom(arg)
             known.update(op.output)
     return copy
+
+
+def _copy_fields(source, target, skipped: str) -> None:
+    """Every field of protobuf message ``source`` but ``skipped`` into ``target``."""
+    for field, value in source.ListFields():
+        if field.name == skipped:
+            continue
+        if field.label == field.LABEL_REPEATED:
+            getattr(target, field.name).extend(value)
+        elif field.message_type is not None:
+            getattr(target, field.name).CopyFrom(value)
+        else:
+            setattr(target, field.name, value)
 
 
 def _checked_shape(blob, shape):
