@@ -206,3 +206,24 @@ def test_train_with_a_file_as_store_says_it_is_not_a_directory(tmp_path, capsys)
     assert status == 2 and len(lines) == 1, lines
     assert lines[0] == ("pycumsum-op train: error: store directory {!r} is not a directory (it must be a directory "
                         "every worker can read and write: on several machines, a shared filesystem)".format(str(store)))
+
+
+def test_without_openat2_every_symlink_in_a_location_is_refused(tmp_path, monkeypatch):
+    """Linux before 5.6 has no openat2: a syscall number the kernel does not know gets the same ENOSYS, and
+    then each component is opened with O_NOFOLLOW: a file is read, a symlink (inside or out) is refused."""
+    from pycumsum_op.onnx import load_model, model_input
+
+    models = tmp_path / "models"
+    (models / "sub").mkdir(parents=True)
+    weights = np.arange(16, dtype=np.float32).tobytes()
+    (models / "sub" / "w.bin").write_bytes(weights)
+    os.symlink("sub", str(models / "link"))
+    monkeypatch.setattr(model_input, "_SYS_OPENAT2", 4095)
+    assert load_model(external_model(str(models), "sub/w.bin")).graph.initializer[0].raw_data == weights
+    os.symlink(os.path.join("sub", "w.bin"), str(models / "w_link.bin"))
+    for location, reason in (("link/w.bin", "Not a directory"), ("w_link.bin", "Too many levels of symbolic links")):
+        with pytest.raises(model_input.ExternalDataError, match="cannot open external data {!r}: {}".format(
+                location, reason)):
+            load_model(external_model(str(models), location))
+    monkeypatch.undo()  # openat2 follows the symlink that stays inside
+    assert load_model(external_model(str(models), "link/w.bin")).graph.initializer[0].raw_data == weights

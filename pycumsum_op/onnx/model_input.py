@@ -88,7 +88,11 @@ def _parts(location: str, where: str) -> list:
     if ".." in parts:
         raise ExternalDataError("{}: external data location {!r} climbs out with '..'; only files inside the "
                                 "model's folder are read".format(where, location))
-    return [part for part in parts if part not in ("", ".")]
+    parts = [part for part in parts if part not in ("", ".")]
+    if not parts:
+        raise ExternalDataError("{}: external data location {!r} names the model's folder, not a file in it".format(
+            where, location))
+    return parts
 
 
 class _OpenHow(ctypes.Structure):
