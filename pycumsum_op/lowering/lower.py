@@ -273,13 +273,13 @@ def _backward_pass_ops(scan, spec, op, target, facts, emitter, where) -> List[ca
     return emitter.finish(renamed[str(grads[x])], grad_in, grad_out)
 
 
-def _lower_python_op(index, op, target, facts, taken, prefix="") -> List[caffe2_pb2.OperatorDef]:
+def _lower_python_op(index, op, target, facts, names, prefix="") -> List[caffe2_pb2.OperatorDef]:
     """The ops replacing Python op ``op`` (index ``index``); ``prefix`` names the nested net holding it, and
     there its outputs are copied into place (`OpEmitter`'s ``copy_outputs``: step nets alias blobs)."""
     label = _label(index, op, prefix)
     scan, spec = _scan_params(label, op)
     where = Site(label, op.input[0])
-    emitter = OpEmitter(taken, op.output[0], like=op, copy_outputs=bool(prefix))
+    emitter = OpEmitter(names, op.output[0], like=op, copy_outputs=bool(prefix))
     entry = registered_scan(scan, label)
     outputs = len(entry.outputs)
     if op.type == "Python" and len(op.input) == 1 and len(op.output) == outputs:
@@ -296,8 +296,8 @@ def lower_op(op, netdef, target: str = "aten") -> List[caffe2_pb2.OperatorDef]:
     """The ops replacing one PyCumSum ``op`` that is to sit in ``netdef`` (fresh names avoid its blobs)."""
     _check_target(target)
     facts = _BlobFacts(netdef, None, None, None)
-    taken = FreshNames(blob_names(netdef) | set(op.input) | set(op.output))
-    return _lower_python_op(len(netdef.op), op, target, facts, taken)
+    names = FreshNames(blob_names(netdef) | set(op.input) | set(op.output))
+    return _lower_python_op(len(netdef.op), op, target, facts, names)
 
 
 def lower(net, target: str = "aten", shapes=None, init_net=None, dtypes=None) -> caffe2_pb2.NetDef:
@@ -314,7 +314,9 @@ def lower(net, target: str = "aten", shapes=None, init_net=None, dtypes=None) ->
     result holds no Python op anywhere (checked with ``verify_net(python_ops=False)``). Raises
     `LoweringError` naming the op (and the nested net holding it) for any Python op that is not a
     scan op, for a nested net it cannot read, for what a target cannot do (with the reason) and for
-    what it cannot know (e.g. the scan length for "portable").
+    what it cannot know (e.g. the scan length for "portable"). Before anything reads them or Caffe2 infers
+    their shapes, ``net`` and ``init_net`` are held to `verify_net`'s budgets (ops, text and pickle bytes,
+    declared tensors): `pycumsum_op.input_limits.InputTooLarge` over one.
     """
     _check_target(target)
     netdef = as_netdef(net, "lower")
@@ -363,20 +365,20 @@ def _tree_blob_names(netdef, depth=0) -> set:
     return names
 
 
-def _lower_net(netdef, target, facts, taken, prefix, depth) -> caffe2_pb2.NetDef:
+def _lower_net(netdef, target, facts, names, prefix, depth) -> caffe2_pb2.NetDef:
     """``netdef`` with its Python ops lowered, in it and in every net nested in its ops' arguments."""
     if depth > MAX_NET_DEPTH:
         raise LoweringError("{}: nets nested more than {} levels deep".format(prefix or "lower", MAX_NET_DEPTH))
     new_ops = []
     for index, op in enumerate(netdef.op):
         if op.type in PYTHON_OP_TYPES:
-            new_ops.extend(_lower_python_op(index, op, target, facts, taken, prefix))
+            new_ops.extend(_lower_python_op(index, op, target, facts, names, prefix))
             continue
         copied = caffe2_pb2.OperatorDef()
         copied.CopyFrom(op)
         where = "{}op {} ({}{})".format(prefix, index, op.type, " {!r}".format(op.name) if op.name else "")
         for nested in _nested_or_refused(copied, where, index):
-            inner = _lower_net(nested.netdef, target, facts.nested(nested.netdef, op.type), taken,
+            inner = _lower_net(nested.netdef, target, facts.nested(nested.netdef, op.type), names,
                                nested_label(where, nested) + " ", depth + 1)
             if inner == nested.netdef:
                 continue  # nothing lowered: the argument stays byte for byte as it was
