@@ -657,3 +657,15 @@ def test_lowering_names_fresh_blobs_from_one_counter_per_base():
         net.PyCumSum("x", "y", axis=0)
     lowered = pycumsum_op.lower(net, "aten", shapes={"x": (2, 3)}, dtypes={"x": np.float32})
     assert [op.output[0] for op in lowered.op] == ["y"] * 30
+
+
+def test_a_sparse_tensor_is_charged_at_its_dense_shape():
+    """Two stored values, a dense shape of 2**40 floats: what densifying it would allocate is refused."""
+    from pycumsum_op.onnx.model_input import check_tensors
+
+    sparse = helper.make_sparse_tensor(helper.make_tensor("v", TensorProto.FLOAT, [2], [1.0, 2.0]),
+                                       helper.make_tensor("i", TensorProto.INT64, [2], [0, 5]), [2 ** 20, 2 ** 20])
+    graph = helper.make_graph([helper.make_node("Constant", [], ["y"], sparse_value=sparse)], "sparse", [],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    with pytest.raises(InputTooLarge, match=r"ONNX sparse tensor 'v' of shape \(1048576, 1048576\) takes more than"):
+        check_tensors(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))

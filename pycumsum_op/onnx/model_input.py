@@ -17,7 +17,7 @@ tensor, the location and why.
 
 `check_tensors` is the cost model of a model, checked before onnx's checker or shape inference sees it:
 every tensor the model declares (its inputs, which the backend fills with ones, outputs, value infos,
-initializers, constants in attributes, subgraphs' too) charged by element count times element size to
+initializers, constants in attributes, sparse tensors at their dense shape, subgraphs' too) charged by element count times element size to
 one `pycumsum_op.input_limits.TensorBudget` (each within ``PYCUMSUM_OP_MAX_TENSOR_BYTES``, all within
 ``PYCUMSUM_OP_MAX_DECLARED_BYTES``, at most ``MAX_RANK`` dimensions), no constant read as a shape with
 more entries than ``MAX_RANK`` (shape inference would make a value of that rank for every node after
@@ -247,6 +247,16 @@ def _graphs(graph):
                 yield from _graphs(sub)
 
 
+def _sparse_tensors(graph):
+    """The SparseTensorProtos of ``graph`` itself (initializers, node attributes), not of its subgraphs."""
+    yield from graph.sparse_initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("sparse_tensor"):
+                yield attribute.sparse_tensor
+            yield from attribute.sparse_tensors
+
+
 def _check_shape_sources(graph) -> None:
     """`InputTooLarge` for a constant read as a shape (`SHAPE_INPUTS`) or an attribute read as one entry per
     dimension (`SHAPE_ATTRIBUTES`) with more than ``MAX_RANK`` entries: the rank of every value inferred
@@ -291,6 +301,9 @@ def _model_budget(model) -> TensorBudget:
     budget = TensorBudget("ONNX model {!r}".format(model.graph.name[:200]))
     for graph in _graphs(model.graph):
         _check_shape_sources(graph)
+        for sparse in _sparse_tensors(graph):  # its dense shape: what densifying it allocates
+            budget.charge(sparse.dims, _itemsize(sparse.values.data_type),
+                          "ONNX sparse tensor {!r}".format(sparse.values.name[:200]), name=sparse.values.name or None)
     for tensor in _graph_tensors(model.graph):
         where = "ONNX tensor {!r}".format(tensor.name[:200])
         if _external(tensor):
