@@ -17,9 +17,10 @@ tensor, the location and why.
 
 `check_tensors` is the cost model of a model, checked before onnx's checker or shape inference sees it:
 every tensor the model declares (its inputs, which the backend fills with ones, outputs, value infos,
-initializers, constants in attributes, sparse tensors at their dense shape, subgraphs' too) charged by element count times element size to
-one `pycumsum_op.input_limits.TensorBudget` (each within ``PYCUMSUM_OP_MAX_TENSOR_BYTES``, all within
-``PYCUMSUM_OP_MAX_DECLARED_BYTES``, at most ``MAX_RANK`` dimensions), no constant read as a shape with
+initializers, constants in attributes, sparse tensors at their dense shape, subgraphs' too) charged by
+element count times element size to one `pycumsum_op.input_limits.TensorBudget` (each within
+``PYCUMSUM_OP_MAX_TENSOR_BYTES``, all within ``PYCUMSUM_OP_MAX_DECLARED_BYTES``, at most ``MAX_RANK``
+dimensions), no constant read as a shape with
 more entries than ``MAX_RANK`` (shape inference would make a value of that rank for every node after
 it), and no tensor left pointing at external data (onnx would read it from wherever it points).
 `check_model`, what `prepare` / `to_caffe2` check before Caffe2's backend allocates anything, adds the

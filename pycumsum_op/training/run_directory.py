@@ -189,7 +189,8 @@ class RunDirectory:
         self._new_file("joined", str(rank)).close()
         deadline = time.monotonic() + config.join_timeout
         while True:
-            missing = sorted(set(range(config.world_size)) - {int(name) for name in os.listdir(self._folders["joined"])})
+            joined = {int(name) for name in os.listdir(self._folders["joined"])}
+            missing = sorted(set(range(config.world_size)) - joined)
             if not missing:
                 return
             if time.monotonic() > deadline:
