@@ -65,7 +65,7 @@ report = {"outcomes": {}, "reads": []}
 start = time.monotonic()
 try:
     if spec["door"] == "external_data":
-        while time.monotonic() - start < 6 and (swaps(counter) < spec["swaps"] or len(report["reads"]) < 200):
+        while time.monotonic() - start < 6 and (swaps(counter) < spec["swaps"] or len(report["reads"]) < 100):
             try:
                 model = load_model(spec["model"])
                 report["reads"].append(model.graph.initializer[0].raw_data.hex())
@@ -75,7 +75,7 @@ try:
     else:
         run = RunDirectory(spec["store"], "run1")
         index = 0
-        while time.monotonic() - start < 6 and (swaps(counter) < spec["swaps"] or index < 200):
+        while time.monotonic() - start < 6 and (swaps(counter) < spec["swaps"] or index < 100):
             with run.create_log(index) as handle:
                 handle.write(b"log of rank %d" % index)
             index += 1
