@@ -43,11 +43,12 @@ def parse_dims(text: str) -> tuple:
 
 
 def read_net(path: str, what: str):
-    """A NetDef from a binary .pb or a text .pbtxt, not verified: the commands that use this never
-    create the net, so nothing in it runs. Unreadable or unparsable input is `_BadInput`."""
+    """A NetDef from a binary .pb or a text .pbtxt through `load_net`, verified: every command reads nets
+    within the same budgets (sizes, ops, text and pickle bytes, declared tensors), and none reads on in a
+    net whose Python ops are refused. Unreadable, unparsable, refused or too large input is `_BadInput`."""
     from ..serialization import load_net
     try:
-        return load_net(path, verify=False)
+        return load_net(path)
     except (OSError, ValueError) as error:
         raise _BadInput("cannot read {} {!r}: {}".format(what, path, _first_line(error)))
 

@@ -200,6 +200,17 @@ def _checked_conversion(convert):
     return checked
 
 
+def _checked_prepare(prepare):
+    """The stock ``prepare`` (a classmethod's function), with Python-op nodes and the model's declared tensors
+    refused (`check_tensors`) before onnx's checker and shape inference see the model."""
+    def checked(cls, model, device="CPU", raw_values_dict=None, **kwargs):
+        refuse_python_nodes(model.graph)
+        check_tensors(model)
+        return prepare(cls, model, device, raw_values_dict, **kwargs)
+    checked.verifies = True
+    return checked
+
+
 def _nested_cumsum(graph):
     """Names of CumSum nodes inside the subgraphs (If/Loop/Scan bodies) of ``graph``."""
     found = []
@@ -402,8 +413,11 @@ def install() -> None:
     special operators, and makes its model translation (``prepare``, ``run_model``,
     ``onnx_graph_to_caffe2_net``) declare initializers that are not graph inputs (what
     ``torch.onnx.export`` writes by default), refuse nodes that would become Python ops and verify
-    both nets, as `prepare` does. (``run_node`` of the stock module uses only the C++ converters and is not
-    changed: use `backend`'s ``run_node``, which verifies.)
+    both nets, as `prepare` does; its ``prepare`` refuses a model's declared tensors over the caps
+    before onnx's checker and shape inference run, and ``prepare_zip_archive`` reads the archive as
+    `CumSumBackend.prepare_zip_archive` does (sizes capped, no external-data files). (``run_node`` of
+    the stock module uses only the C++ converters and is not changed: use `backend`'s ``run_node``,
+    which verifies.)
     """
     current = Caffe2Backend._special_operators.get("CumSum")
     if current not in (None, _TRANSLATOR):
@@ -413,6 +427,9 @@ def install() -> None:
     Caffe2Backend._special_operators["CumSum"] = _TRANSLATOR
     if not getattr(Caffe2Backend._onnx_model_to_caffe2_net.__func__, "verifies", False):
         Caffe2Backend._onnx_model_to_caffe2_net = classmethod(_checked_conversion(_converted_nets))
+    if not getattr(Caffe2Backend.prepare.__func__, "verifies", False):
+        Caffe2Backend.prepare = classmethod(_checked_prepare(Caffe2Backend.prepare.__func__))
+    Caffe2Backend.prepare_zip_archive = classmethod(CumSumBackend.prepare_zip_archive.__func__)
 
 
 backend = CumSumBackend
