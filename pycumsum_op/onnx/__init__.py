@@ -7,9 +7,33 @@
 - `to_caffe2`: ``(init_net, predict_net)`` NetDefs of a model, to save (``lower=`` as in `prepare`).
 - `export`: a Caffe2 net with PyCumSum ops -> ``onnx.ModelProto`` at a chosen opset (>= 11).
 - `load_model`: an ONNX model file with its external data read from the model's folder only.
+
+Importing it checks, in this order and each in one line (an ``ImportError``): that onnx imports (else the
+extra to install), that this torch's Caffe2 ONNX backend can translate with it (torch >= 1.10: before, the
+backend imports ``onnx.optimizer``, gone from onnx 1.9, and with an older onnx its translations are wrong),
+and that onnx lies in `SUPPORTED_ONNX`, the releases these converters are tested with.
 """
-from .backend import backend, install, prepare, to_caffe2
-from .export import export
-from .model_input import load_model
+from .._runtime import install_command, require_optional
+from ..torch_versions import require, version_tuple
+
+#: The onnx releases pycumsum_op.onnx translates with, first and last (inclusive; docs/versions.md).
+SUPPORTED_ONNX = ((1, 9, 0), (1, 10, 2))
+
+
+def _check_onnx() -> None:
+    onnx = require_optional("onnx", "pycumsum_op.onnx")
+    require("caffe2 onnx backend without onnx.optimizer", "pycumsum_op.onnx with onnx {}".format(onnx.__version__),
+            ImportError)
+    first, last = SUPPORTED_ONNX
+    if not first <= version_tuple(onnx.__version__) <= last:
+        raise ImportError("pycumsum_op.onnx needs onnx >= {}, <= {} (this is onnx {}): {}".format(
+            ".".join(map(str, first)), ".".join(map(str, last)), onnx.__version__, install_command("onnx")))
+
+
+_check_onnx()
+
+from .backend import backend, install, prepare, to_caffe2  # noqa: E402 (after the checks above)
+from .export import export  # noqa: E402
+from .model_input import load_model  # noqa: E402
 
 __all__ = ["prepare", "backend", "install", "to_caffe2", "export", "load_model"]
