@@ -83,14 +83,15 @@ def readme_examples(text: str, document: str = "README.md") -> List[Example]:
     return examples
 
 
-def check_example(example: Example, cwd) -> Optional[str]:
-    """Run ``example`` in a fresh interpreter in ``cwd``; None if it prints what it promises, else why not."""
+def check_example(example: Example, cwd, env=None) -> Optional[str]:
+    """Run ``example`` in a fresh interpreter in ``cwd`` (environment ``env``, default this process's); None if
+    it prints what it promises, else why not."""
     if example.expected is None:
         return "{}: a ```python block must be followed by a ```text block holding its exact output".format(
             example.label)
     try:
         result = subprocess.run([sys.executable, "-c", example.code], cwd=str(cwd), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, universal_newlines=True, timeout=TIMEOUT_SECONDS)
+                                stderr=subprocess.PIPE, universal_newlines=True, timeout=TIMEOUT_SECONDS, env=env)
     except subprocess.TimeoutExpired:
         return "{}: still running after {} s".format(example.label, TIMEOUT_SECONDS)
     if result.returncode != 0:
