@@ -10,24 +10,41 @@
 
 Importing it checks, in this order and each in one line (an ``ImportError``): that onnx imports (else the
 extra to install), that this torch's Caffe2 ONNX backend can translate with it (torch >= 1.10: before, the
-backend imports ``onnx.optimizer``, gone from onnx 1.9, and with an older onnx its translations are wrong),
-and that onnx lies in `SUPPORTED_ONNX`, the releases these converters are tested with.
+backend imports ``onnx.optimizer``, gone from onnx 1.9, and with an older onnx its translations lose the
+initializers: "Input fc.weight is undefined!" on torch 1.6 with onnx 1.8.1), and that onnx is a release
+these converters are tested with (`SUPPORTED_ONNX`).
+
+>>> onnx_refusal("1.10.2") is None, onnx_refusal("1.17.0") is None
+(True, True)
+>>> onnx_refusal("1.8.1")
+"pycumsum_op.onnx needs onnx 1.9-1.17 (this is onnx 1.8.1): pip install 'pycumsum_op[onnx]'"
 """
+from typing import Optional
+
 from .._runtime import install_command, require_optional
 from ..torch_versions import require, version_tuple
 
-#: The onnx releases pycumsum_op.onnx translates with, first and last (inclusive; docs/versions.md).
-SUPPORTED_ONNX = ((1, 9, 0), (1, 10, 2))
+#: The onnx releases (major, minor) pycumsum_op.onnx is tested with on torch 1.10.2, first and last: the
+#: converters' tests pass with onnx 1.9.0, 1.10.2, 1.14.1 and 1.17.0 (docs/versions.md).
+SUPPORTED_ONNX = ((1, 9), (1, 17))
+
+
+def onnx_refusal(version: str) -> Optional[str]:
+    """None when onnx ``version`` is in `SUPPORTED_ONNX`, else the one-line reason."""
+    first, last = SUPPORTED_ONNX
+    if first <= version_tuple(version)[:2] <= last:
+        return None
+    return "pycumsum_op.onnx needs onnx {}.{}-{}.{} (this is onnx {}): {}".format(
+        *first, *last, version, install_command("onnx"))
 
 
 def _check_onnx() -> None:
     onnx = require_optional("onnx", "pycumsum_op.onnx")
     require("caffe2 onnx backend without onnx.optimizer", "pycumsum_op.onnx with onnx {}".format(onnx.__version__),
             ImportError)
-    first, last = SUPPORTED_ONNX
-    if not first <= version_tuple(onnx.__version__) <= last:
-        raise ImportError("pycumsum_op.onnx needs onnx >= {}, <= {} (this is onnx {}): {}".format(
-            ".".join(map(str, first)), ".".join(map(str, last)), onnx.__version__, install_command("onnx")))
+    refusal = onnx_refusal(onnx.__version__)
+    if refusal:
+        raise ImportError(refusal)
 
 
 _check_onnx()
