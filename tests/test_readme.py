@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from onnx_support import onnx_backend_refusal
+from pycumsum_op._runtime import EXTRAS
 from pycumsum_op.torch_versions import TORCH
 from user_runs import Example, check_example, readme_examples
 
@@ -91,3 +92,27 @@ def test_relative_links_name_files_that_exist(document):
     missing = [target for target in targets if "://" not in target
                and not os.path.exists(os.path.join(here, target))]
     assert missing == [], "{} links to files that do not exist: {}".format(document, missing)
+
+
+_INSTALL = re.compile(r"pip install [^\n`]*?(['\"]?[\w.-]*\[[\w,]+\]['\"]?)")
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_every_extra_is_installed_one_way(document):
+    """`pip install 'pycumsum_op[EXTRA]'`, the spelling of the one-line refusals (`_runtime.install_command`),
+    works after `pip install .` from a clone as from an index: no `.[EXTRA]` or unquoted forms."""
+    with open(os.path.join(ROOT, document), encoding="utf-8") as handle:
+        spelled = _INSTALL.findall(handle.read())
+    extras = set(EXTRAS.values()) | {"caffe2"}
+    wrong = [form for form in spelled if not re.fullmatch(r"'pycumsum_op\[(\w+)\]'", form)
+             or re.fullmatch(r"'pycumsum_op\[(\w+)\]'", form).group(1) not in extras]
+    assert wrong == [], "{}: {}".format(document, wrong)
+
+
+@pytest.mark.parametrize("document", [document for document in DOCUMENTS if document.startswith("docs/")])
+def test_every_docs_page_says_first_what_its_examples_need(document):
+    with open(os.path.join(ROOT, document), encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    assert lines[1] == "" and lines[2].startswith("Needs: "), "{}: line 3 must be its 'Needs:' line".format(document)
+    if any(example.document == document for example in EXAMPLES):
+        assert "pip install" in lines[2], "{}: which install its examples need".format(document)
