@@ -1,6 +1,7 @@
 """A new user's first five minutes after `pip install .` alone: README.md's quickstart runs as written, and
 every door whose optional package is missing stops with one line naming the package and the extra to install
-(the commands: exit 2 and one line on stderr; `import pycumsum_op.onnx`: one ImportError line).
+(the commands: exit 2 and one line on stderr; `import pycumsum_op.onnx` / `pycumsum_op.training`: one
+ImportError line).
 
     python scripts/first-five-minutes.py            # in an environment made by `pip install .` alone
     python scripts/first-five-minutes.py --without onnx,onnxruntime,numba,networkx
@@ -31,8 +32,8 @@ DOORS = [
     (["onnx", "export", "missing.pb", "--input", "x=float32:2,3", "-o", "m.onnx"], "onnx"),
     (["train", "--workers", "1", "--steps", "1"], "networkx"),
 ]
-#: The library's door with an optional package: an import, and the package.
-IMPORTS = [("pycumsum_op.onnx", "onnx")]
+#: The library's doors with an optional package: an import, and the package.
+IMPORTS = [("pycumsum_op.onnx", "onnx"), ("pycumsum_op.training", "networkx")]
 _PROBE = """import importlib, json, sys
 missing = []
 for name in sys.argv[1:]:

@@ -37,6 +37,7 @@ def test_after_pip_install_the_quickstart_runs_and_each_door_names_its_extra():
         "pycumsum-op onnx export: ok",
         "pycumsum-op train: ok",
         "import pycumsum_op.onnx: ok",
+        "import pycumsum_op.training: ok",
     ]
 
 
