@@ -21,8 +21,8 @@ COMMAND = "pycumsum-op"
 _QUIET_LOG_LEVEL = 3
 _caffe2_initialised = False
 
-#: Each optional package -> the extra of setup.cfg that installs it (the one place the commands, the
-#: converters and the docs' "Needs:" lines take the install command from).
+#: Each optional package -> the extra of setup.cfg that installs it: what the commands' and the imports'
+#: refusals name (`require_optional`) and what the tests hold the docs' install commands to.
 EXTRAS = {"onnx": "onnx", "onnxruntime": "onnx", "networkx": "train", "numba": "fast"}
 
 
@@ -71,8 +71,10 @@ def started_as_command() -> bool:
 def init_caffe2_quietly() -> None:
     """Caffe2's GlobalInit, once per process, before a command's first Caffe2 call.
 
-    Without it Caffe2 prints "GlobalInit should be run before any other API calls" from some
-    operators (SparseLengthsSum); with it, the CPU-feature notes, which the log level hides.
+    Without it Caffe2 prints "GlobalInit should be run before any other API calls" (twice, when the
+    first net runs: any net, on every torch); with it, the CPU-feature notes, which the log level hides.
+    A library cannot do this for its caller's process (the log level would hide the caller's Caffe2
+    errors too): README.md tells users the same call.
     """
     global _caffe2_initialised
     if not _caffe2_initialised:
