@@ -91,8 +91,8 @@ def check_door(arguments, package, install, env, cwd):
 
 def check_import(module, package, install, env, cwd):
     """None when importing ``module`` raises one ImportError line naming ``package`` and ``install``."""
-    program = "import json\ntry:\n    import {}\nexcept ImportError as error:\n    print(json.dumps(str(error)))\n".format(
-        module)
+    program = ("import json\ntry:\n    import {}\nexcept ImportError as error:\n"
+               "    print(json.dumps(str(error)))\n").format(module)
     result = run([sys.executable, "-c", program], env, cwd)
     message = json.loads(result.stdout) if result.returncode == 0 and result.stdout.strip() else None
     if message is None or "\n" in message or not message.startswith("{} needs {} (".format(module, package)) \
@@ -116,7 +116,8 @@ def main(argv=None) -> int:
         checks = [("README quickstart", lambda: check_quickstart(env, cwd))]
         for arguments, package in DOORS:
             if package in missing:
-                checks.append(("pycumsum-op " + " ".join(a for a in arguments[:2] if a.isalpha()), lambda a=arguments, p=package: check_door(
+                name = "pycumsum-op " + " ".join(word for word in arguments[:2] if word.isalpha())
+                checks.append((name, lambda a=arguments, p=package: check_door(
                     a, p, install_command(EXTRAS[p]), env, cwd)))
         for module, package in IMPORTS:
             if package in missing:
