@@ -5,7 +5,7 @@ VENV      := .venv
 VPY       := $(VENV)/bin/python
 STAMP     := $(VENV)/.pycumsum-installed
 
-.PHONY: demo test test-fast test-matrix bench install clean deploy-test
+.PHONY: demo test test-fast test-matrix first-five-minutes bench install clean deploy-test
 
 demo: $(STAMP)
 	$(VENV)/bin/pycumsum-op demo --draw build/demo
@@ -16,9 +16,14 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(VPY) -m pytest -q -m "not slow"
 
-# Not CI: venvs under .matrix/ for torch 1.4-1.10.2 on CPython 3.6-3.9 (scripts/test-matrix.sh; docs/versions.md).
+# Not CI: venvs under .matrix/ for torch 1.4-1.10.2 on CPython 3.6-3.9 (scripts/test-matrix.sh; docs/versions.md):
+# in each, a new user's first five minutes after `pip install .` (scripts/first-five-minutes.py), then the suite.
 test-matrix:
 	scripts/test-matrix.sh
+
+# The same venvs, the first five minutes only.
+first-five-minutes:
+	MATRIX_FIRST_FIVE_ONLY=1 scripts/test-matrix.sh
 
 bench: $(STAMP)
 	$(VPY) benchmarks/run.py

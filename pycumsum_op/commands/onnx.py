@@ -20,7 +20,7 @@ import io
 import os
 import warnings
 
-from ._common import _BadInput, _first_line, parse_dims, read_net, require_ops, write_file
+from ._common import _BadInput, _first_line, parse_dims, read_net, require_ops, require_optional, write_file
 
 
 def _parse_input(text: str):
@@ -66,7 +66,9 @@ def _quiet_stderr():
 
 
 def _converters():
-    """pycumsum_op.onnx, or bad input when this torch's Caffe2 cannot load it (one line naming the torch needed)."""
+    """pycumsum_op.onnx, or bad input: onnx missing (naming the extra), or a torch or onnx it refuses (one line
+    naming the release needed). Each action calls this first, before reading its input."""
+    require_optional("onnx")
     try:
         from .. import onnx as converters
     except ImportError as error:
@@ -75,13 +77,13 @@ def _converters():
 
 
 def _import(args) -> int:
+    converters = _converters()
     import onnx
     from google.protobuf.message import DecodeError
 
     from .._atomic_files import distinct_outputs
     from ..serialization import UnsafeNetError
 
-    converters = _converters()
     to_caffe2, load_model = converters.to_caffe2, converters.load_model
 
     try:

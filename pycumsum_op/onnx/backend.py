@@ -46,21 +46,12 @@ import onnx.defs
 import onnx.numpy_helper
 from caffe2.proto import caffe2_pb2
 from caffe2.python import core, workspace
+from caffe2.python.onnx.backend import Caffe2Backend, get_device_option  # torch >= 1.10: checked by __init__
 from caffe2.python.onnx.workspace import Workspace
 from onnx import TensorProto, helper
 from onnx.backend.base import Backend, Device, namedtupledict
 
 from ..lowering import TARGETS, LoweringError, lower as _lower
-from ..torch_versions import has, needs
-
-try:
-    from caffe2.python.onnx.backend import Caffe2Backend, get_device_option
-except ImportError as error:  # torch <= 1.9's backend imports onnx.optimizer, which onnx 1.9 removed
-    if has("caffe2 onnx backend without onnx.optimizer") or "onnx.optimizer" not in str(error):
-        raise
-    raise ImportError(needs("caffe2 onnx backend without onnx.optimizer", "pycumsum_op.onnx with onnx {} (Caffe2's "
-                            "ONNX backend of older torch imports onnx.optimizer, which onnx 1.9 removed)".format(
-                                onnx.__version__))) from None
 from ..ops.net_ops import cumsum as _net_cumsum
 from ..serialization import BUILDER_ARGS, PYTHON_OP_TYPES, NetProblem, UnsafeNetError, verify_net
 from .model_input import check_model, check_tensors, load_zip_archive
