@@ -16,7 +16,7 @@ from ordinary_nets import ORDINARY_NETS
 from pycumsum_op.doctor import diagnose, fix, repair
 from pycumsum_op.doctor.findings import (NOT_A_CUMSUM, SLOW_CUMSUM, SPARSE_GRADIENT, UNREGISTERED_OPERATOR)
 from pycumsum_op.doctor.fix import STRATEGIES, UnfixableError
-from pycumsum_op.doctor.patterns import CumsumIdiom, SPARSE_LENGTHS
+from pycumsum_op.doctor.patterns import MAX_FILL_ELEMENTS, CumsumIdiom, SPARSE_LENGTHS
 from pycumsum_op.doctor.proof import replacement_error
 from pycumsum_op.idioms import add_sparse_lengths_cumsum
 
@@ -257,15 +257,25 @@ def test_ordinary_nets_have_no_findings_and_come_back_unchanged(build):
         assert fix(netdef, [loss], init, strategy=strategy) == netdef
 
 
-def test_a_constant_fill_too_large_to_look_at_is_not_expanded():
-    """ConstantFill's shape is a few bytes of the net; the doctor does not allocate what it says."""
-    net, init = core.Net("huge_fill"), core.Net("huge_fill_init")
+def _fill_net(name, fill_shape):
+    net, init = core.Net(name), core.Net(name + "_init")
     init.GivenTensorFill([], "tri", values=triangle(False, False).T.ravel().tolist(), shape=[C, C])
-    init.ConstantFill([], "huge_b", shape=[1 << 40, 1 << 40], value=0.0)
-    init.ConstantFill([], "negative_b", shape=[-1], value=0.0)
-    net.AddExternalInput("x", "tri", "huge_b", "negative_b")
-    net.Sum([net.FC(["x", "tri", "huge_b"], "y"), net.FC(["x", "tri", "negative_b"], "z")], "loss")
+    init.ConstantFill([], "b", shape=fill_shape, value=0.0)
+    net.AddExternalInput("x", "tri", "b")
+    net.FC(["x", "tri", "b"], "loss")
+    return net, init
+
+
+def test_a_constant_fill_too_large_to_look_at_is_not_expanded():
+    """ConstantFill's shape is a few bytes of the net; the doctor does not allocate what it says: a fill within
+    the net's budget but past MAX_FILL_ELEMENTS is not looked at, one past the budget or with a negative size is
+    refused by verification, naming the op, before the doctor reads it."""
+    net, init = _fill_net("large_fill", [1, MAX_FILL_ELEMENTS + 1])
     assert diagnose(net, ["loss"], init) == []
+    for shape, message in (([1 << 40, 1 << 40], "PYCUMSUM_OP_MAX_TENSOR_BYTES"), ([-1], "negative dimension")):
+        net, init = _fill_net("bad_fill", shape)
+        with pytest.raises(ValueError, match=r"op 1 \(ConstantFill\).*" + message):
+            diagnose(net, ["loss"], init)
 
 
 def test_an_idiom_whose_own_ops_cannot_run_is_refused_not_written():
