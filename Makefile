@@ -5,10 +5,10 @@ VENV      := .venv
 VPY       := $(VENV)/bin/python
 STAMP     := $(VENV)/.pycumsum-installed
 
-.PHONY: demo test test-fast test-matrix bench install clean deploy-test
+.PHONY: demo test test-fast test-matrix first-five-minutes bench install clean deploy-test
 
 demo: $(STAMP)
-	$(VENV)/bin/pycumsum-op demo
+	$(VENV)/bin/pycumsum-op demo --draw build/demo
 
 test: $(STAMP)
 	$(VPY) -m pytest -q
@@ -16,9 +16,14 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(VPY) -m pytest -q -m "not slow"
 
-# Not CI: venvs under .matrix/ for torch 1.4-1.10.2 on CPython 3.6-3.9 (scripts/test-matrix.sh; docs/versions.md).
+# Not CI: venvs under .matrix/ for torch 1.4-1.10.2 on CPython 3.6-3.9 (scripts/test-matrix.sh; docs/versions.md):
+# in each, a new user's first five minutes after `pip install .` (scripts/first-five-minutes.py), then the suite.
 test-matrix:
 	scripts/test-matrix.sh
+
+# The same venvs, the first five minutes only.
+first-five-minutes:
+	MATRIX_FIRST_FIVE_ONLY=1 scripts/test-matrix.sh
 
 bench: $(STAMP)
 	$(VPY) benchmarks/run.py
@@ -64,6 +69,10 @@ $(STAMP): pyproject.toml setup.cfg setup.py build_hooks.py requirements-dev.txt 
 	fi
 	$(VPY) -m pip install --quiet --upgrade pip "setuptools<80" wheel
 	$(VPY) -m pip install --quiet -r requirements-dev.txt
+	@# graphviz's dot: the doctor's --draw runs it through pydot (tests draw SVGs)
+	@command -v dot >/dev/null 2>&1 || { echo "installing graphviz"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq graphviz; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq graphviz; fi; }
 	$(VPY) -m pip install --quiet -e .
 	touch $(STAMP)
 

@@ -1,8 +1,10 @@
-"""Finds the Caffe2 runtime, or says in one message which torch builds ship it.
+"""Finds the Caffe2 runtime, or says in one message which torch builds ship it; finds an optional
+package (`require_optional`), or says in one line which extra installs it.
 
 Also knows whether this process is the ``pycumsum-op`` command, which imports the
 package before Caffe2 so that ``--help`` and ``--version`` work without it.
 """
+import importlib
 import os
 import sys
 
@@ -18,6 +20,29 @@ COMMAND = "pycumsum-op"
 #: ERROR level ("CPU feature avx is present ... not compiled with it"); errors still raise.
 _QUIET_LOG_LEVEL = 3
 _caffe2_initialised = False
+
+#: Each optional package -> the extra of setup.cfg that installs it: what the commands' and the imports'
+#: refusals name (`require_optional`) and what the tests hold the docs' install commands to.
+EXTRAS = {"onnx": "onnx", "onnxruntime": "onnx", "networkx": "train", "numba": "fast"}
+
+
+class MissingDependency(ImportError):
+    """An optional package that a feature needs does not import: one line naming it and its extra."""
+
+
+def install_command(extra: str) -> str:
+    """The one spelling of an extra's install command: ``pip install 'pycumsum_op[onnx]'``."""
+    return "pip install 'pycumsum_op[{}]'".format(extra)
+
+
+def require_optional(package: str, what: str):
+    """Import and return the optional ``package`` (an `EXTRAS` key) that ``what`` needs, else raise
+    `MissingDependency`: ``<what> needs <package> (<why>): pip install 'pycumsum_op[<extra>]'``."""
+    try:
+        return importlib.import_module(package)
+    except ImportError as error:
+        raise MissingDependency("{} needs {} ({}): {}".format(
+            what, package, error, install_command(EXTRAS[package]))) from None
 
 
 def require_caffe2() -> None:
@@ -46,8 +71,10 @@ def started_as_command() -> bool:
 def init_caffe2_quietly() -> None:
     """Caffe2's GlobalInit, once per process, before a command's first Caffe2 call.
 
-    Without it Caffe2 prints "GlobalInit should be run before any other API calls" from some
-    operators (SparseLengthsSum); with it, the CPU-feature notes, which the log level hides.
+    Without it Caffe2 prints "GlobalInit should be run before any other API calls" (twice, when the
+    first net runs: any net, on every torch); with it, the CPU-feature notes, which the log level hides.
+    A library cannot do this for its caller's process (the log level would hide the caller's Caffe2
+    errors too): README.md tells users the same call.
     """
     global _caffe2_initialised
     if not _caffe2_initialised:

@@ -1,9 +1,11 @@
-"""``pycumsum-op demo`` (``make demo``): the legacy SparseLengthsSum cumsum net, its error, the diagnosis,
-both fixes, then an ordinal classifier trained with an Earth Mover's Distance loss through PyCumSum.
+"""``pycumsum-op demo`` (``make demo``): the legacy SparseLengthsSum cumsum net, its error, the diagnosis
+(drawn with Caffe2's net_drawer when asked: ``--draw DIR``), both fixes, then an ordinal classifier trained
+with an Earth Mover's Distance loss through PyCumSum.
 
 Every number is checked against PyTorch in the same process; `run_demo` returns 0
 when all checks pass, 1 otherwise, and ends with a summary table.
 """
+import os
 import statistics
 import sys
 import time
@@ -15,6 +17,7 @@ from caffe2.python import core, workspace
 
 from .doctor import diagnose, fix
 from .doctor.diagnose import caffe2_error_summary
+from .doctor.draw import DrawingUnavailable, draw_findings, draw_repairs
 from .examples import Caffe2OrdinalEMD, TorchOrdinalEMD, init_params, make_ordinal_data
 from .idioms import add_sparse_lengths_cumsum
 from .ops import cumsum
@@ -128,6 +131,27 @@ def _diagnosis(out, net) -> Check:
         len(findings) == 1 and findings[0].idiom is not None)
 
 
+def _drawings(out, net, directory: str) -> List[Check]:
+    """The legacy net around its finding and the PyCumSum-fixed net, as SVGs in ``directory`` (none, with the
+    reason, where pydot or graphviz is missing)."""
+    netdef = net.Proto()
+    try:
+        drawings = {"before.svg": draw_findings(netdef, diagnose(netdef, ["loss"])),
+                    "after.svg": draw_repairs(netdef, fix(netdef, ["loss"], strategy="pycumsum"))}
+    except DrawingUnavailable as missing:
+        out.write("not drawn: {}\n".format(missing))
+        return []
+    os.makedirs(directory, exist_ok=True)
+    for name, svg in drawings.items():
+        with open(os.path.join(directory, name), "wb") as handle:
+            handle.write(svg)
+    out.write("drawn with Caffe2's net_drawer: {} (red: the op that refuses the sparse gradient, orange: the op "
+              "that makes it sparse, yellow: the rest of the idiom), {} (green: what fix put in)\n".format(
+                  *(os.path.join(directory, name) for name in drawings)))
+    return [Check("doctor drawings", ", ".join(os.path.join(directory, name) for name in drawings),
+                  all(svg.lstrip().startswith(b"<?xml") for svg in drawings.values()))]
+
+
 def _fixes(out, net, prediction: np.ndarray, weights: np.ndarray) -> List[Check]:
     _section(out, "3. The fixes, checked against torch.cumsum and torch.autograd")
     references = _torch_references(prediction, weights)
@@ -206,8 +230,9 @@ def _summary(out, checks: List[Check]) -> None:
                                                   width=width))
 
 
-def run_demo(steps: int, seed: int = 0, out=None) -> int:
-    """Run the demo, writing to ``out`` (default stdout); 0 when every check passes, else 1."""
+def run_demo(steps: int, seed: int = 0, out=None, draw_directory: str = None) -> int:
+    """Run the demo, writing to ``out`` (default stdout), the drawings to ``draw_directory`` when given; 0 when
+    every check passes, else 1."""
     out = out or sys.stdout
     out.write("pycumsum_op demo: torch.cumsum for Caffe2, and the cure for "
               "'Gradient of output ... is sparse (expected dense)'  (seed {})\n".format(seed))
@@ -217,7 +242,10 @@ def run_demo(steps: int, seed: int = 0, out=None) -> int:
     workspace.FeedBlob("prediction", prediction)
     workspace.FeedBlob("weights", weights)
     net = _legacy_net()
-    checks = [_reproduce(out, net), _diagnosis(out, net)] + _fixes(out, net, prediction, weights)
+    checks = [_reproduce(out, net), _diagnosis(out, net)]
+    if draw_directory:
+        checks += _drawings(out, net, draw_directory)
+    checks += _fixes(out, net, prediction, weights)
     checks += _train(out, steps, seed)
     _summary(out, checks)
     passed = all(check.passed for check in checks)

@@ -13,7 +13,13 @@ on every check, so a running program can change it):
   microseconds per byte;
 - ``PYCUMSUM_OP_MAX_TENSOR_BYTES`` (default 1 GiB): one tensor whose size an input declares: an ONNX
   model's inputs, outputs, initializers and inferred shapes (Caffe2's backend allocates its inputs
-  when preparing), the shapes given to `pycumsum_op.onnx.export`.
+  when preparing), a Caffe2 fill op's ``shape``, the shapes given to `pycumsum_op.onnx.export`;
+- ``PYCUMSUM_OP_MAX_DECLARED_BYTES`` (default 1 GiB): all the tensors one ONNX model, or one net with the
+  nets nested in it, declares, together (`TensorBudget`): many tensors, each under the cap above, would
+  be allocated all the same.
+
+A declared shape also has at most `MAX_RANK` dimensions: shape inference (onnx's, Caffe2's) copies a
+shape into every value computed from it, so a shape of a million ones costs megabytes per op that reads it.
 
 A value over its cap raises `InputTooLarge` (a ValueError) naming what, its size, the cap and the
 variable; an unreadable variable raises ValueError: nothing falls back to "no limit".
@@ -33,7 +39,11 @@ DEFAULTS = {
     "PYCUMSUM_OP_MAX_PARSE_BYTES": 2 ** 31,
     "PYCUMSUM_OP_MAX_TEXT_BYTES": 2 ** 20,
     "PYCUMSUM_OP_MAX_TENSOR_BYTES": 2 ** 30,
+    "PYCUMSUM_OP_MAX_DECLARED_BYTES": 2 ** 30,
 }
+#: The most dimensions a declared shape may have: numpy's own maximum (NPY_MAXDIMS), so no tensor that
+#: Python can feed or fetch has more.
+MAX_RANK = 32
 
 
 class InputTooLarge(ValueError):
@@ -76,21 +86,57 @@ def check_parse(data: bytes, message_class, what: str) -> None:
                                 what, len(data), found.fields, found.memory, cap))
 
 
-def check_tensor(dims, itemsize: int, what: str) -> None:
-    """`InputTooLarge` unless a tensor of ``dims`` (ints >= 0) and ``itemsize`` fits
-    ``PYCUMSUM_OP_MAX_TENSOR_BYTES``; a ValueError for a negative dim. Never multiplies past the cap."""
+def check_tensor(dims, itemsize: int, what: str) -> int:
+    """The bytes of a tensor of ``dims`` (ints >= 0) and ``itemsize``: `InputTooLarge` when it has more than
+    `MAX_RANK` dimensions or passes ``PYCUMSUM_OP_MAX_TENSOR_BYTES``; a ValueError for a negative dim. Never
+    multiplies past the cap, nor reads a shape past `MAX_RANK` dimensions."""
+    if len(dims) > MAX_RANK:
+        raise InputTooLarge("{} has {} dimensions, more than the {} allowed (MAX_RANK)".format(
+            what, len(dims), MAX_RANK))
     cap = limit("PYCUMSUM_OP_MAX_TENSOR_BYTES")
     dims = [int(dim) for dim in dims]
     if any(dim < 0 for dim in dims):
         raise ValueError("{} has a negative dimension in shape {}".format(what, shape_text(dims)))
     if 0 in dims:
-        return
+        return 0
     size = itemsize
     for dim in dims:
         size *= dim
         if size > cap:
             raise InputTooLarge("{} of shape {} takes more than the {} bytes allowed "
                                 "(PYCUMSUM_OP_MAX_TENSOR_BYTES)".format(what, shape_text(dims), cap))
+    return size
+
+
+class TensorBudget(object):
+    """The tensors one model or net declares, charged by what creating them allocates (`check_tensor`: each
+    within ``PYCUMSUM_OP_MAX_TENSOR_BYTES`` and `MAX_RANK`), and together within
+    ``PYCUMSUM_OP_MAX_DECLARED_BYTES``; a name declared twice (an input and its initializer) counts once,
+    at its largest.
+
+    >>> budget = TensorBudget("model 'm'")
+    >>> budget.charge([4, 6], 4, "x", name="x"), budget.charge([4, 6], 4, "x again", name="x"), budget.total
+    (96, 96, 96)
+    """
+
+    def __init__(self, what: str):
+        self.what = what
+        self.total = 0
+        self._cap = limit("PYCUMSUM_OP_MAX_DECLARED_BYTES")
+        self._charged = {}
+
+    def charge(self, dims, itemsize: int, what: str, name=None) -> int:
+        """Charge a tensor of ``dims`` and ``itemsize`` (``what`` names it in a refusal); its bytes."""
+        size = added = check_tensor(dims, itemsize, what)
+        if name is not None:
+            earlier = self._charged.get(name, 0)
+            self._charged[name] = max(earlier, size)
+            added = max(size - earlier, 0)
+        self.total += added
+        if self.total > self._cap:
+            raise InputTooLarge("{}: its declared tensors take more than the {} bytes allowed together, {} "
+                                "included (PYCUMSUM_OP_MAX_DECLARED_BYTES)".format(self.what, self._cap, what))
+        return size
 
 
 def shape_text(dims, most: int = 8) -> str:

@@ -36,7 +36,7 @@ from google.protobuf.message import DecodeError
 from ._atomic_files import write_atomically
 from ._safe_unpickle import MAX_PICKLE_BYTES, RefusedPickle, inspect_builder  # noqa: F401 (public here)
 from ._text_format import TextNetError, parse_text_netdef
-from .input_limits import InputTooLarge, check_parse, check_size, limit
+from .input_limits import MAX_RANK, InputTooLarge, TensorBudget, check_parse, check_size, limit
 from .wire_census import UnreadableMessage
 
 #: Op types whose constructor unpickles ``pickled_builder`` / ``pickled_grad_builder``.
@@ -67,8 +67,23 @@ TEXT_NET_SUFFIX = "_net"
 MAX_NET_DEPTH = 32
 #: The most problems `verify_net` keeps (the others are counted): a net's cost stays linear in its size.
 MAX_PROBLEMS = 100
-#: The most ops, nested nets' included, `verify_net` reads in one call; a net with more is refused.
-MAX_NET_OPS = 1000000
+#: The most ops, nested nets' included, `verify_net` reads in one call; a net with more is refused. Every
+#: door reads nets through `verify_net`, so this also caps what the doctor and lowering walk: the doctor's
+#: backward pass (Caffe2's ``GetBackwardPass``) takes about a tenth of a millisecond per op.
+MAX_NET_OPS = 20000
+#: Arguments that Caffe2's shape inference reads as a shape (or as axes to add): at most `MAX_RANK` ints each.
+SHAPE_ARGUMENTS = frozenset(["shape", "dims", "extra_shape"])
+#: Bytes per element of Caffe2's TensorProto data types (a string: the std::string that holds it).
+_ITEMSIZES = {caffe2_pb2.TensorProto.FLOAT: 4, caffe2_pb2.TensorProto.INT32: 4, caffe2_pb2.TensorProto.BYTE: 1,
+              caffe2_pb2.TensorProto.STRING: 32, caffe2_pb2.TensorProto.BOOL: 1, caffe2_pb2.TensorProto.UINT8: 1,
+              caffe2_pb2.TensorProto.INT8: 1, caffe2_pb2.TensorProto.UINT16: 2, caffe2_pb2.TensorProto.INT16: 2,
+              caffe2_pb2.TensorProto.INT64: 8, caffe2_pb2.TensorProto.FLOAT16: 2, caffe2_pb2.TensorProto.DOUBLE: 8}
+#: Fill ops whose element type is their own, not a ``dtype`` argument.
+_FILL_TYPES = {"GivenTensorFill": caffe2_pb2.TensorProto.FLOAT, "GivenTensorDoubleFill": caffe2_pb2.TensorProto.DOUBLE,
+               "GivenTensorBoolFill": caffe2_pb2.TensorProto.BOOL, "GivenTensorInt16Fill": caffe2_pb2.TensorProto.INT16,
+               "GivenTensorIntFill": caffe2_pb2.TensorProto.INT32, "GivenTensorInt64Fill": caffe2_pb2.TensorProto.INT64,
+               "GivenTensorStringFill": caffe2_pb2.TensorProto.STRING,
+               "GivenTensorByteStringToUInt8Fill": caffe2_pb2.TensorProto.UINT8}
 #: The most builder-pickle bytes `verify_net` reads in one call (its static pass takes a few microseconds
 #: per byte; pycumsum_op's pickles are ~150 bytes, so ~28,000 Python ops); the rest are refused unread.
 MAX_PICKLE_BYTES_TOTAL = 4 * 2 ** 20
@@ -124,6 +139,11 @@ class UnsafeNetError(ValueError):
         super().__init__("\n".join(lines))
 
 
+class NetOverBudget(UnsafeNetError, InputTooLarge):
+    """A net `verify_net` did not read to its end: past `MAX_NET_OPS`, `MAX_PICKLE_BYTES_TOTAL` or
+    ``PYCUMSUM_OP_MAX_TEXT_BYTES`` (``problems`` say where). No door reads further in it."""
+
+
 def _allow_names(allow) -> frozenset:
     """``allow`` as dotted names: strings as given, callables as module.qualname."""
     if isinstance(allow, str) or callable(allow):
@@ -161,8 +181,15 @@ class _Problems(list):
     """Keeps the first `MAX_PROBLEMS` problems appended and counts them all (``total``); counts the ops
     read (``ops``) against `MAX_NET_OPS`, the builder pickles' bytes (``pickled``) against
     `MAX_PICKLE_BYTES_TOTAL` and the bytes of text nets parsed (``text``) against
-    ``PYCUMSUM_OP_MAX_TEXT_BYTES``: one net's text step nets together cost what one text net may."""
+    ``PYCUMSUM_OP_MAX_TEXT_BYTES``: one net's text step nets together cost what one text net may; charges
+    the tensors the nets' fill ops declare to ``tensors`` (`charge_declared_tensors`). ``over_budget``: the
+    problems of budgets passed (`append_over_budget`: what is past a budget was not read)."""
     total = ops = text = pickled = 0
+
+    def __init__(self, what: str):
+        super().__init__()
+        self.tensors = TensorBudget(what)
+        self.over_budget = []
 
     def too_many_ops(self, count: int) -> bool:
         self.ops += count
@@ -175,6 +202,11 @@ class _Problems(list):
     def too_much_text(self, count: int) -> bool:
         self.text += count
         return self.text > limit("PYCUMSUM_OP_MAX_TEXT_BYTES")
+
+    def append_over_budget(self, problem) -> None:
+        if len(self.over_budget) < MAX_PROBLEMS:
+            self.over_budget.append(problem)
+        self.append(problem)
 
     def append(self, problem) -> None:
         self.total += 1
@@ -238,7 +270,7 @@ def nested_nets(op, where: str, index: int, problems: List[NetProblem]) -> List[
         form = argument_form(op_type, name)
         if form == "netdef_or_text" and not arg.HasField("n") and arg.s:
             if isinstance(problems, _Problems) and problems.too_much_text(len(arg.s)):
-                problems.append(NetProblem(where, index, op_type, name, None,
+                problems.append_over_budget(NetProblem(where, index, op_type, name, None,
                                            "Caffe2 may read this argument as a text NetDef, and it cannot be "
                                            "checked: with it the net's text nets pass {} bytes in all "
                                            "(PYCUMSUM_OP_MAX_TEXT_BYTES)".format(limit("PYCUMSUM_OP_MAX_TEXT_BYTES"))))
@@ -263,7 +295,7 @@ def _check_builders(where, index, op_type, pickled, callable_at_load, problems, 
     builders = []
     for name, data in pickled:
         if problems.too_many_pickle_bytes(len(data)):
-            problems.append(NetProblem(where, index, op_type, name, None,
+            problems.append_over_budget(NetProblem(where, index, op_type, name, None,
                                        "not read: with it the net's builder pickles pass {} bytes in all "
                                        "(MAX_PICKLE_BYTES_TOTAL)".format(MAX_PICKLE_BYTES_TOTAL)))
             continue
@@ -288,6 +320,28 @@ def _check_builders(where, index, op_type, pickled, callable_at_load, problems, 
         verified.append(VerifiedOp(where, index, op_type, tuple(builders)))
 
 
+def charge_declared_tensors(op, where: str, budget: TensorBudget) -> None:
+    """Before Caffe2's shape inference or a workspace sees ``op``: `InputTooLarge` for a shape argument
+    (`SHAPE_ARGUMENTS`) of more than `MAX_RANK` ints, and for a fill op's tensor (``shape`` and
+    ``extra_shape``, element type from its type or ``dtype``, else 8 bytes) that ``budget`` refuses. A
+    shape read from an input at run time (``input_as_shape``) is the run's to bound."""
+    for arg in op.arg:
+        name = _text(arg.name)
+        if name in SHAPE_ARGUMENTS and len(arg.ints) > MAX_RANK:
+            raise InputTooLarge("{} argument {!r} has {} entries, more than the {} dimensions a shape may have "
+                                "(MAX_RANK)".format(where, name, len(arg.ints), MAX_RANK))
+    op_type = _text(op.type)
+    if not op_type.endswith("Fill"):
+        return
+    args = {_text(arg.name): arg for arg in op.arg}
+    if "input_as_shape" in args and args["input_as_shape"].i:
+        return
+    shape = list(args["shape"].ints) if "shape" in args else []
+    shape += list(args["extra_shape"].ints) if "extra_shape" in args else []
+    dtype = _FILL_TYPES.get(op_type, args["dtype"].i if "dtype" in args else caffe2_pb2.TensorProto.FLOAT)
+    budget.charge(shape, _ITEMSIZES.get(dtype, 8), "{} output".format(where))
+
+
 def nested_label(where: str, nested: NestedNet) -> str:
     """The label of a nested net: its holder's label, the argument and the net's name."""
     return "{} arg {} > net '{}'".format(where, _label(nested.arg.name), _label(nested.netdef.name))
@@ -299,12 +353,13 @@ def _check_net(label, net, callable_at_load, problems, verified, python_ops, dep
                                    "nets nested more than {} levels deep".format(MAX_NET_DEPTH)))
         return
     if problems.too_many_ops(len(net.op)):
-        problems.append(NetProblem(label, -1, "", None, None, "more than {} ops in all nets (MAX_NET_OPS): not "
-                                                              "read".format(MAX_NET_OPS)))
+        problems.append_over_budget(NetProblem(label, -1, "", None, None, "more than {} ops in all nets (MAX_NET_OPS): "
+                                                                          "not read".format(MAX_NET_OPS)))
         return
     for index, op in enumerate(net.op):
         where = "{} {}".format(label, _op_label(index, op))
         op_type = _text(op.type)
+        charge_declared_tensors(op, where, problems.tensors)
         for nested in nested_nets(op, where, index, problems):
             _check_net(nested_label(where, nested), nested.netdef, callable_at_load, problems, verified, python_ops,
                        depth + 1)
@@ -345,16 +400,22 @@ def verify_net(net, allow=(), python_ops=True) -> List[VerifiedOp]:
     Caffe2 will call it with whatever arguments the pickle holds, at CreateNet or, if the pickle
     calls it, while unpickling. ``python_ops=False`` refuses every Python op, wherever it is nested
     (what a lowered net must pass). Returns the verified Python ops; raises `UnsafeNetError` naming
-    every op index, op type and argument that is refused, and every token-form (non-portable) op.
+    every op index, op type and argument that is refused, and every token-form (non-portable) op
+    (`NetOverBudget` when the net passes a budget: `MAX_NET_OPS`, `MAX_PICKLE_BYTES_TOTAL`,
+    ``PYCUMSUM_OP_MAX_TEXT_BYTES``), and `InputTooLarge` as soon as the tensors its ops declare pass a
+    cap (`charge_declared_tensors`: all nets of one call share one `TensorBudget`).
     """
     extra = _allow_names(allow)
-    problems, verified = _Problems(), []
     nets = _nets_of(net)
+    name = _label(nets[0][1].name) if len(nets) == 1 else "<{} nets>".format(len(nets))
+    problems, verified = _Problems("net '{}'".format(name)), []
     for label, netdef in nets:
         _check_net(label, netdef, extra, problems, verified, python_ops)
     if problems:
-        raise UnsafeNetError(_label(nets[0][1].name) if len(nets) == 1 else "<{} nets>".format(len(nets)), problems,
-                             problems.total)
+        if problems.over_budget:  # the budget first: a first line that says why the rest was not read
+            others = [problem for problem in problems if problem not in problems.over_budget]
+            raise NetOverBudget(name, (problems.over_budget + others)[:MAX_PROBLEMS], problems.total)
+        raise UnsafeNetError(name, problems, problems.total)
     return verified
 
 
@@ -383,7 +444,7 @@ def _parse(data: bytes, kind: Optional[str], origin: str) -> caffe2_pb2.NetDef:
     """Text is read as Caffe2's C++ reads it (`parse_text_netdef`: byte for byte), so the net verified is
     the net a C++ predictor reads from the same file; text with ``cuda_gpu_id`` is refused, as Caffe2's
     two C++ readers disagree on it (ParseFromString renames it, ReadProtoFromTextFile does not)."""
-    if not data.strip():
+    if not data or data.isspace():
         raise ValueError("could not parse {} as a Caffe2 NetDef: it is empty".format(origin))
     errors = []
     if kind in (None, "text"):

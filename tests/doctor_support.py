@@ -46,3 +46,14 @@ def torch_value_and_gradient(function, x: np.ndarray, w: np.ndarray):
     y = function(tx)
     (y * torch.from_numpy(w)).sum().backward()
     return y.detach().numpy(), tx.grad.numpy()
+
+
+def torch_scan(exclusive=False, reverse=False, dim=1):
+    """torch.cumsum along ``dim``, shifted by one (exclusive: ONNX's CumSum) and/or from the end (reverse)."""
+    def function(x):
+        values = torch.flip(x, [dim]) if reverse else x
+        result = torch.cumsum(values, dim)
+        if exclusive:
+            result = result - values
+        return torch.flip(result, [dim]) if reverse else result
+    return function

@@ -19,6 +19,7 @@ import pycumsum_op.commands
 from doctor_support import gradient_ops_work
 from pycumsum_op.doctor.fix import STRATEGIES
 from pycumsum_op.idioms import add_sparse_lengths_cumsum
+from user_runs import own_stderr_lines  # noqa: F401 (also the other command-line tests')
 
 pytestmark = pytest.mark.slow  # a pycumsum-op process per run
 
@@ -54,16 +55,6 @@ def legacy_files(tmp_path):
     add_sparse_lengths_cumsum(net, "prediction", 5, blob_out="pred_cdist", init_net=init)
     net.SumElements("pred_cdist", "loss")
     return save(net.Proto(), tmp_path / "predict.pb"), save(init.Proto(), tmp_path / "init.pbtxt")
-
-
-#: What torch's CUDA wheels print on a machine without a GPU before the command runs (torch 1.6's Caffe2:
-#: "[W common_gpu.cc:35] Insufficient cuda driver. Cannot use cuda."; torch's "Found no NVIDIA driver" warning).
-RUNTIME_NOTICE = re.compile(r"^\[W \S+\.(cc|cpp):\d+\] .*cuda|no NVIDIA driver|^\s+warnings\.warn\(", re.IGNORECASE)
-
-
-def own_stderr_lines(stderr):
-    """The command's own lines on stderr: without the runtime's GPU notices."""
-    return [line for line in stderr.strip().splitlines() if not RUNTIME_NOTICE.search(line)]
 
 
 def assert_one_line_error(result, *words):

@@ -14,16 +14,19 @@ CLI = os.path.join(os.path.dirname(sys.executable), "pycumsum-op")
 
 
 def run_demo(*args):
-    return subprocess.run([CLI, "demo"] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    return subprocess.run([CLI, "demo"] + [str(arg) for arg in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           universal_newlines=True, timeout=300)
 
 
-def test_the_demo_shows_the_error_the_fixes_and_training_that_matches_torch():
-    result = run_demo("--steps", "40", "--seed", "3")
+def test_the_demo_shows_the_error_the_fixes_and_training_that_matches_torch(tmp_path):
+    result = run_demo("--steps", "40", "--seed", "3", "--draw", tmp_path / "drawn")
     out = result.stdout
     assert result.returncode == 0, out + result.stderr
     assert "Gradient of output prediction_cumsum_T is sparse (expected dense)" in out
     assert "op #0 Transpose" in out and "op #1 SparseLengthsSum" in out  # the diagnosis
+    before, after = (tmp_path / "drawn" / name for name in ("before.svg", "after.svg"))
+    assert "drawn with Caffe2's net_drawer: {}".format(before) in out
+    assert "refuses the sparse gradient" in before.read_text() and "put in by fix" in after.read_text()
     rows = dict(re.findall(r"^(fix\(strategy='\w+'\)|net\.PyCumSum\(axis=1\))\s+(.*)$", out, re.M))
     assert set(rows) == {"fix(strategy='ensure_dense')", "fix(strategy='pycumsum')", "net.PyCumSum(axis=1)"}
     for row in rows.values():  # computes, max|y-ref|, max|dx-dref|, max|y-torch.cumsum|, ms

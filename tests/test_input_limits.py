@@ -96,9 +96,10 @@ print("REPORT" + json.dumps(report))
 '''
 
 
-def run_child(cases):
-    """Run ``cases`` [(name, "cli" | API name, args)] in one child; {name: report}."""
-    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps({"budget": BUDGET, "cases": cases})],
+def run_child(cases, budget=BUDGET):
+    """Run ``cases`` [(name, "cli" | API name, args)] in one child (``budget`` bytes of address space over its
+    imports); {name: report}."""
+    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps({"budget": budget, "cases": cases})],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60 + 2 * SECONDS * len(cases),
                           universal_newlines=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -261,8 +262,10 @@ def test_declared_tensor_sizes_are_checked_against_the_cap(monkeypatch):
     with pytest.raises(input_limits.InputTooLarge, match=r"x of shape \(4, 6\) takes more than the 95 bytes"):
         monkeypatch.setenv("PYCUMSUM_OP_MAX_TENSOR_BYTES", "95")
         input_limits.check_tensor([4, 6], 4, "x")
-    with pytest.raises(input_limits.InputTooLarge, match=r"\(1, 1, 1, 1, 1, 1, 1, 1, \.\.\. 5000 dims\)"):
-        input_limits.check_tensor([1] * 4999 + [10 ** 12], 4, "x")
+    with pytest.raises(input_limits.InputTooLarge, match=r"\(1, 1, 1, 1, 1, 1, 1, 1, \.\.\. 32 dims\)"):
+        input_limits.check_tensor([1] * 31 + [10 ** 12], 4, "x")
+    with pytest.raises(input_limits.InputTooLarge, match=r"x has 33 dimensions, more than the 32 allowed \(MAX_RANK\)"):
+        input_limits.check_tensor([1] * 33, 4, "x")
 
 
 @needs_onnx_backend
@@ -467,3 +470,202 @@ def test_the_installed_stock_backend_checks_the_caps_before_it_allocates(monkeyp
     monkeypatch.setenv("PYCUMSUM_OP_MAX_TENSOR_BYTES", "400")
     x = np.linspace(-1, 1, 100).astype(np.float32)
     np.testing.assert_array_equal(stock.prepare(model).run([x])[0], torch.relu(torch.from_numpy(x)).numpy())
+
+
+# --- cost after the parse: declared tensors, ranks, budgets every door shares ------------------------------------
+
+def rank_bomb_model() -> onnx.ModelProto:
+    """2 MB: a one-element initializer of a million dims, which onnx's shape inference copied into every node."""
+    weight = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[1] * 10 ** 6, float_data=[1.0])
+    nodes = [helper.make_node("Relu", ["w" if i == 0 else "r{}".format(i)], ["r{}".format(i + 1)]) for i in range(3)]
+    graph = helper.make_graph(nodes, "ranks", [], [helper.make_tensor_value_info("r3", TensorProto.FLOAT, None)],
+                              [weight])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+
+
+def reshape_bomb_model() -> onnx.ModelProto:
+    """8 MB: Reshape to a constant shape of a million ones."""
+    shape = onnx.numpy_helper.from_array(np.ones(10 ** 6, np.int64), "s")
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["r0"]), helper.make_node("Relu", ["r0"], ["r1"])]
+    graph = helper.make_graph(nodes, "reshape", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("r1", TensorProto.FLOAT, None)], [shape])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+
+
+def many_inputs_model(count=6, elements=2 ** 26) -> onnx.ModelProto:
+    """Under 200 bytes: ``count`` float inputs of 256 MiB each, each under the per-tensor cap."""
+    inputs = [helper.make_tensor_value_info("x{}".format(i), TensorProto.FLOAT, [elements]) for i in range(count)]
+    graph = helper.make_graph([helper.make_node("Sum", [info.name for info in inputs], ["y"])], "many", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [elements])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+
+
+def fill_rank_net() -> caffe2_pb2.NetDef:
+    """2 MB: a ConstantFill whose shape has a million entries, Relus after it, and a PyCumSum to lower."""
+    net = caffe2_pb2.NetDef(name="fill_ranks")
+    net.op.add(type="ConstantFill", output=["c"]).arg.add(name="shape").ints.extend([1] * 10 ** 6)
+    for i in range(3):
+        net.op.add(type="Relu", input=["c" if i == 0 else "r{}".format(i)], output=["r{}".format(i + 1)])
+    scan = core.Net("fill_ranks_scan")
+    scan.PyCumSum("r3", "y", axis=0)
+    net.op.extend(scan.Proto().op)
+    return net
+
+
+def chain_net(ops: int) -> caffe2_pb2.NetDef:
+    net = caffe2_pb2.NetDef(name="chain")
+    for index in range(ops):
+        net.op.add(type="Relu", input=["b{}".format(index)], output=["b{}".format(index + 1)])
+    net.external_input.append("b0")
+    return net
+
+
+def text_step_nets_net(count=10, size=2 ** 20) -> caffe2_pb2.NetDef:
+    """``count`` RecurrentNetwork ops, each with a text step net of ``size`` bytes (a comment and one Relu)."""
+    step = b'name: "step" op { type: "Relu" input: "x" output: "y" }\n'
+    step = b"#" + b"x" * (size - len(step) - 2) + b"\n" + step
+    net = caffe2_pb2.NetDef(name="text_steps")
+    for _ in range(count):
+        net.op.add(type="RecurrentNetwork").arg.add(name="step_net", s=step)
+    return net
+
+
+def padded_pickles_net(count=448) -> caffe2_pb2.NetDef:
+    """``count`` Python ops, each with a builder pickle of 64,000 bytes."""
+    net = caffe2_pb2.NetDef(name="padded")
+    for index in range(count):
+        op = net.op.add(type="Python", input=["x"], output=["y{}".format(index)])
+        op.arg.add(name="pickled_builder", s=b"\x80\x02X\xf0\xf9\x00\x00" + b"p" * 63993 + b".")
+    return net
+
+
+@pytest.fixture(scope="module")
+def amplifiers(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("amplifiers")
+    made = {"rank_bomb.onnx": rank_bomb_model(), "reshape_bomb.onnx": reshape_bomb_model(),
+            "many_inputs.onnx": many_inputs_model(), "fill_ranks.pb": fill_rank_net(),
+            "chain.pb": chain_net(serialization.MAX_NET_OPS + 1), "text_steps.pb": text_step_nets_net(),
+            "padded.pb": padded_pickles_net()}
+    paths = {}
+    for name, message in made.items():
+        paths[name] = str(folder / name)
+        with open(paths[name], "wb") as handle:
+            handle.write(message.SerializeToString())
+    return paths
+
+
+RANK = "(MAX_RANK)"
+
+
+@needs_onnx_backend
+def test_what_shape_inference_would_amplify_is_refused_within_10_s_and_1_gib(amplifiers, tmp_path):
+    out, init = str(tmp_path / "out.pb"), str(tmp_path / "init.pb")
+
+    def onnx_import(name):
+        return ["onnx", "import", amplifiers[name], "--predict-net", out, "--init-net", init]
+
+    report = run_child([
+        ("rank_bomb_prepare", "prepare", [amplifiers["rank_bomb.onnx"]]),
+        ("rank_bomb_cli", "cli", onnx_import("rank_bomb.onnx")),
+        ("reshape_bomb_prepare", "prepare", [amplifiers["reshape_bomb.onnx"]]),
+        ("many_inputs_prepare", "prepare", [amplifiers["many_inputs.onnx"]]),
+        ("many_inputs_cli", "cli", onnx_import("many_inputs.onnx")),
+        ("fill_ranks_lower", "lower", [amplifiers["fill_ranks.pb"]]),
+        ("fill_ranks_cli", "cli", ["lower", amplifiers["fill_ranks.pb"], "-o", out]),
+        ("chain_doctor", "cli", ["doctor", amplifiers["chain.pb"], "--loss", "b1"]),
+        ("text_steps_cli", "cli", ["lower", amplifiers["text_steps.pb"], "-o", out]),
+        ("padded_cli", "cli", ["lower", amplifiers["padded.pb"], "-o", out]),
+    ], budget=2 ** 30)
+    for name in ("rank_bomb_prepare", "reshape_bomb_prepare", "fill_ranks_lower"):
+        assert report[name]["outcome"] == "InputTooLarge" and RANK in report[name]["message"], (name, report[name])
+    assert "ONNX tensor 'w' has 1000000 dimensions" in report["rank_bomb_prepare"]["message"]
+    assert "reads constant 's' as a shape" in report["reshape_bomb_prepare"]["message"]
+    assert "op 0 (ConstantFill) argument 'shape' has 1000000 entries" in report["fill_ranks_lower"]["message"]
+    many = report["many_inputs_prepare"]
+    assert many["outcome"] == "InputTooLarge" and "PYCUMSUM_OP_MAX_DECLARED_BYTES" in many["message"]
+    assert_cli_refusals(report, {"rank_bomb_cli": RANK, "many_inputs_cli": "PYCUMSUM_OP_MAX_DECLARED_BYTES",
+                                 "fill_ranks_cli": RANK, "chain_doctor": "(MAX_NET_OPS)",
+                                 "text_steps_cli": "(PYCUMSUM_OP_MAX_TEXT_BYTES)",
+                                 "padded_cli": "(MAX_PICKLE_BYTES_TOTAL)"})
+    for entry in report.values():
+        assert entry["grew_kib"] < 2 ** 20, entry  # +1 GiB at most over the imports (RLIMIT_AS holds it too)
+    assert not os.path.exists(out) and not os.path.exists(init)
+
+
+def test_fill_ops_are_charged_by_elements_times_their_dtype_per_net(monkeypatch):
+    """Shapes times element sizes (numpy's itemsize as the oracle), nested nets included, each name of a fill
+    within the tensor cap and all within the declared cap; a shape read at run time is not charged."""
+    def fill(net, op_type, shape, **args):
+        op = net.op.add(type=op_type, output=["t{}".format(len(net.op))])
+        op.arg.add(name="shape").ints.extend(shape)
+        for name, value in args.items():
+            op.arg.add(name=name, i=value)
+
+    net = caffe2_pb2.NetDef(name="fills")
+    fill(net, "ConstantFill", [10, 20], dtype=caffe2_pb2.TensorProto.DOUBLE)
+    fill(net, "GivenTensorInt64Fill", [7])
+    inner = caffe2_pb2.NetDef(name="inner")
+    fill(inner, "UniformFill", [3, 5])  # float32 by default
+    fill(inner, "ConstantFill", [10 ** 12], input_as_shape=1)
+    net.op.add(type="If", input=["c"]).arg.add(name="then_net", n=inner)
+    total = 200 * np.dtype(np.float64).itemsize + 7 * np.dtype(np.int64).itemsize + 15 * np.dtype(np.float32).itemsize
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_DECLARED_BYTES", str(total))
+    verify_net(net)
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_DECLARED_BYTES", str(total - 1))
+    with pytest.raises(InputTooLarge, match=r"net 'fills': its declared tensors take more than the {} bytes allowed "
+                                            r"together, net 'fills' op 2 \(If\) arg then_net > net 'inner' op 0 "
+                                            r"\(UniformFill\) output included".format(total - 1)):
+        verify_net(net)
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_TENSOR_BYTES", str(200 * 8 - 1))
+    with pytest.raises(InputTooLarge, match=r"op 0 \(ConstantFill\) output of shape \(10, 20\) takes more than"):
+        load_net(net.SerializeToString())
+
+
+def test_a_name_declared_twice_is_charged_once_at_its_largest(monkeypatch):
+    """An input with its initializer (the stock exporter's form) is one tensor, not two."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "twice",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64])],
+                              [helper.make_tensor("x", TensorProto.FLOAT, [64], np.zeros(64))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    from pycumsum_op.onnx.model_input import check_tensors
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_DECLARED_BYTES", str(2 * 64 * 4))  # x once, y once
+    check_tensors(model)
+    monkeypatch.setenv("PYCUMSUM_OP_MAX_DECLARED_BYTES", str(2 * 64 * 4 - 1))
+    with pytest.raises(InputTooLarge, match="PYCUMSUM_OP_MAX_DECLARED_BYTES"):
+        check_tensors(model)
+
+
+def test_lowering_names_fresh_blobs_from_one_counter_per_base():
+    """Ops writing the same blob: each fresh name is looked up once, not past every name earlier ops took (a
+    set counting its lookups is the oracle: linear, where the search per op made it quadratic)."""
+    from pycumsum_op.lowering.emitter import FreshNames, OpEmitter
+
+    class CountingSet(set):
+        lookups = 0
+
+        def __contains__(self, name):
+            CountingSet.lookups += 1
+            return super().__contains__(name)
+
+    names = FreshNames(CountingSet({"y", "y_scan2"}))
+    made = [OpEmitter(names, base="y").fresh() for _ in range(500)]
+    assert made[:3] == ["y_scan1", "y_scan3", "y_scan4"] and len(set(made)) == 500
+    assert CountingSet.lookups == 501  # one per name, and one for the name that was taken
+    net = core.Net("same_blob")
+    for _ in range(30):
+        net.PyCumSum("x", "y", axis=0)
+    lowered = pycumsum_op.lower(net, "aten", shapes={"x": (2, 3)}, dtypes={"x": np.float32})
+    assert [op.output[0] for op in lowered.op] == ["y"] * 30
+
+
+def test_a_sparse_tensor_is_charged_at_its_dense_shape():
+    """Two stored values, a dense shape of 2**40 floats: what densifying it would allocate is refused."""
+    from pycumsum_op.onnx.model_input import check_tensors
+
+    sparse = helper.make_sparse_tensor(helper.make_tensor("v", TensorProto.FLOAT, [2], [1.0, 2.0]),
+                                       helper.make_tensor("i", TensorProto.INT64, [2], [0, 5]), [2 ** 20, 2 ** 20])
+    graph = helper.make_graph([helper.make_node("Constant", [], ["y"], sparse_value=sparse)], "sparse", [],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    with pytest.raises(InputTooLarge, match=r"ONNX sparse tensor 'v' of shape \(1048576, 1048576\) takes more than"):
+        check_tensors(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))

@@ -66,7 +66,7 @@ def test_more_bad_input_in_process(scan_net, tmp_path, capsys):
         ([scan_net, "--shape", "x=2,seven"], ["x=2,seven"]),
         ([scan_net, "--shape", "x=2,-3"], ["--shape 'x=2,-3'", "sizes of at least 0"]),
         ([scan_net, "--dtype", "x=floaty"], ["'floaty'"]),
-        ([save(token.Proto(), tmp_path / "token.pbtxt")], ["op 0 (Python", "token form"]),
+        ([save(token.Proto(), tmp_path / "token.pbtxt")], ["op 0 (Python", "token-form"]),
     ]
     for args, words in cases:
         status = main(["lower"] + [str(arg) for arg in args] + ["-o", str(out)])

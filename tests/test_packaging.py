@@ -93,6 +93,43 @@ def test_wheel_keeps_torch_out_of_the_unconditional_requirements(wheel):
     assert "numpy" in unconditional and "torch" not in unconditional
 
 
+def extra_requirements(metadata, extra):
+    """{requirement name: [its specifier and Python marker, spaces and parentheses removed]} of one extra."""
+    found = {}
+    for requirement in metadata.get_all("Requires-Dist"):
+        flat = re.sub(r"[\s()]", "", requirement).replace("'", '"')
+        if 'extra=="{}"'.format(extra) in flat:
+            specifier = re.sub(r'(and)?extra=="{}"'.format(extra), "", flat).rstrip(";")
+            found.setdefault(requirement_name(requirement), []).append(specifier)
+    return found
+
+
+def test_each_optional_package_comes_from_an_extra_that_keeps_torch(wheel):
+    """The extras the one-line refusals name (`_runtime.EXTRAS`) exist; `train` is networkx alone (per Python),
+    `fast` states its numpy floor, and only `caffe2` may pin torch."""
+    from pycumsum_op._runtime import EXTRAS
+    _, metadata = wheel_metadata(wheel[0])
+    extras = set(metadata.get_all("Provides-Extra"))
+    assert set(EXTRAS.values()) <= extras, extras
+    for extra in extras - {"caffe2"}:
+        assert "torch" not in extra_requirements(metadata, extra), extra
+    assert extra_requirements(metadata, "train") == {
+        "networkx": ['networkx==2.8.8;python_version>="3.8"', 'networkx==2.5.1;python_version<"3.8"']}
+    fast = extra_requirements(metadata, "fast")
+    assert fast["numba"] == ['numba==0.56.4;python_version>="3.7"'], fast  # numba 0.56.4 needs numpy >= 1.18
+    ((numpy, marker),) = [requirement.split(";") for requirement in fast["numpy"]]
+    assert set(numpy[len("numpy"):].split(",")) == {">=1.18", "<1.24"} and marker == 'python_version>="3.7"', fast
+    for extra, package in [("onnx", "onnx"), ("train", "networkx"), ("fast", "numba")]:
+        assert EXTRAS[package] == extra
+
+
+def test_the_onnx_extra_installs_a_supported_onnx(wheel):
+    from pycumsum_op.onnx import onnx_refusal
+    _, metadata = wheel_metadata(wheel[0])
+    (pin,) = extra_requirements(metadata, "onnx")["onnx"]
+    assert pin.startswith("onnx==") and onnx_refusal(pin[len("onnx=="):]) is None, pin
+
+
 def test_pip_wheel_prints_no_deprecation_warning(wheel):
     assert_no_deprecation_warnings(wheel[1])
 

@@ -585,3 +585,34 @@ def test_fuzz_onnx_graphs_are_refused_exactly_when_a_foreign_pickle_is_reachable
     else:
         assert not evil
     assert not os.path.exists(FUZZ_MARKER)
+
+
+@needs_onnx_backend
+def test_the_stock_zip_archive_reader_is_guarded_after_install(tmp_path, monkeypatch):
+    """Caffe2's ``prepare_zip_archive`` read the model with onnx.load, which resolved an external-data location
+    against the working folder (``sub/../../secret`` here names a real file); after install() it reads the
+    archive as CumSumBackend does, and the tensor that points outside is refused before anything reads it."""
+    import zipfile
+
+    from caffe2.python.onnx.backend import Caffe2Backend
+
+    import pycumsum_op.onnx
+    from pycumsum_op.onnx.model_input import ExternalDataError
+
+    (tmp_path / "work" / "sub").mkdir(parents=True)
+    (tmp_path / "secret").write_bytes(np.full(3, 7, np.float32).tobytes())
+    monkeypatch.chdir(str(tmp_path / "work"))
+    graph = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "zipped",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    weight = graph.initializer.add(name="w", data_type=TensorProto.FLOAT, dims=[3])
+    weight.data_location = TensorProto.EXTERNAL
+    weight.external_data.add(key="location", value="sub/../../secret")
+    archive = str(tmp_path / "model.zip")
+    with zipfile.ZipFile(archive, "w") as handle:
+        handle.writestr("__MODEL_PROTO", helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 11)]).SerializeToString())
+    pycumsum_op.onnx.install()
+    for reader in (Caffe2Backend.prepare_zip_archive, pycumsum_op.onnx.backend.prepare_zip_archive):
+        with pytest.raises(ExternalDataError, match="ONNX tensor 'w' keeps its data in an external file"):
+            reader(archive)

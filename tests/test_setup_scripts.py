@@ -40,3 +40,19 @@ def test_without_any_python_3_9_the_message_says_how_to_get_one(tmp_path):
         assert check.stdout.strip() in {"(3, 6)", "(3, 7)", "(3, 8)", "(3, 9)"}
     else:
         assert "Install one (e.g. pyenv install 3.9) or set PYTHON=/path/to/python3.9" in result.stderr
+
+
+def test_the_matrix_runs_the_first_five_minutes_on_what_pip_install_left():
+    """scripts/test-matrix.sh (make test-matrix, make first-five-minutes): after `pip install <checkout>` and
+    before the test tools, with the optional packages a rerun added removed first."""
+    script = os.path.join(REPO, "scripts", "test-matrix.sh")
+    assert subprocess.run(["bash", "-n", script], timeout=60).returncode == 0
+    with open(script) as handle:
+        text = handle.read()
+    order = [text.index(step) for step in ('pip uninstall --quiet -y onnx onnxruntime numba llvmlite networkx',
+                                           '-m pip install --quiet "$source"', "scripts/first-five-minutes.py)",
+                                           "-r scripts/matrix-requirements.txt", "-m pytest")]
+    assert order == sorted(order), order
+    make = subprocess.run(["make", "-n", "--no-print-directory", "-C", REPO, "first-five-minutes"],
+                          stdout=subprocess.PIPE, universal_newlines=True, timeout=60)
+    assert make.stdout.strip() == "MATRIX_FIRST_FIVE_ONLY=1 scripts/test-matrix.sh", make.stdout

@@ -1,8 +1,10 @@
-"""What the ``pycumsum-op`` commands share: the one-line refusal (`_BadInput`, exit status 2), reading and
-writing nets, and argument types. Imports nothing heavy at module level (``--help`` loads no Caffe2).
+"""What the ``pycumsum-op`` commands share: the one-line refusal (`_BadInput`, exit status 2), a missing
+optional package as one (`require_optional`), reading and writing nets, and argument types. Imports nothing
+heavy at module level (``--help`` loads no Caffe2).
 """
 import argparse
 
+from .. import _runtime
 from .._atomic_files import write_atomically
 
 
@@ -21,6 +23,16 @@ def _first_line(error: Exception) -> str:
         more = len(problems) - 1
         return "{} {}{}".format(lines[0], problems[0], "; and {} more".format(more) if more else "")
     return lines[0]
+
+
+def require_optional(package: str):
+    """The optional ``package`` (`_runtime.EXTRAS`), imported; if it does not import, `_BadInput` naming it and
+    the extra that installs it. A command calls this first, so a missing package is reported before any
+    input is read."""
+    try:
+        return _runtime.require_optional(package, "this command")
+    except _runtime.MissingDependency as error:
+        raise _BadInput(str(error))
 
 
 def parse_dims(text: str) -> tuple:
@@ -43,11 +55,12 @@ def parse_dims(text: str) -> tuple:
 
 
 def read_net(path: str, what: str):
-    """A NetDef from a binary .pb or a text .pbtxt, not verified: the commands that use this never
-    create the net, so nothing in it runs. Unreadable or unparsable input is `_BadInput`."""
+    """A NetDef from a binary .pb or a text .pbtxt through `load_net`, verified: every command reads nets
+    within the same budgets (sizes, ops, text and pickle bytes, declared tensors), and none reads on in a
+    net whose Python ops are refused. Unreadable, unparsable, refused or too large input is `_BadInput`."""
     from ..serialization import load_net
     try:
-        return load_net(path, verify=False)
+        return load_net(path)
     except (OSError, ValueError) as error:
         raise _BadInput("cannot read {} {!r}: {}".format(what, path, _first_line(error)))
 

@@ -6,7 +6,7 @@ DEFAULT_STEPS = 1000
 
 def _run(args) -> int:
     from ..demo import run_demo
-    return run_demo(steps=args.steps, seed=args.seed)
+    return run_demo(steps=args.steps, seed=args.seed, draw_directory=args.draw)
 
 
 def add_parser(subparsers) -> None:
@@ -15,4 +15,7 @@ def add_parser(subparsers) -> None:
                       help="SGD steps of the EMD training (default: %(default)s)")
     demo.add_argument("--seed", type=whole_number(0), default=0, metavar="S",
                       help="random seed (default: %(default)s)")
+    demo.add_argument("--draw", metavar="DIR",
+                      help="draw the legacy net around its finding and the fixed net (before.svg, after.svg) in DIR "
+                           "with Caffe2's net_drawer (needs pydot and graphviz)")
     demo.set_defaults(run=_run)

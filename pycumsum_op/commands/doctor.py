@@ -2,8 +2,10 @@
 
 Exit 0 when the net is healthy, 1 when it has findings (also when ``--fix`` wrote a
 repaired net), 2 on bad input (unreadable or unparsable file, a net `verify_net` refuses,
-unknown blob, a failure no net edit can cure), with a one-line reason on stderr. Needs Caffe2 only: torch and
-pycumsum_op's kernels load only for ``--strategy pycumsum``.
+unknown blob, a failure no net edit can cure, drawing without pydot or graphviz), with a one-line reason on
+stderr. Needs Caffe2 only: torch and pycumsum_op's kernels load only when ``--fix`` replaces an idiom by
+PyCumSum. ``--draw`` / ``--draw-fixed`` draw the net around each finding / the fixed net around each repair
+(SVG, Caffe2's net_drawer).
 """
 from ._common import _BadInput, _first_line, read_net, require_ops, write_file
 
@@ -23,6 +25,14 @@ def _run(args) -> int:
 
     if args.strategy not in STRATEGIES:
         raise _BadInput("--strategy {!r}: choose one of {}".format(args.strategy, ", ".join(STRATEGIES)))
+    if args.draw_fixed and not args.fix:
+        raise _BadInput("--draw-fixed draws the fixed net: give --fix OUT too")
+    if args.draw or args.draw_fixed:
+        from ..doctor.draw import DrawingUnavailable, drawing_tools
+        try:
+            drawing_tools()
+        except DrawingUnavailable as error:
+            raise _BadInput("--draw: {}".format(error))
     netdef = read_net(args.predict_net, "net")
     require_ops(netdef, args.predict_net)
     init_net = read_net(args.init_net, "init net") if args.init_net else None
@@ -37,11 +47,18 @@ def _run(args) -> int:
     print("{}: {} finding(s):".format(args.predict_net, len(findings)))
     for number, finding in enumerate(findings, 1):
         print("\n[{}] {}".format(number, finding))
+    if args.draw:
+        _draw(args.draw, "findings", lambda draw: draw.draw_findings(netdef, findings))
     if args.fix:
         try:
             fixed, repairs = repair(netdef, losses, init_net, strategy=args.strategy)
         except UnfixableError as error:
             raise _BadInput("--fix: " + str(error).splitlines()[0] + " (see the findings above)")
+        for applied in repairs:
+            if applied.proof:
+                print("\nchecked {!r}: {}".format(applied.output, applied.proof))
+        if args.draw_fixed:
+            _draw(args.draw_fixed, "fixed net", lambda draw: draw.draw_repairs(netdef, fixed))
         write_file(serialized_net(fixed, args.fix), args.fix, "fixed net")
         print("\nwrote the fixed net ({} ops, {} format) to {}; repaired {} site(s):".format(
             len(fixed.op), "text" if is_text_path(args.fix) else "binary", args.fix, len(repairs)))
@@ -50,14 +67,23 @@ def _run(args) -> int:
     return EXIT_FINDINGS
 
 
+def _draw(path: str, what: str, make) -> None:
+    """Write the SVG ``make(pycumsum_op.doctor.draw)`` returns to ``path``."""
+    from ..doctor import draw
+    write_file(make(draw), path, "drawing of the " + what)
+    print("\ndrew the {} to {}".format(what, path))
+
+
 def add_parser(subparsers) -> None:
     doctor = subparsers.add_parser(
         "doctor", help="find (and fix) sparse-gradient errors in a saved net",
         description="Walks the backward pass of PREDICT_NET as Caffe2's AddGradientOperators does and "
-                    "reports where it fails. Exit 0: healthy, 1: findings, 2: bad input.")
+                    "reports where it fails, and the cumsum idioms it meets (with their cost). Exit 0: healthy, "
+                    "1: findings, 2: bad input.")
     doctor.add_argument("predict_net", metavar="PREDICT_NET", help="the forward net (.pb binary or .pbtxt text)")
     doctor.add_argument("--init-net", metavar="INIT_NET",
-                        help="its init net: the cumsum idiom's constants, needed by --strategy pycumsum")
+                        help="its init net: the cumsum idioms' constants (SparseLengthsSum's indices, triangular "
+                             "matrices, CumSum's axis), needed to recognise them")
     doctor.add_argument("--loss", metavar="BLOB[=GRAD]", action="append", required=True,
                         help="a loss blob, optionally with the name of its gradient blob; repeatable")
     doctor.add_argument("--fix", metavar="OUT",
@@ -65,5 +91,10 @@ def add_parser(subparsers) -> None:
     doctor.add_argument("--strategy", default="ensure_dense",
                         help="cure for --fix, one of pycumsum_op.doctor.fix.STRATEGIES: ensure_dense (the "
                              "default) puts EnsureDense where the gradient turns sparse; pycumsum replaces each "
-                             "Transpose -> SparseLengthsSum -> Transpose cumsum by one PyCumSum")
+                             "recognised cumsum idiom (SparseLengthsSum, triangular MatMul/FC/BatchMatMul) by one "
+                             "PyCumSum, checked equal on a random input; lowered: the same in C++ operators")
+    doctor.add_argument("--draw", metavar="SVG",
+                        help="draw the net around each finding (Caffe2's net_drawer: needs pydot and graphviz): "
+                             "the op that refuses the sparse gradient red, the op that makes it sparse orange")
+    doctor.add_argument("--draw-fixed", metavar="SVG", help="with --fix: draw the fixed net around what was put in")
     doctor.set_defaults(run=_run, needs="caffe2")

@@ -5,8 +5,8 @@
 
 ``import --lower`` writes CumSum as Caffe2's C++ operators (`pycumsum_op.lower`'s targets; the axis must be a
 constant), so the nets run without Python. Nets are written as `save_net` writes them (text for
-.pbtxt/.prototxt/.pbtext/.txt, else binary). ``export`` reads the nets with `load_net` (Python ops other than
-pycumsum_op's are refused before anything runs).
+.pbtxt/.prototxt/.pbtext/.txt, else binary). ``export`` reads the nets as every command does (`read_net`:
+`load_net`, verified; Python ops other than pycumsum_op's are refused before anything runs).
 Exit 0 on success, 2 on bad input with a one-line reason on stderr.
 
 >>> _parse_input("data=float32:4,6")
@@ -20,7 +20,7 @@ import io
 import os
 import warnings
 
-from ._common import _BadInput, _first_line, parse_dims, require_ops, write_file
+from ._common import _BadInput, _first_line, parse_dims, read_net, require_ops, require_optional, write_file
 
 
 def _parse_input(text: str):
@@ -66,7 +66,9 @@ def _quiet_stderr():
 
 
 def _converters():
-    """pycumsum_op.onnx, or bad input when this torch's Caffe2 cannot load it (one line naming the torch needed)."""
+    """pycumsum_op.onnx, or bad input: onnx missing (naming the extra), or a torch or onnx it refuses (one line
+    naming the release needed). Each action calls this first, before reading its input."""
+    require_optional("onnx")
     try:
         from .. import onnx as converters
     except ImportError as error:
@@ -75,13 +77,13 @@ def _converters():
 
 
 def _import(args) -> int:
+    converters = _converters()
     import onnx
     from google.protobuf.message import DecodeError
 
     from .._atomic_files import distinct_outputs
     from ..serialization import UnsafeNetError
 
-    converters = _converters()
     to_caffe2, load_model = converters.to_caffe2, converters.load_model
 
     try:
@@ -114,14 +116,12 @@ def _import(args) -> int:
 
 
 def _export(args) -> int:
-    from ..serialization import load_net
-
     export = _converters().export
 
+    predict_net = read_net(args.predict_net, "predict net")
+    require_ops(predict_net, args.predict_net)
+    init_net = read_net(args.init_net, "init net") if args.init_net else None
     try:
-        predict_net = load_net(args.predict_net)
-        require_ops(predict_net, args.predict_net)
-        init_net = load_net(args.init_net) if args.init_net else None
         model = export(predict_net, init_net, _value_info(args.input), opset=args.opset)
     except (OSError, ValueError) as error:  # UnsafeNetError is a ValueError
         raise _BadInput(_first_line(error))

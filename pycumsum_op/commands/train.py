@@ -11,7 +11,7 @@ the check failed; 2 for a configuration that cannot work, with one line on stder
 import argparse
 import sys
 
-from ._common import _BadInput, whole_number
+from ._common import _BadInput, require_optional, whole_number
 
 
 def _positive_float(text: str) -> float:
@@ -62,6 +62,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    require_optional("networkx")  # Caffe2's data_parallel_model imports memonger, which needs it
     from ..demo import TRAINING
     from ..training.launcher import launch
     from ..training.rendezvous import TrainingSetupError

@@ -18,14 +18,21 @@ import re
 from collections import namedtuple
 from typing import List
 
+from caffe2.proto import caffe2_pb2
 from caffe2.python import core
 
 from ..netdefs import as_netdef
 from ..serialization import verify_net
-from .findings import (GRADIENT_ERROR, MIXED_GRADIENTS, SPARSE_GRADIENT, TWO_CHARACTER_GRADIENT_NAME,
-                       Finding)
-from .patterns import match_cumsum_idiom, unknown_idiom_constants
 
+from .answers import match_concat_loops, match_cumsum_op
+from .findings import (GRADIENT_ERROR, MIXED_GRADIENTS, NOT_A_CUMSUM, SLOW_CUMSUM, SPARSE_GRADIENT,
+                       TWO_CHARACTER_GRADIENT_NAME, UNREGISTERED_OPERATOR, Finding)
+from .patterns import Constants, match_cumsum_idiom, unknown_idiom_constants
+from .triangular import match_triangular_product
+
+#: What the backward walk puts in place of ops Caffe2 has no operator for: the same first input and output and
+#: a dense gradient, as a cumulative sum has and a dense conversion would have.
+_STAND_INS = {"CumSum": "Copy", "ToDense": "EnsureDense"}
 _SPARSE_OUTPUT = re.compile(r"Gradient of output (.+?) is sparse \(expected dense\)")
 _MIXED = "mix of sparse and dense gradients"
 
@@ -174,23 +181,64 @@ def _net_level_finding(error: Exception) -> Finding:
     return Finding(kind=GRADIENT_ERROR, op_index=None, op_type=None, blob="", caffe2_error=caffe2_error_summary(error))
 
 
-def _attach_idioms(findings, netdef, init_net) -> List[Finding]:
+def _attach_idioms(findings, netdef, constants: Constants) -> List[Finding]:
     attached = []
     for finding in findings:
         if finding.source_type == "SparseLengthsSum":
-            idiom = match_cumsum_idiom(netdef, finding.source_index, init_net)
-            unknown = () if idiom else unknown_idiom_constants(netdef, finding.source_index, init_net)
+            idiom = match_cumsum_idiom(netdef, finding.source_index, constants=constants)
+            unknown = () if idiom else unknown_idiom_constants(netdef, finding.source_index, constants=constants)
             finding = finding._replace(idiom=idiom, unknown_constants=unknown)
         attached.append(finding)
     return attached
 
 
+def _walked_ops(netdef) -> list:
+    """The ops the backward walk sees: those Caffe2 has no operator for replaced by `_STAND_INS`."""
+    ops = []
+    for op in netdef.op:
+        if op.type in _STAND_INS and op.input and op.output:
+            stand_in = caffe2_pb2.OperatorDef()
+            stand_in.CopyFrom(op)
+            stand_in.type = _STAND_INS[op.type]
+            del stand_in.input[1:], stand_in.output[1:], stand_in.arg[:]
+            op = stand_in
+        ops.append(op)
+    return ops
+
+
+def _with_real_types(finding: Finding, netdef) -> Finding:
+    """The finding naming the net's own op types, not the walk's stand-ins."""
+    return finding._replace(
+        op_type=finding.op_type if finding.op_index is None else netdef.op[finding.op_index].type,
+        source_type=finding.source_type if finding.source_index is None else netdef.op[finding.source_index].type)
+
+
+def _idiom_findings(netdef, constants: Constants) -> List[Finding]:
+    """Ops Caffe2 has no operator for, cumulative sums through triangular products, Slice/Expand/Concat loops."""
+    findings = []
+    for index, op in enumerate(netdef.op):
+        blob = op.output[0] if op.output else ""
+        if op.type in _STAND_INS:
+            findings.append(Finding(kind=UNREGISTERED_OPERATOR, op_index=index, op_type=op.type, blob=blob,
+                                    idiom=match_cumsum_op(netdef, index, constants=constants)))
+            continue
+        idiom = match_triangular_product(netdef, index, constants=constants)
+        if idiom is not None:
+            findings.append(Finding(kind=SLOW_CUMSUM, op_index=index, op_type=op.type, blob=blob, idiom=idiom))
+    for loop in match_concat_loops(netdef):
+        findings.append(Finding(kind=NOT_A_CUMSUM, op_index=loop.ops[0], op_type="Slice", blob=loop.blob_out,
+                                loop=loop))
+    return sorted(findings, key=lambda finding: finding.op_index)
+
+
 def diagnose(net, losses, init_net=None) -> List[Finding]:
-    """Findings for every place ``AddGradientOperators(losses)`` on ``net`` would fail (empty: healthy).
+    """Findings for every place ``AddGradientOperators(losses)`` on ``net`` would fail, then for each op
+    Caffe2 has no operator for (CumSum, ToDense), each cumulative sum through a triangular constant
+    (MatMul / FC / BatchMatMul) and each Slice + Expand + Add + Concat loop, in net order (empty: healthy).
 
     net: a core.Net or NetDef without gradient ops; losses: as AddGradientOperators takes
     them (list of blobs, or dict blob -> gradient blob / None); init_net (core.Net or
-    NetDef) only helps recognise the cumsum idiom's constants. Nothing is run or changed, and both
+    NetDef) only helps recognise the idioms' constants. Nothing is run or changed, and both
     nets are verified first: a net whose Python ops `verify_net` refuses is not called healthy.
     Raises `UnsafeNetError` (a ValueError) for such a net, ValueError when a loss blob is not in the
     net, TypeError for wrong argument types.
@@ -201,12 +249,17 @@ def diagnose(net, losses, init_net=None) -> List[Finding]:
         verify_net(checked)
     losses = normalize_losses(losses)
     check_losses_exist(netdef, losses)
+    constants = Constants(netdef, init_netdef)
+    idioms = _idiom_findings(netdef, constants)
+    in_loops = {index for finding in idioms if finding.loop is not None for index in finding.loop.ops}
     try:
-        ir = _DiagnosingIR(netdef.op)
+        ir = _DiagnosingIR(_walked_ops(netdef))
     except Exception as error:  # e.g. an orphan StopGradient: Caffe2 refuses the net before any gradient
-        return [_net_level_finding(error)]
+        return [_net_level_finding(error)] + idioms
     try:
         ir.GetBackwardPass(losses)
     except Exception as error:  # anything Caffe2 raises outside the per-op steps the doctor watches
         ir.findings.append(_net_level_finding(error))
-    return _attach_idioms(ir.findings, netdef, init_netdef)
+    gradients = [_with_real_types(finding, netdef) for finding in ir.findings
+                 if not (finding.kind == GRADIENT_ERROR and finding.op_index in in_loops)]
+    return _attach_idioms(gradients, netdef, constants) + idioms

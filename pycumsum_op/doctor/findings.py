@@ -1,4 +1,5 @@
-"""What the doctor reports: one `Finding` per place the backward pass breaks.
+"""What the doctor reports: one `Finding` per place the backward pass breaks, and per cumulative sum written
+the slow way (a triangular product), with an operator Caffe2 lacks (CumSum, ToDense) or not at all (a loop).
 
 Every finding reads well on its own; ``str(finding)`` says where, why and the cure:
 
@@ -16,6 +17,8 @@ op #0 Transpose: the gradient of its output 't' would be sparse, but Transpose n
 import textwrap
 from typing import NamedTuple, Optional, Tuple
 
+from .answers import ConcatLoop
+from .costs import describe
 from .patterns import CumsumIdiom
 
 _WIDTH = 100
@@ -28,6 +31,12 @@ TWO_CHARACTER_GRADIENT_NAME = "two_character_gradient_name"
 MIXED_GRADIENTS = "mixed_gradients"
 #: Caffe2 cannot build an op's gradient for another reason; the doctor reports it and cannot fix it.
 GRADIENT_ERROR = "gradient_error"
+#: An op of a type Caffe2 has no operator for (CumSum, ToDense): creating the net fails.
+UNREGISTERED_OPERATOR = "unregistered_operator"
+#: A cumulative sum that works, the slow way: a product with a triangular constant, O(N·C²).
+SLOW_CUMSUM = "slow_cumsum"
+#: The Slice + Expand + Add + Concat loop: Caffe2 refuses it, and it is no cumulative sum.
+NOT_A_CUMSUM = "not_a_cumsum"
 
 
 def _op(index: Optional[int], op_type: Optional[str]) -> str:
@@ -57,11 +66,15 @@ class Finding(NamedTuple):
     idiom: Optional[CumsumIdiom] = None
     caffe2_error: str = ""
     unknown_constants: Tuple[str, ...] = ()
+    loop: Optional[ConcatLoop] = None
 
     @property
     def fixable(self) -> bool:
         """True when `fix` can repair it by editing the net."""
-        return self.kind in (SPARSE_GRADIENT, MIXED_GRADIENTS) and self.source_index is not None
+        if self.kind == UNREGISTERED_OPERATOR:
+            return self.op_type == "ToDense" or self.idiom is not None
+        return self.kind == SLOW_CUMSUM or (self.kind in (SPARSE_GRADIENT, MIXED_GRADIENTS)
+                                            and self.source_index is not None)
 
     @property
     def source(self) -> str:
@@ -69,6 +82,15 @@ class Finding(NamedTuple):
 
     def _headline(self) -> str:
         where = _op(self.op_index, self.op_type)
+        if self.kind == UNREGISTERED_OPERATOR:
+            return "{}: Caffe2 has no {} operator, so creating the net fails.".format(where, self.op_type)
+        if self.kind == SLOW_CUMSUM:
+            return "{}: a cumulative sum through a {}×{} triangular constant {!r}: it works, in O(N·C²).".format(
+                where, self.idiom.columns, self.idiom.columns, self.idiom.constant)
+        if self.kind == NOT_A_CUMSUM:
+            return ("ops #{}..#{} (Slice + Expand + Add + Concat, {} iteration{}): not a cumulative sum of {!r}."
+                    .format(self.loop.ops[0], self.loop.ops[-1], self.loop.iterations,
+                            "s" if self.loop.iterations > 1 else "", self.loop.blob_in))
         if self.kind == MIXED_GRADIENTS:
             made_by = "an external input" if self.op_index is None else "an output of " + where
             return ("blob {!r} ({}) gets a sparse gradient from one consumer and a dense one from another, "
@@ -79,6 +101,21 @@ class Finding(NamedTuple):
                 .format(where, self.blob, self.op_type))
 
     def _why(self) -> str:
+        if self.kind == UNREGISTERED_OPERATOR:
+            return ('CreateNet / RunNetOnce raise for it, and net.{} raises "Method {} is not a registered '
+                    'operator" (without pycumsum_op). Its gradient cannot be built either.'.format(
+                        self.op_type, self.op_type))
+        if self.kind == SLOW_CUMSUM:
+            return describe(self.idiom)
+        if self.kind == NOT_A_CUMSUM:
+            refused = ("Caffe2 refuses the net when it runs: Expand takes the target shape as a second input, not "
+                       "dims=/axes= arguments (\"did not pass schema checking\"). And "
+                       if self.loop.expand_without_shape else "")
+            return ("{}the loop concatenates {} blobs as wide as {!r}, each its running sum plus a slice of it, to "
+                    "{!r}: the output is {}x as wide as {!r}, and no column of it is a cumulative sum. No edit of "
+                    "these ops keeps their meaning and gives one.".format(
+                        refused, self.loop.iterations + 1, self.loop.blob_in, self.loop.blob_out,
+                        self.loop.iterations + 1, self.loop.blob_in))
         caffe2 = 'Caffe2 fails in AddGradientOperators with "{}".'.format(self.caffe2_error)
         if self.kind == GRADIENT_ERROR:
             return caffe2 + " This is not the sparse-gradient problem the doctor cures."
@@ -97,6 +134,25 @@ class Finding(NamedTuple):
                 + " " + caffe2)
 
     def _cure(self) -> str:
+        if self.kind == UNREGISTERED_OPERATOR and self.op_type == "ToDense":
+            return ("EnsureDense is Caffe2's dense conversion: fix() puts one in its place (any strategy). Where "
+                    "the gradient turns sparse, a conversion must go on the op's input instead: see the "
+                    "sparse-gradient finding, if any.")
+        if self.kind == UNREGISTERED_OPERATOR:
+            if self.idiom is None:
+                return ("give it one axis (axis=k or axes=[k]; ONNX's exclusive/reverse are 0 or 1), or write "
+                        "net.PyCumSum(x, y, axis=k) / net.CumSum(x, axes=[k]) after import pycumsum_op.")
+            return ("it is one net.{}: fix(net, losses) puts it in its place (any strategy; "
+                    "\"lowered\": Caffe2's own C++ operators), checked on random inputs against ONNX's "
+                    "definition.".format(self.idiom.call()))
+        if self.kind == SLOW_CUMSUM:
+            return ('fix(net, losses, strategy="pycumsum") puts one net.{} in its place, checked equal on random '
+                    "inputs (the default strategy leaves it: it works).".format(self.idiom.call()))
+        if self.kind == NOT_A_CUMSUM:
+            return ("replace the loop by one net.PyCumSum({!r}, {!r}, axis={}) (torch.cumsum; net.CumSum({!r}, "
+                    "axes=[{}]) after import pycumsum_op is the same op). fix() refuses: it would change what "
+                    "the net computes.".format(self.loop.blob_in, self.loop.blob_out, self.loop.axis,
+                                               self.loop.blob_in, self.loop.axis))
         if self.kind == GRADIENT_ERROR:
             return "see Caffe2's message; the op needs a registered gradient or must be left out of the backward pass."
         if self.kind == TWO_CHARACTER_GRADIENT_NAME:
@@ -109,7 +165,7 @@ class Finding(NamedTuple):
                 '(pycumsum_op.doctor.fix(net, losses, strategy="ensure_dense")).'
                 .format(self.source_input, self.source))
         if self.idiom is not None:
-            cure += " " + self.idiom.describe()
+            cure += " " + describe(self.idiom)
         elif self.unknown_constants:
             cure += (" It looks like the Transpose → SparseLengthsSum → Transpose cumsum idiom, but the values of "
                      "{} are not in the net or the workspace: pass the init net that fills them (init_net=, "

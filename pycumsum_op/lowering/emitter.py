@@ -2,10 +2,13 @@
 
 Both lowering targets (`aten`, `portable`) write their ops through it, so every op of a lowered
 PyCumSum sits on the replaced op's device and no intermediate name clashes with a blob of the net.
+Names come from `FreshNames`, one per lowered net, whose counter per base goes on from op to op: many
+ops writing the same blob cost one name each, not a search past every name the earlier ones took.
 
->>> emitter = OpEmitter(taken={"y_scan1"}, base="y")
->>> emitter.fresh()
-'y_scan2'
+>>> names = FreshNames({"y_scan1"})
+>>> emitter = OpEmitter(names, base="y")
+>>> emitter.fresh(), OpEmitter(names, base="y").fresh()
+('y_scan2', 'y_scan3')
 >>> emitter.op("Copy", ["x"], ["y"]).type, [op.type for op in emitter.ops]
 ('Copy', ['Copy'])
 """
@@ -20,32 +23,46 @@ TENSOR_TYPES = dict(_CAFFE2_TENSOR_TYPES)
 NUMPY_TYPES = {proto: dtype for dtype, proto in TENSOR_TYPES.items()}
 
 
+class FreshNames(object):
+    """Blob names not in ``taken`` (a set of the net's names, which `fresh` extends): ``<base>_scan<k>``, with
+    ``k`` counted on per base."""
+
+    def __init__(self, taken: set):
+        self._taken = taken
+        self._counters = {}
+
+    def fresh(self, base: str) -> str:
+        counter = self._counters.get(base, 0)
+        while True:
+            counter += 1
+            name = "{}_scan{}".format(base, counter)
+            if name not in self._taken:
+                self._taken.add(name)
+                self._counters[base] = counter
+                return name
+
+
 class OpEmitter(object):
-    """Collects ops; `fresh` names avoid ``taken`` (which it extends); ops get ``like``'s device.
+    """Collects ops; `fresh` names come from ``names`` (a `FreshNames`); ops get ``like``'s device.
 
     ``copy_outputs``: the outputs are always written by a final Copy, which writes into the memory the
     output blob already has. ATen ops give their output new memory, which would cut a blob that shares
     another's memory loose from it: a RecurrentNetwork step net's links are such blobs.
     """
 
-    def __init__(self, taken, base: str, like=None, copy_outputs=False):
+    def __init__(self, names: FreshNames, base: str, like=None, copy_outputs=False):
         self.ops = []
-        self._taken = taken
+        self._names = names
         self._base = base
         self._like = like
-        self._counter = 0
         self._copy_outputs = copy_outputs
         self._made = set()
 
     def fresh(self) -> str:
         """A blob name not used by the net nor by an earlier `fresh`."""
-        while True:
-            self._counter += 1
-            name = "{}_scan{}".format(self._base, self._counter)
-            if name not in self._taken:
-                self._taken.add(name)
-                self._made.add(name)
-                return name
+        name = self._names.fresh(self._base)
+        self._made.add(name)
+        return name
 
     def op(self, op_type: str, inputs, outputs, **args) -> caffe2_pb2.OperatorDef:
         """Append ``op_type(inputs) -> outputs`` with arguments ``args``; returns the OperatorDef."""

@@ -29,10 +29,11 @@ from ..netdefs import as_netdef, blob_names
 from ..ops.builders import BUILDERS, builder_params
 from ..scans import SCANS, Refused
 from ..scans import scan as registered_scan
+from ..input_limits import InputTooLarge
 from ..serialization import (BUILDER_ARGS, MAX_NET_DEPTH, PYTHON_OP_TYPES, UnsafeNetError, nested_label,
                              nested_nets, verify_net)
 from . import aten, portable
-from .emitter import NUMPY_TYPES, TENSOR_TYPES, OpEmitter
+from .emitter import NUMPY_TYPES, TENSOR_TYPES, FreshNames, OpEmitter
 from .errors import LoweringError
 from .input_facts import InputFacts, Site
 
@@ -92,15 +93,35 @@ def _scan_params(label: str, op):
 
 def _inferable(netdef, known: set) -> caffe2_pb2.NetDef:
     """A copy holding only the ops whose inputs are all ``known`` (extended by their outputs); Python ops
-    are left out. Caffe2's shape inference warns on stderr for every op it cannot see through."""
+    are left out. Caffe2's shape inference warns on stderr for every op it cannot see through. A fill op's
+    ``values`` are left empty: inference reads its ``shape``, and an init net's weights would be copied
+    and serialized for nothing."""
     copy = caffe2_pb2.NetDef()
-    copy.CopyFrom(netdef)
-    del copy.op[:]
+    _copy_fields(netdef, copy, "op")
     for op in netdef.op:
         if op.type not in PYTHON_OP_TYPES and all(blob in known for blob in op.input):
-            copy.op.add().CopyFrom(op)
+            inferred = copy.op.add()
+            _copy_fields(op, inferred, "arg")
+            for arg in op.arg:
+                if arg.name == "values":  # the schema wants the argument: it stays, empty
+                    inferred.arg.add(name="values")
+                else:
+                    inferred.arg.add().CopyFrom(arg)
             known.update(op.output)
     return copy
+
+
+def _copy_fields(source, target, skipped: str) -> None:
+    """Every field of protobuf message ``source`` but ``skipped`` into ``target``."""
+    for field, value in source.ListFields():
+        if field.name == skipped:
+            continue
+        if field.label == field.LABEL_REPEATED:
+            getattr(target, field.name).extend(value)
+        elif field.message_type is not None:
+            getattr(target, field.name).CopyFrom(value)
+        else:
+            setattr(target, field.name, value)
 
 
 def _checked_shape(blob, shape):
@@ -254,13 +275,13 @@ def _backward_pass_ops(scan, spec, op, target, facts, emitter, where) -> List[ca
     return emitter.finish(renamed[str(grads[x])], grad_in, grad_out)
 
 
-def _lower_python_op(index, op, target, facts, taken, prefix="") -> List[caffe2_pb2.OperatorDef]:
+def _lower_python_op(index, op, target, facts, names, prefix="") -> List[caffe2_pb2.OperatorDef]:
     """The ops replacing Python op ``op`` (index ``index``); ``prefix`` names the nested net holding it, and
     there its outputs are copied into place (`OpEmitter`'s ``copy_outputs``: step nets alias blobs)."""
     label = _label(index, op, prefix)
     scan, spec = _scan_params(label, op)
     where = Site(label, op.input[0])
-    emitter = OpEmitter(taken, op.output[0], like=op, copy_outputs=bool(prefix))
+    emitter = OpEmitter(names, op.output[0], like=op, copy_outputs=bool(prefix))
     entry = registered_scan(scan, label)
     outputs = len(entry.outputs)
     if op.type == "Python" and len(op.input) == 1 and len(op.output) == outputs:
@@ -277,7 +298,8 @@ def lower_op(op, netdef, target: str = "aten") -> List[caffe2_pb2.OperatorDef]:
     """The ops replacing one PyCumSum ``op`` that is to sit in ``netdef`` (fresh names avoid its blobs)."""
     _check_target(target)
     facts = _BlobFacts(netdef, None, None, None)
-    return _lower_python_op(len(netdef.op), op, target, facts, blob_names(netdef) | set(op.input) | set(op.output))
+    names = FreshNames(blob_names(netdef) | set(op.input) | set(op.output))
+    return _lower_python_op(len(netdef.op), op, target, facts, names)
 
 
 def lower(net, target: str = "aten", shapes=None, init_net=None, dtypes=None) -> caffe2_pb2.NetDef:
@@ -294,18 +316,35 @@ def lower(net, target: str = "aten", shapes=None, init_net=None, dtypes=None) ->
     result holds no Python op anywhere (checked with ``verify_net(python_ops=False)``). Raises
     `LoweringError` naming the op (and the nested net holding it) for any Python op that is not a
     scan op, for a nested net it cannot read, for what a target cannot do (with the reason) and for
-    what it cannot know (e.g. the scan length for "portable").
+    what it cannot know (e.g. the scan length for "portable"). Before anything reads them or Caffe2 infers
+    their shapes, ``net`` and ``init_net`` are held to `verify_net`'s budgets (ops, text and pickle bytes,
+    declared tensors): `pycumsum_op.input_limits.InputTooLarge` over one.
     """
     _check_target(target)
     netdef = as_netdef(net, "lower")
     init_netdef = None if init_net is None else as_netdef(init_net, "lower", "init_net")
+    for given in (netdef, init_netdef):
+        _within_budgets(given)
     facts = _BlobFacts(netdef, init_netdef, shapes, dtypes)
-    lowered = _lower_net(netdef, target, facts, _tree_blob_names(netdef), "", 0)
+    lowered = _lower_net(netdef, target, facts, FreshNames(_tree_blob_names(netdef)), "", 0)
     try:
         verify_net(lowered, python_ops=False)
     except UnsafeNetError as error:  # what the walk above missed: a defect, refused rather than returned
         raise LoweringError("lower: the lowered net is refused: {}".format(error.problems[0])) from None
     return lowered
+
+
+def _within_budgets(netdef) -> None:
+    """`verify_net`'s budgets before lowering reads ``netdef`` or Caffe2 infers its shapes: its ops, text nets,
+    builder pickles and declared tensors (`InputTooLarge`, `NetOverBudget`); a net refused only for its Python
+    ops goes on, as lowering names each one it cannot lower."""
+    if netdef is None:
+        return
+    try:
+        verify_net(netdef)
+    except UnsafeNetError as error:
+        if isinstance(error, InputTooLarge):
+            raise
 
 
 def _nested_or_refused(op, where, index) -> list:
@@ -328,20 +367,20 @@ def _tree_blob_names(netdef, depth=0) -> set:
     return names
 
 
-def _lower_net(netdef, target, facts, taken, prefix, depth) -> caffe2_pb2.NetDef:
+def _lower_net(netdef, target, facts, names, prefix, depth) -> caffe2_pb2.NetDef:
     """``netdef`` with its Python ops lowered, in it and in every net nested in its ops' arguments."""
     if depth > MAX_NET_DEPTH:
         raise LoweringError("{}: nets nested more than {} levels deep".format(prefix or "lower", MAX_NET_DEPTH))
     new_ops = []
     for index, op in enumerate(netdef.op):
         if op.type in PYTHON_OP_TYPES:
-            new_ops.extend(_lower_python_op(index, op, target, facts, taken, prefix))
+            new_ops.extend(_lower_python_op(index, op, target, facts, names, prefix))
             continue
         copied = caffe2_pb2.OperatorDef()
         copied.CopyFrom(op)
         where = "{}op {} ({}{})".format(prefix, index, op.type, " {!r}".format(op.name) if op.name else "")
         for nested in _nested_or_refused(copied, where, index):
-            inner = _lower_net(nested.netdef, target, facts.nested(nested.netdef, op.type), taken,
+            inner = _lower_net(nested.netdef, target, facts.nested(nested.netdef, op.type), names,
                                nested_label(where, nested) + " ", depth + 1)
             if inner == nested.netdef:
                 continue  # nothing lowered: the argument stays byte for byte as it was

@@ -49,20 +49,12 @@ import onnx.defs
 import onnx.numpy_helper
 from caffe2.proto import caffe2_pb2
 from caffe2.python import workspace
+from caffe2.python.onnx.backend import (  # torch >= 1.10: checked by __init__
+    Caffe2Backend, Caffe2Ops, OnnxNode, get_device_option)
 from onnx import TensorProto, helper
 from onnx.backend.base import Device
 
 from ..lowering import TARGETS, LoweringError, lower as _lower
-from ..torch_versions import has, needs
-
-try:
-    from caffe2.python.onnx.backend import Caffe2Backend, Caffe2Ops, OnnxNode, get_device_option
-except ImportError as error:  # torch <= 1.9's backend imports onnx.optimizer, which onnx 1.9 removed
-    if has("caffe2 onnx backend without onnx.optimizer") or "onnx.optimizer" not in str(error):
-        raise
-    raise ImportError(needs("caffe2 onnx backend without onnx.optimizer", "pycumsum_op.onnx with onnx {} (Caffe2's "
-                            "ONNX backend of older torch imports onnx.optimizer, which onnx 1.9 removed)".format(
-                                onnx.__version__))) from None
 from ..serialization import BUILDER_ARGS, PYTHON_OP_TYPES, NetProblem, UnsafeNetError, verify_net
 from .facts import GraphFacts
 from .forms import OWN, FormRefused, check_node, label
@@ -137,6 +129,17 @@ def _checked_conversion(convert):
         init_net, predict_net = convert(cls, onnx_model, device, opset_version, include_initializers)
         verify_translation(init_net, predict_net)
         return init_net, predict_net
+    checked.verifies = True
+    return checked
+
+
+def _checked_prepare(prepare):
+    """The stock ``prepare`` (a classmethod's function), with Python-op nodes and the model's declared tensors
+    refused (`check_tensors`) before onnx's checker and shape inference see the model."""
+    def checked(cls, model, device="CPU", raw_values_dict=None, **kwargs):
+        refuse_python_nodes(model.graph)
+        check_tensors(model)
+        return prepare(cls, model, device, raw_values_dict, **kwargs)
     checked.verifies = True
     return checked
 
@@ -433,14 +436,20 @@ def install() -> None:
     ``run_model``, ``onnx_graph_to_caffe2_net``) and node translation (its If/Loop bodies) accept only the
     forms of `pycumsum_op.onnx.forms` (CumSum and the other registered scans' ONNX operators included),
     declare initializers that are not graph inputs (what ``torch.onnx.export`` writes by default), refuse
-    nodes that would become Python ops and verify both nets. (``run_node`` of the stock module uses only the
-    C++ converters and is not changed: use `backend`'s ``run_node``, which checks forms.)
+    nodes that would become Python ops and verify both nets; its ``prepare`` refuses a model's declared
+    tensors over the caps before onnx's checker and shape inference run, and ``prepare_zip_archive`` reads
+    the archive as `CumSumBackend.prepare_zip_archive` does (sizes capped, no external-data files).
+    (``run_node`` of the stock module uses only the C++ converters and is not changed: use `backend`'s
+    ``run_node``, which checks forms.)
     """
     if not getattr(Caffe2Backend._onnx_model_to_caffe2_net.__func__, "verifies", False):
         Caffe2Backend._onnx_model_to_caffe2_net = classmethod(_checked_conversion(_translated_nets))
         Caffe2Backend._onnx_node_to_caffe2_op = classmethod(_checked_node_translation)
         Caffe2Backend._create_tensor_filling_op = classmethod(
             lambda cls, onnx_tensor, name=None: initializer_fill_op(onnx_tensor, name))
+    if not getattr(Caffe2Backend.prepare.__func__, "verifies", False):
+        Caffe2Backend.prepare = classmethod(_checked_prepare(Caffe2Backend.prepare.__func__))
+    Caffe2Backend.prepare_zip_archive = classmethod(CumSumBackend.prepare_zip_archive.__func__)
 
 
 backend = CumSumBackend

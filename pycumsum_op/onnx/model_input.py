@@ -2,9 +2,12 @@
 
 onnx 1.10's ``onnx.load`` follows a tensor's external-data ``location`` wherever it points
 (``../``, an absolute path, a symlink), so a model could copy any readable file into the nets it
-becomes. `load_model` reads the model without its external data and resolves each location
-itself: a relative path inside the model's folder, naming a regular file there (a symlink is
-followed only if it stays inside the folder), with ``offset`` / ``length`` inside that file. The
+becomes. `load_model` opens the model's folder once and reads the model file and each tensor's
+external data through that descriptor: a relative location resolved by the kernel beneath the folder
+(``openat2`` with ``RESOLVE_BENEATH``: a symlink is followed only while it stays inside, checked in the
+same call that opens the file, so no path can be swapped between the check and the read; where Linux
+has no ``openat2``, before 5.6, every component is opened with ``O_NOFOLLOW`` and symlinks are refused),
+naming a regular file, with ``offset`` / ``length`` inside that file. The
 model file and all its external data together are capped by ``PYCUMSUM_OP_MAX_INPUT_BYTES``, and
 the memory the model would take once parsed by ``PYCUMSUM_OP_MAX_PARSE_BYTES``, counted from its bytes
 first (`pycumsum_op.input_limits`). Anything else raises `ExternalDataError` (a ValueError) naming the
@@ -12,12 +15,19 @@ tensor, the location and why.
 
 `load_zip_archive` reads Caffe2's zip format (``CumSumBackend.prepare_zip_archive``) within the same cap.
 
-`check_model` is what `prepare` / `to_caffe2` check before Caffe2's backend allocates anything:
-every tensor size the model declares or ONNX shape inference finds (its inputs, which the backend
-fills with ones, outputs, initializers and intermediate values) within
-``PYCUMSUM_OP_MAX_TENSOR_BYTES``, and no tensor left pointing at external data (onnx would read it
-from wherever it points).
+`check_tensors` is the cost model of a model, checked before onnx's checker or shape inference sees it:
+every tensor the model declares (its inputs, which the backend fills with ones, outputs, value infos,
+initializers, constants in attributes, sparse tensors at their dense shape, subgraphs' too) charged by
+element count times element size to one `pycumsum_op.input_limits.TensorBudget` (each within
+``PYCUMSUM_OP_MAX_TENSOR_BYTES``, all within ``PYCUMSUM_OP_MAX_DECLARED_BYTES``, at most ``MAX_RANK``
+dimensions), no constant read as a shape with
+more entries than ``MAX_RANK`` (shape inference would make a value of that rank for every node after
+it), and no tensor left pointing at external data (onnx would read it from wherever it points).
+`check_model`, what `prepare` / `to_caffe2` check before Caffe2's backend allocates anything, adds the
+values ONNX shape inference finds to the same budget.
 """
+import ctypes
+import errno
 import os
 import stat
 import zipfile
@@ -25,7 +35,7 @@ import zipfile
 import onnx
 from onnx import TensorProto, mapping
 
-from ..input_limits import check_parse, check_size, check_tensor
+from ..input_limits import MAX_RANK, InputTooLarge, TensorBudget, check_parse, check_size
 
 
 class ExternalDataError(ValueError):
@@ -68,8 +78,8 @@ def _whole_number(text: str, key: str, where: str) -> int:
     return value
 
 
-def _resolve(location: str, folder: str, where: str) -> str:
-    """The real path of ``location`` if it names a file inside ``folder`` (a real path)."""
+def _parts(location: str, where: str) -> list:
+    """The components of ``location`` if it is a relative path that does not climb out with '..'."""
     parts = location.replace("\\", "/").split("/")
     if not location or "\0" in location:
         raise ExternalDataError("{}: external data location {!r} is empty or holds a NUL byte".format(where, location))
@@ -79,38 +89,74 @@ def _resolve(location: str, folder: str, where: str) -> str:
     if ".." in parts:
         raise ExternalDataError("{}: external data location {!r} climbs out with '..'; only files inside the "
                                 "model's folder are read".format(where, location))
-    real = os.path.realpath(os.path.join(folder, *parts))
-    if os.path.commonpath([real, folder]) != folder:
-        raise ExternalDataError("{}: external data location {!r} is a symlink leading out of the model's folder "
-                                "(to {!r}); only files inside it are read".format(where, location, real))
-    return real
+    parts = [part for part in parts if part not in ("", ".")]
+    if not parts:
+        raise ExternalDataError("{}: external data location {!r} names the model's folder, not a file in it".format(
+            where, location))
+    return parts
 
 
-def _open_regular(path: str, what: str, flags: int = 0):
-    """``path`` open for reading (binary) if it is a regular file, else `ExternalDataError`; never blocks
-    on a FIFO."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | flags)
+class _OpenHow(ctypes.Structure):
+    """Linux's ``struct open_how`` (openat2(2))."""
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+_SYS_OPENAT2 = 437  # the same number on every Linux architecture
+_RESOLVE_NO_MAGICLINKS, _RESOLVE_BENEATH = 0x02, 0x08
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_LIBC.syscall.restype = ctypes.c_long
+
+
+def _open_beneath(folder: int, parts: list, flags: int) -> int:
+    """A descriptor of ``parts`` opened beneath the directory descriptor ``folder`` (see the module); OSError
+    with errno EXDEV for a path that leads out of it."""
+    how = _OpenHow(flags | os.O_CLOEXEC, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+    descriptor = _LIBC.syscall(ctypes.c_long(_SYS_OPENAT2), ctypes.c_int(folder),
+                               ctypes.c_char_p(os.fsencode("/".join(parts))), ctypes.byref(how),
+                               ctypes.c_size_t(ctypes.sizeof(how)))
+    if descriptor >= 0:
+        return descriptor
+    number = ctypes.get_errno()
+    if number not in (errno.ENOSYS, errno.EPERM):  # EPERM: a seccomp filter that does not know openat2
+        raise OSError(number, os.strerror(number))
+    current = os.dup(folder)
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current)
+            os.close(current)
+            current = inner
+        return os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=current)
+    finally:
+        os.close(current)
+
+
+def _regular(descriptor: int, what: str):
+    """``descriptor`` as a binary file object if it is a regular file, else `ExternalDataError` (closed)."""
     if not stat.S_ISREG(os.fstat(descriptor).st_mode):
         os.close(descriptor)
         raise ExternalDataError("{} is not a regular file".format(what))
     return os.fdopen(descriptor, "rb")
 
 
-def _read_external(tensor, folder: str, where: str, used: int, model_name: str) -> int:
-    """Put ``tensor``'s external bytes into ``raw_data`` unless the model's ``used`` bytes and these pass
-    the cap; returns how many bytes were read."""
+def _read_external(tensor, folder: int, where: str, used: int, model_name: str) -> int:
+    """Put ``tensor``'s external bytes, read beneath the folder descriptor ``folder``, into ``raw_data`` unless
+    the model's ``used`` bytes and these pass the cap; returns how many bytes were read."""
     entries = {entry.key: entry.value for entry in tensor.external_data}
     unknown = sorted(set(entries) - {"location", "offset", "length", "checksum", "basepath"})
     if unknown:
         raise ExternalDataError("{}: unknown external data key(s) {}".format(where, ", ".join(unknown)))
     location = entries.get("location", "")
-    path = _resolve(location, folder, where)
+    parts = _parts(location, where)
     offset = _whole_number(entries.get("offset", "0"), "offset", where)
     try:
-        handle = _open_regular(path, "{}: external data {!r}".format(where, location), os.O_NOFOLLOW)
+        descriptor = _open_beneath(folder, parts, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as error:
+        if error.errno == errno.EXDEV:
+            raise ExternalDataError("{}: external data location {!r} is a symlink leading out of the model's "
+                                    "folder; only files inside it are read".format(where, location)) from None
         raise ExternalDataError("{}: cannot open external data {!r}: {}".format(
             where, location, error.strerror or error)) from None
+    handle = _regular(descriptor, "{}: external data {!r}".format(where, location))
     with handle:
         status = os.fstat(handle.fileno())
         length = (_whole_number(entries["length"], "length", where) if "length" in entries
@@ -136,19 +182,23 @@ def load_model(path) -> onnx.ModelProto:
     `pycumsum_op.input_limits.InputTooLarge`, `pycumsum_op.wire_census.UnreadableMessage` (a ValueError)
     for bytes that are no ModelProto, or ``google.protobuf.message.DecodeError``."""
     path = os.fspath(path)
-    with _open_regular(path, "ONNX model {!r}".format(path)) as handle:
-        status = os.fstat(handle.fileno())
-        check_size(status.st_size, "ONNX model {!r}".format(path))
-        data = handle.read(status.st_size + 1)
-    check_size(len(data), "ONNX model {!r}".format(path))
-    check_parse(data, onnx.ModelProto, "ONNX model {!r}".format(path))
-    model = onnx.load_model_from_string(data)
-    folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
-    used = len(data)
-    for tensor in _graph_tensors(model.graph):
-        if _external(tensor):
-            where = "tensor {!r}".format(tensor.name[:200])
-            used += _read_external(tensor, folder, where, used, "ONNX model {!r}".format(path))
+    folder = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        descriptor = os.open(os.path.basename(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+        with _regular(descriptor, "ONNX model {!r}".format(path)) as handle:
+            status = os.fstat(handle.fileno())
+            check_size(status.st_size, "ONNX model {!r}".format(path))
+            data = handle.read(status.st_size + 1)
+        check_size(len(data), "ONNX model {!r}".format(path))
+        check_parse(data, onnx.ModelProto, "ONNX model {!r}".format(path))
+        model = onnx.load_model_from_string(data)
+        used = len(data)
+        for tensor in _graph_tensors(model.graph):
+            if _external(tensor):
+                where = "tensor {!r}".format(tensor.name[:200])
+                used += _read_external(tensor, folder, where, used, "ONNX model {!r}".format(path))
+    finally:
+        os.close(folder)
     return model
 
 
@@ -184,29 +234,100 @@ def _itemsize(elem_type: int) -> int:
     return 8 if dtype is None or dtype.kind == "O" else dtype.itemsize
 
 
-def check_tensors(model) -> None:
-    """`ExternalDataError` for a tensor still pointing at external data; `InputTooLarge` for a tensor the
-    model holds over ``PYCUMSUM_OP_MAX_TENSOR_BYTES``. Reads no file and infers no shape (cheap enough
-    to run before onnx's checker, which would try to open the external file)."""
+#: Node inputs that ONNX shape inference reads as a shape (one entry per dimension of what it infers).
+SHAPE_INPUTS = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0, "Tile": 1, "Unsqueeze": 1, "Squeeze": 1}
+#: Node attributes that shape inference reads as one entry per dimension.
+SHAPE_ATTRIBUTES = frozenset(["axes", "perm"])
+
+
+def _graphs(graph):
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            for sub in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
+                yield from _graphs(sub)
+
+
+def _sparse_tensors(graph):
+    """The SparseTensorProtos of ``graph`` itself (initializers, node attributes), not of its subgraphs."""
+    yield from graph.sparse_initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("sparse_tensor"):
+                yield attribute.sparse_tensor
+            yield from attribute.sparse_tensors
+
+
+def _check_shape_sources(graph) -> None:
+    """`InputTooLarge` for a constant read as a shape (`SHAPE_INPUTS`) or an attribute read as one entry per
+    dimension (`SHAPE_ATTRIBUTES`) with more than ``MAX_RANK`` entries: the rank of every value inferred
+    after it."""
+    constants = {tensor.name: tensor for tensor in graph.initializer}
+    for node in graph.node:
+        label = "ONNX {} node {!r}".format(node.op_type[:100], (node.name or next(iter(node.output), ""))[:200])
+        for attribute in node.attribute:
+            if attribute.name in SHAPE_ATTRIBUTES and len(attribute.ints) > MAX_RANK:
+                raise InputTooLarge("{} attribute {!r} has {} entries, more than the {} dimensions a shape may have "
+                                    "(MAX_RANK)".format(label, attribute.name, len(attribute.ints), MAX_RANK))
+            if node.op_type == "Constant" and attribute.HasField("t") and node.output:
+                constants[node.output[0]] = attribute.t
+        position = SHAPE_INPUTS.get(node.op_type)
+        if position is None or len(node.input) <= position or node.input[position] not in constants:
+            continue
+        entries = 1
+        for dim in constants[node.input[position]].dims:
+            entries *= max(int(dim), 0)
+            if entries > MAX_RANK:
+                raise InputTooLarge("{} reads constant {!r} as a shape, and it has more than the {} dimensions a "
+                                    "shape may have (MAX_RANK)".format(label, node.input[position][:200], MAX_RANK))
+
+
+def _value_dims(info):
+    """The dims an ONNX value info declares (open ones as 0, as Caffe2's backend allocates them), or None."""
+    if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
+        return [dim.dim_value for dim in info.type.tensor_type.shape.dim]
+    return None
+
+
+def _charge_values(graph, budget: TensorBudget) -> None:
+    for info in _value_infos(graph):
+        dims = _value_dims(info)
+        if dims is not None:
+            budget.charge(dims, _itemsize(info.type.tensor_type.elem_type), "ONNX value {!r}".format(info.name[:200]),
+                          name=info.name)
+
+
+def _model_budget(model) -> TensorBudget:
+    """The `TensorBudget` of ``model``'s declared tensors (see the module)."""
+    budget = TensorBudget("ONNX model {!r}".format(model.graph.name[:200]))
+    for graph in _graphs(model.graph):
+        _check_shape_sources(graph)
+        for sparse in _sparse_tensors(graph):  # its dense shape: what densifying it allocates
+            budget.charge(sparse.dims, _itemsize(sparse.values.data_type),
+                          "ONNX sparse tensor {!r}".format(sparse.values.name[:200]), name=sparse.values.name or None)
     for tensor in _graph_tensors(model.graph):
         where = "ONNX tensor {!r}".format(tensor.name[:200])
         if _external(tensor):
             raise ExternalDataError("{} keeps its data in an external file, which is read only by "
                                     "pycumsum_op.onnx.load_model(path) (from the model's folder)".format(where))
-        check_tensor(tensor.dims, _itemsize(tensor.data_type), where)
+        budget.charge(tensor.dims, _itemsize(tensor.data_type), where, name=tensor.name or None)
+    _charge_values(model.graph, budget)
+    return budget
+
+
+def check_tensors(model) -> None:
+    """`ExternalDataError` for a tensor still pointing at external data; `InputTooLarge` for the model's
+    declared tensors over the caps (see the module). Reads no file and infers no shape (cheap enough to run
+    before onnx's checker, which would try to open the external file, and shape inference)."""
+    _model_budget(model)
 
 
 def check_model(model) -> None:
-    """`check_tensors`, then `InputTooLarge` for a declared or inferred value over
-    ``PYCUMSUM_OP_MAX_TENSOR_BYTES`` (see the module)."""
-    check_tensors(model)
+    """`check_tensors`, then the values ONNX shape inference finds charged to the same budget: `InputTooLarge`
+    for one over ``PYCUMSUM_OP_MAX_TENSOR_BYTES`` or all over ``PYCUMSUM_OP_MAX_DECLARED_BYTES``."""
+    budget = _model_budget(model)
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:  # as Caffe2's backend: go on with the shapes the model declares
-        inferred = model
-    for graph in (model.graph, inferred.graph):
-        for info in _value_infos(graph):
-            if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
-                dims = [dim.dim_value for dim in info.type.tensor_type.shape.dim]
-                check_tensor(dims, _itemsize(info.type.tensor_type.elem_type),
-                             "ONNX value {!r}".format(info.name[:200]))
+        return
+    _charge_values(inferred.graph, budget)

@@ -1,6 +1,11 @@
 """`cumsum(net, ...)` and its siblings, installed as ``core.Net.PyCumSum`` (``PyCumProd``, ``PyCumMax``,
 ``PyCumMin``, ``PyLogCumSumExp``) by ``import pycumsum_op``.
 
+Where Caffe2 has no such operator, ``import pycumsum_op`` also makes the calls that circulating answers
+for torch.cumsum in Caffe2 type work or explain themselves (`install_answers`): ``net.CumSum(x, axes=[k])``
+is PyCumSum; ``net.ToDense(...)`` and ``net.Expand(x, dims=...)`` (no shape input) raise one error that
+names the cause and the cure instead of failing later, or in the backward pass.
+
 >>> import numpy as np
 >>> from caffe2.python import core, workspace
 >>> import pycumsum_op
@@ -176,7 +181,95 @@ def _install_net_method(entry, registered: bool) -> None:
         del _NET_METHODS[entry.op_name]
 
 
+#: Ops whose gradient with respect to their first input (DATA) is sparse.
+SPARSE_GRADIENT_OPS = ("SparseLengthsSum", "SparseLengthsMean", "SparseLengthsWeightedSum", "Gather")
+
+
+class ToDenseError(AttributeError):
+    """``net.ToDense(...)``: Caffe2 has no ToDense operator; the message says where the sparse gradient is
+    born and the two cures. An AttributeError, as Caffe2's own "not a registered operator" is."""
+
+
+def to_dense_error(net, blob_in) -> ToDenseError:
+    """The error ``net.ToDense(blob_in)`` raises; it names the op that makes the gradient sparse and its DATA
+    input when ``net`` makes ``blob_in`` with one."""
+    listed = blob_in if isinstance(blob_in, (list, tuple)) else [blob_in]
+    blob = str(listed[0]) if listed else "?"
+    producer = next((op for op in reversed(net.Proto().op) if blob in op.output), None)
+    if producer is not None and producer.type in SPARSE_GRADIENT_OPS and producer.input:
+        source, data = "{}'s DATA input {!r}".format(producer.type, producer.input[0]), repr(producer.input[0])
+    else:
+        source, data = "the DATA input of the op that makes it sparse (SparseLengthsSum, Gather)", "data"
+    return ToDenseError(
+        "Method ToDense is not a registered operator: Caffe2 has no ToDense (EnsureDense is its dense conversion). "
+        "Nor would one help here: the sparse gradient is born at {source} (a GradientSlice: indices + values), "
+        "not at its output {blob!r}, so the op before it (a Transpose, in the cumsum idiom) still fails with "
+        "\"Gradient of output ... is sparse (expected dense)\". Two cures: net.PyCumSum(x, y, axis=k) (or "
+        "net.CumSum(x, axes=[k])) in place of the Transpose -> SparseLengthsSum -> Transpose cumsum: "
+        "torch.cumsum with a dense gradient, in O(N*C); or EnsureDense on the DATA input: "
+        "net.SparseLengthsSum([net.EnsureDense({data}), indices, lengths]). `pycumsum-op doctor` finds and "
+        "fixes both in a saved net.".format(source=source, blob=blob, data=data))
+
+
+def _to_dense(self, blob_in, *args, **kwargs):
+    raise to_dense_error(self, blob_in)
+
+
+def _one_axis(axes, axis):
+    """The one axis of ``net.CumSum``'s ``axes=[k]`` (ONNX-style) or ``axis=k``."""
+    if axes is not None and axis is not None:
+        raise ScanArgumentError("CumSum: got both axes={!r} and axis={!r}; pass one".format(axes, axis))
+    if axes is None:
+        return axis
+    listed = list(axes) if isinstance(axes, (list, tuple)) else [axes]
+    if len(listed) != 1:
+        raise ScanArgumentError("CumSum: axes={!r}: takes exactly one axis (a cumulative sum runs along one "
+                                "axis; for several, chain one CumSum per axis)".format(axes))
+    return listed[0]
+
+
+def _net_cumsum(self, blob_in, blob_out=None, axes=None, axis=None, exclusive=False, reverse=False, dim=None):
+    """``net.CumSum(x, axes=[k])``: torch.cumsum(x, k) as one PyCumSum (ONNX CumSum's ``exclusive`` and
+    ``reverse``, as 0/1 or bools); ``[x, axis_blob]`` takes the axis from a blob, as ONNX CumSum does."""
+    flags = {}
+    for name, value in (("exclusive", exclusive), ("reverse", reverse)):
+        if value not in (0, 1, True, False):
+            raise ScanArgumentError("CumSum: {}={!r}: expected 0 or 1 (or a bool)".format(name, value))
+        flags[name] = bool(value)
+    return cumsum(self, blob_in, blob_out, axis=_one_axis(axes, axis), dim=dim, **flags)
+
+
+_net_cumsum.__name__ = _net_cumsum.__qualname__ = "CumSum"
+
+
+def _net_expand(self, inputs, *args, **kwargs):
+    """Caffe2's Expand, refusing at once the one-input form that fails Caffe2's schema check at run time."""
+    if isinstance(inputs, (list, tuple)) and len(inputs) != 1:
+        return self._CreateAndAddToSelf("Expand", inputs, *args, **kwargs)
+    given = ", ".join("{}={!r}".format(name, value) for name, value in sorted(kwargs.items()) if name != "name")
+    raise ScanArgumentError(
+        "Expand: takes the target shape as a second input blob, net.Expand([x, shape]), not as arguments{}; with "
+        "one input it fails Caffe2's schema check when the net runs. If this is the Slice + Expand + Add + Concat "
+        "loop offered for torch.cumsum: it is not a cumulative sum either (it concatenates growing prefixes); use "
+        "net.PyCumSum(x, y, axis=k) or net.CumSum(x, axes=[k])".format(" (got {})".format(given) if given else ""))
+
+
+_net_expand.__name__ = _net_expand.__qualname__ = "Expand"
+
+
+def install_answers():
+    """``core.Net.CumSum`` (PyCumSum) and ``core.Net.ToDense`` (`ToDenseError`) where Caffe2 has no such
+    operator, and ``core.Net.Expand`` refusing its one-input form at once; idempotent. Only ``net.<name>``
+    calls: every other attribute of a net, and every error Caffe2 raises for one, stays Caffe2's."""
+    for name, hook, wanted in (("CumSum", _net_cumsum, not core.IsOperator("CumSum")),
+                               ("ToDense", _to_dense, not core.IsOperator("ToDense")),
+                               ("Expand", _net_expand, core.IsOperator("Expand"))):
+        if wanted and name not in vars(core.Net):
+            setattr(core.Net, name, hook)
+
+
 def install():
     """Make ``net.<op_name>`` of every registered scan (``net.PyCumSum``, ``net.PyCumProd``, ...) available on
-    every ``core.Net``, now and for scans registered later."""
+    every ``core.Net``, now and for scans registered later; and `install_answers`."""
     listen(_install_net_method)
+    install_answers()

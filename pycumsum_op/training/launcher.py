@@ -44,6 +44,7 @@ class Worker(NamedTuple):
     rank: int
     process: subprocess.Popen
     log: str
+    run: RunDirectory
 
 
 def _die_with_parent() -> None:
@@ -88,7 +89,7 @@ def _start(run: RunDirectory, rank: int, interface: Optional[str]) -> Worker:
     with run.create_log(rank) as handle:  # rank 0 draws the progress bar on our stdout; everything else to its log
         process = subprocess.Popen(command, stdout=None if rank == 0 else handle, stderr=handle,
                                    stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
-    return Worker(rank, process, log)
+    return Worker(rank, process, log, run)
 
 
 def _stop(workers: List[Worker]) -> None:
@@ -110,8 +111,8 @@ def _reason(worker: Worker) -> str:
     status = worker.process.returncode
     if status < 0:
         return "was killed by {}".format(signal.Signals(-status).name)
-    with open(worker.log, errors="replace") as handle:
-        errors = [line.strip() for line in handle if line.startswith("rank {}: error:".format(worker.rank))]
+    errors = [line.strip() for line in worker.run.read_log(worker.rank)
+              if line.startswith("rank {}: error:".format(worker.rank))]
     return "failed: {}".format(errors[-1].split("error: ", 1)[1] if errors else "exit status {}".format(status))
 
 

@@ -26,10 +26,12 @@ import numpy as np
 from caffe2.python import core, model_helper, workspace
 from caffe2.python.modeling.initializers import Initializer
 
+from .._runtime import require_optional
 from ..examples.ordinal_emd import PARAMETERS, add_ordinal_emd_loss, add_sgd_update
 from .rendezvous import TrainingSetupError
 from .run_directory import max_parameter_difference
 
+require_optional("networkx", "pycumsum_op.training")  # data_parallel_model imports memonger, which needs it
 with contextlib.redirect_stdout(io.StringIO()):  # its import prints "Ignoring @/caffe2/caffe2/contrib/gloo:gloo_ops
     from caffe2.python import data_parallel_model  # as it is not a valid file": the wheel has Gloo's ops built in
 

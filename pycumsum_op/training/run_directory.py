@@ -8,10 +8,14 @@
 
 Gloo's rendezvous keys live inside it, in the file store's own subdirectory (prefix ``gloo``).
 
-The run directory and its subdirectories are created private (0700) and must be real directories
-owned by the user running the launcher and not writable by group or others; anything else
-(another user's directory planted under the same run id, a symlink) is refused with
-`TrainingSetupError`. Every file is created new (O_EXCL) and never through a symlink (O_NOFOLLOW).
+The store is opened once (`pycumsum_op.training.rendezvous.open_store`: no other user can change it
+or any folder above it), and everything below it is reached through directory descriptors: the run
+directory and its subdirectories are opened with O_NOFOLLOW | O_DIRECTORY from their parent's
+descriptor, created private (0700), and must be real directories owned by the user running the
+launcher and not writable by group or others; anything else (another user's directory planted under
+the same run id, a symlink) is refused with `TrainingSetupError`. Every file is created new (O_EXCL)
+and never through a symlink (O_NOFOLLOW), in the descriptor of the directory that was checked, so
+swapping a path after the check changes nothing this process reads or writes.
 """
 import json
 import os
@@ -23,7 +27,7 @@ from typing import Dict, List, NamedTuple
 import numpy as np
 
 from ..examples.ordinal_emd import PARAMETERS
-from .rendezvous import TrainingSetupError, check_store_directory
+from .rendezvous import TrainingSetupError, open_store
 
 
 def max_parameter_difference(*param_sets: Dict[str, np.ndarray]) -> float:
@@ -70,57 +74,88 @@ class RunResult(NamedTuple):
     losses: np.ndarray
 
 
-def _owned_directory(path: str) -> None:
-    """Create ``path`` (0700) unless it exists; `TrainingSetupError` unless it is a real directory owned by
-    this user that group and others cannot write."""
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_SUBDIRECTORIES = ("nodes", "joined", "logs", "results")
+
+
+def _owned_directory(parent: int, name: str, path: str) -> int:
+    """The descriptor of directory ``name`` in the open directory ``parent``, created (0700) unless it exists;
+    `TrainingSetupError` unless it is a real directory owned by this user that group and others cannot write
+    (``path`` names it)."""
     try:
-        os.mkdir(path, 0o700)
+        os.mkdir(name, 0o700, dir_fd=parent)
     except FileExistsError:
         pass
-    status = os.lstat(path)
-    if not stat.S_ISDIR(status.st_mode):
-        raise TrainingSetupError("run directory {!r} is not a directory ({}); refusing to use it".format(
-            path, "a symlink" if stat.S_ISLNK(status.st_mode) else "some other file"))
-    if status.st_uid != os.geteuid():
-        raise TrainingSetupError("run directory {!r} belongs to user id {}, not to this user ({}); refusing to use "
-                                 "it (choose a new --run-id)".format(path, status.st_uid, os.geteuid()))
-    if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise TrainingSetupError("run directory {!r} is writable by group or others (mode {:o}); refusing to use "
-                                 "it".format(path, stat.S_IMODE(status.st_mode)))
-
-
-def _create_file(path: str, mode: str = "wb"):
-    """A new file (O_EXCL: never an existing file, O_NOFOLLOW: never through a symlink), open as ``mode``;
-    FileExistsError if anything (a symlink included) is there."""
-    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), mode)
-
-
-def _new_file(path: str, mode: str = "wb"):
-    """`_create_file`; what is already there is `TrainingSetupError`."""
     try:
-        return _create_file(path, mode)
-    except FileExistsError:
-        raise TrainingSetupError("{!r} already exists (a file or symlink left in the run directory); refusing to "
-                                 "write it: every run needs a new --run-id".format(path)) from None
+        descriptor = os.open(name, _DIRECTORY, dir_fd=parent)
+    except OSError as error:  # ELOOP: a symlink; ENOTDIR: some other file
+        raise TrainingSetupError("run directory {!r} is not a directory ({}); refusing to use it".format(
+            path, "a symlink" if stat.S_ISLNK(os.lstat(name, dir_fd=parent).st_mode) else error.strerror)) from None
+    status = os.fstat(descriptor)
+    problem = None
+    if status.st_uid != os.geteuid():
+        problem = "belongs to user id {}, not to this user ({}); refusing to use it (choose a new --run-id)".format(
+            status.st_uid, os.geteuid())
+    elif status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        problem = "is writable by group or others (mode {:o}); refusing to use it".format(stat.S_IMODE(status.st_mode))
+    if problem:
+        os.close(descriptor)
+        raise TrainingSetupError("run directory {!r} {}".format(path, problem))
+    return descriptor
+
+
+def _create_file(folder: int, name: str, mode: str = "wb"):
+    """A new file ``name`` in the open directory ``folder`` (O_EXCL: never an existing file, O_NOFOLLOW: never
+    through a symlink), open as ``mode``; FileExistsError if anything (a symlink included) is there."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    return os.fdopen(os.open(name, flags, 0o600, dir_fd=folder), mode)
+
+
+def _open_file(folder: int, name: str, mode: str = "rb"):
+    """File ``name`` of the open directory ``folder`` for reading, never through a symlink."""
+    return os.fdopen(os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder), mode)
 
 
 class RunDirectory:
-    """STORE/RUN_ID (see the module docstring)."""
+    """STORE/RUN_ID (see the module docstring), held open: `close` (or garbage collection) releases it."""
 
     def __init__(self, store_dir: str, run_id: str):
+        self._folders = {}
         if not re.match(r"^[A-Za-z0-9_-][A-Za-z0-9._-]*$", run_id):
             raise TrainingSetupError("--run-id {!r} must be letters, digits, '.', '_' and '-' (a directory name in the "
                                      "store), not starting with '.'".format(run_id))
-        check_store_directory(store_dir)
         self.store_dir, self.run_id = os.path.abspath(store_dir), run_id
         self.path = os.path.join(self.store_dir, run_id)
-        for path in [self.path] + [os.path.join(self.path, sub) for sub in ("nodes", "joined", "logs", "results")]:
-            _owned_directory(path)
+        store = open_store(store_dir)
+        try:
+            self._folders[""] = _owned_directory(store, run_id, self.path)
+        finally:
+            os.close(store)
+        for sub in _SUBDIRECTORIES:
+            self._folders[sub] = _owned_directory(self._folders[""], sub, os.path.join(self.path, sub))
+
+    def close(self) -> None:
+        for descriptor in self._folders.values():
+            os.close(descriptor)
+        self._folders = {}
+
+    def __del__(self):
+        self.close()
+
+    def _new_file(self, sub: str, name: str, mode: str = "wb"):
+        """`_create_file` in subdirectory ``sub`` ("" for the run directory); what is already there is
+        `TrainingSetupError`."""
+        try:
+            return _create_file(self._folders[sub], name, mode)
+        except FileExistsError:
+            raise TrainingSetupError("{!r} already exists (a file or symlink left in the run directory); refusing to "
+                                     "write it: every run needs a new --run-id".format(
+                                         os.path.join(self.path, sub, name))) from None
 
     def claim(self, node_rank: int) -> None:
         """Mark this node as started; `TrainingSetupError` if this run id already ran on that node."""
         try:
-            _create_file(os.path.join(self.path, "nodes", str(node_rank))).close()
+            _create_file(self._folders["nodes"], str(node_rank)).close()
         except FileExistsError:
             raise TrainingSetupError(
                 "run id {!r} was already used by node {} in store {!r} (left by an earlier run?): every run needs "
@@ -128,16 +163,15 @@ class RunDirectory:
 
     def agree(self, config: RunConfig, node_rank: int) -> None:
         """Record ``config`` as the run's, or check it equals the one another node recorded first."""
-        target = os.path.join(self.path, "config.json")
-        draft = os.path.join(self.path, ".config.{}.json".format(node_rank))
-        with _new_file(draft, "w") as handle:
+        run, draft = self._folders[""], ".config.{}.json".format(node_rank)
+        with self._new_file("", draft, "w") as handle:
             json.dump(config._asdict(), handle)
         try:
-            os.link(draft, target)  # atomic: the first node's configuration wins
+            os.link(draft, "config.json", src_dir_fd=run, dst_dir_fd=run, follow_symlinks=False)  # the first wins
         except FileExistsError:
             pass
         finally:
-            os.unlink(draft)
+            os.unlink(draft, dir_fd=run)
         recorded = self.config()
         if recorded != config:
             different = ", ".join("{}={} (here {})".format(key, value, getattr(config, key))
@@ -146,17 +180,17 @@ class RunDirectory:
                 node_rank, self.run_id, different))
 
     def config(self) -> RunConfig:
-        with open(os.path.join(self.path, "config.json")) as handle:
+        with _open_file(self._folders[""], "config.json", "r") as handle:
             return RunConfig(**json.load(handle))
 
     def join(self, rank: int, config: RunConfig) -> None:
         """Announce ``rank`` and wait until every rank of the run has: `TimeoutError` naming the missing ranks
         after ``config.join_timeout`` seconds (Gloo's own rendezvous would only name internal keys)."""
-        joined = os.path.join(self.path, "joined")
-        _new_file(os.path.join(joined, str(rank))).close()
+        self._new_file("joined", str(rank)).close()
         deadline = time.monotonic() + config.join_timeout
         while True:
-            missing = sorted(set(range(config.world_size)) - {int(name) for name in os.listdir(joined)})
+            joined = {int(name) for name in os.listdir(self._folders["joined"])}
+            missing = sorted(set(range(config.world_size)) - joined)
             if not missing:
                 return
             if time.monotonic() > deadline:
@@ -167,28 +201,32 @@ class RunDirectory:
             time.sleep(0.05)
 
     def log_path(self, rank: int) -> str:
-        return os.path.join(self.path, "logs", "rank-{}.log".format(rank))
+        return os.path.join(self.path, "logs", _log_name(rank))
 
     def create_log(self, rank: int):
         """The new log file of ``rank``, open for writing (binary)."""
-        return _new_file(self.log_path(rank))
+        return self._new_file("logs", _log_name(rank))
 
-    def _result_path(self, rank: int) -> str:
-        return os.path.join(self.path, "results", "rank-{}.npz".format(rank))
+    def read_log(self, rank: int) -> List[str]:
+        """The lines of ``rank``'s log (undecodable bytes replaced)."""
+        with _open_file(self._folders["logs"], _log_name(rank), "rb") as handle:
+            return handle.read().decode("utf-8", "replace").splitlines()
 
     def write_result(self, rank: int, result: RunResult) -> None:
         """Write atomically (rename), so a reader never sees half a file."""
-        draft = os.path.join(self.path, "results", ".rank-{}.npz".format(rank))
-        with _new_file(draft) as handle:
+        draft = ".rank-{}.npz".format(rank)
+        with self._new_file("results", draft) as handle:
             np.savez(handle, losses=result.losses, **result.params)
-        os.replace(draft, self._result_path(rank))
+        results = self._folders["results"]
+        os.replace(draft, _result_name(rank), src_dir_fd=results, dst_dir_fd=results)
 
     def read_results(self, world_size: int, wait_seconds: float) -> List[RunResult]:
         """Every rank's result, waiting up to ``wait_seconds`` for ranks of other nodes (else `TimeoutError`)."""
         deadline = time.monotonic() + wait_seconds
         missing = list(range(world_size))
         while True:
-            missing = [rank for rank in missing if not os.path.exists(self._result_path(rank))]
+            present = set(os.listdir(self._folders["results"]))
+            missing = [rank for rank in missing if _result_name(rank) not in present]
             if not missing:
                 break
             if time.monotonic() > deadline:
@@ -197,6 +235,14 @@ class RunDirectory:
             time.sleep(0.1)
         results = []
         for rank in range(world_size):
-            with np.load(self._result_path(rank)) as saved:
+            with _open_file(self._folders["results"], _result_name(rank)) as handle, np.load(handle) as saved:
                 results.append(RunResult({name: saved[name] for name in PARAMETERS}, saved["losses"]))
         return results
+
+
+def _log_name(rank: int) -> str:
+    return "rank-{}.log".format(rank)
+
+
+def _result_name(rank: int) -> str:
+    return "rank-{}.npz".format(rank)
