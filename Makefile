@@ -11,10 +11,10 @@ demo: $(STAMP)
 	$(VENV)/bin/pycumsum-op demo --draw build/demo
 
 test: $(STAMP)
-	$(VPY) -m pytest -q
+	$(VPY) -m pytest -q -n auto
 
 test-fast: $(STAMP)
-	$(VPY) -m pytest -q -m "not slow"
+	$(VPY) -m pytest -q -n auto -m "not slow"
 
 # Not CI: venvs under .matrix/ for torch 1.4-1.10.2 on CPython 3.6-3.9 (scripts/test-matrix.sh; docs/versions.md):
 # in each, a new user's first five minutes after `pip install .` (scripts/first-five-minutes.py), then the suite.
