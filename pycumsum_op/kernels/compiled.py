@@ -32,47 +32,59 @@ import threading
 import numpy as np
 
 from . import tuning
+from .spec import accumulate_dtype
 
 #: The environment variable that turns the accelerator off ("0", "off", "false", "no").
 SWITCH = "PYCUMSUM_OP_ACCELERATOR"
 #: The environment variable naming the on-disk cache of compiled kernels.
 CACHE_VARIABLE = "PYCUMSUM_OP_CACHE_DIR"
-#: dtypes the kernels take: torch accumulates these in float64 (floats) or int64 (integers) on CPU.
-DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
 SUM, PRODUCT = 0, 1
 
 _OFF = ("0", "off", "false", "no")
 _lock = threading.Lock()
 _kernels = None
-_installed = None
+_import_error = None  # None: not tried yet; "": numba imported; else why it did not
+
+
+def _numba_error() -> str:
+    """Why numba does not import ("" when it does): tried once, when a scan first asks. A broken install (e.g.
+    one built for another numpy) counts as none, and the scans run without it."""
+    global _import_error
+    if _import_error is None:
+        try:
+            import numba  # noqa: F401
+        except Exception as error:  # numba raises ImportError, or others when its numpy does not fit
+            _import_error = "{}: {}".format(type(error).__name__, error).strip()
+        else:
+            _import_error = ""
+    return _import_error
 
 
 def installed() -> bool:
-    """Whether numba imports (tried once, when a scan first asks: a broken install, e.g. one built for another
-    numpy, counts as none, and the scans run without it)."""
-    global _installed
-    if _installed is None:
-        try:
-            import numba  # noqa: F401
-        except Exception:  # numba raises ImportError, or others when its numpy does not fit
-            _installed = False
-        else:
-            _installed = True
-    return _installed
+    """Whether numba imports."""
+    return not _numba_error()
+
+
+def status() -> str:
+    """"on", or why the accelerator is off: the switch, numba missing, or numba's import error."""
+    setting = os.environ.get(SWITCH, "1")
+    if setting.strip().lower() in _OFF:
+        return "off: turned off by {}={}".format(SWITCH, setting)
+    error = _numba_error()
+    if not error:
+        return "on"
+    if error.startswith("ModuleNotFoundError") and "'numba'" in error:
+        return "off: numba is not installed (pip install 'pycumsum_op[fast]')"
+    return "off: numba failed to import: " + error
 
 
 def enabled() -> bool:
-    """Whether the engine may take the compiled paths: numba is installed and `SWITCH` does not say no."""
+    """Whether the compiled paths may run: numba imports and `SWITCH` does not say no."""
     return installed() and os.environ.get(SWITCH, "1").strip().lower() not in _OFF
 
 
-#: dtype kind -> the accumulator of a sum or product (torch's CPU acc_type).
-_ACCUMULATORS = {"f": np.dtype(np.float64), "i": np.dtype(np.int64)}
-
-
-def accepts(src: np.ndarray, dst: np.ndarray) -> bool:
-    """Whether the kernels take src -> dst: dtypes of `DTYPES`, both floating or both integer."""
-    return src.dtype in DTYPES and dst.dtype in DTYPES and src.dtype.kind == dst.dtype.kind
+#: dtype kind -> the accumulator of a sum or product (`spec.accumulate_dtype`).
+ACCUMULATORS = {kind: accumulate_dtype(kind + "8") for kind in "fi"}
 
 
 def cache_directory() -> str:
@@ -84,12 +96,14 @@ def cache_directory() -> str:
     return os.path.join(base, "pycumsum_op")
 
 
-def scan_rows(src: np.ndarray, dst: np.ndarray, operation: int, exclusive: bool, reverse: bool) -> None:
-    """dst = the running sum or product of src along axis 1 of the 3-D (outer, length, inner) views."""
+def scan_rows(src: np.ndarray, dst: np.ndarray, operation: int, exclusive: bool, reverse: bool,
+              chains: bool) -> None:
+    """dst = the running sum or product of src along axis 1 of the 3-D (outer, length, inner) views: by the
+    chains (C-contiguous views, lane by lane) or the row loops, as the scan's plan says."""
     outer, length, inner = src.shape
-    accumulator = _ACCUMULATORS[src.dtype.kind]
+    accumulator = ACCUMULATORS[src.dtype.kind]
     identity = accumulator.type(1 if operation == PRODUCT else 0)
-    if inner < _narrow(src) and src.flags.c_contiguous and dst.flags.c_contiguous:
+    if chains:
         _compiled().chains[operation, exclusive](src.reshape(-1), dst.reshape(-1), outer, length, inner, identity,
                                                  reverse)
         return
@@ -97,16 +111,11 @@ def scan_rows(src: np.ndarray, dst: np.ndarray, operation: int, exclusive: bool,
                                            identity, reverse)
 
 
-def _narrow(src: np.ndarray) -> int:
-    """C-contiguous rows of fewer lanes than this go lane by lane (`_chains`); wider ones, and views with gaps,
-    by the row loops (`_rows`)."""
-    return min(tuning.COMPILED_NARROW, tuning.COMPILED_NARROW_BYTES // src.itemsize)
-
-
-def extremum_rows(src: np.ndarray, values: np.ndarray, indices: np.ndarray, maximum: bool) -> None:
-    """values, indices = torch.cummax (``maximum``) or torch.cummin of src along axis 1 of the 3-D views."""
+def extremum_rows(src: np.ndarray, values: np.ndarray, indices: np.ndarray, maximum: bool, chains: bool) -> None:
+    """values, indices = torch.cummax (``maximum``) or torch.cummin of src along axis 1 of the 3-D views: by the
+    chains (C-contiguous views) or the row loops, as the scan's plan says."""
     outer, length, inner = src.shape
-    if inner < tuning.COMPILED_EXTREMUM_CHAINS_WIDTH and all(a.flags.c_contiguous for a in (src, values, indices)):
+    if chains:
         _compiled().extremum_chains[maximum](src.reshape(-1), values.reshape(-1), indices.reshape(-1), outer, length,
                                              inner)
         return

@@ -28,8 +28,10 @@ import numpy as np
 import torch
 
 from ..torch_versions import has
-from . import compiled, engine
-from .torch_scans import along, as_lanes, as_tensor, forward_path, gradient_compute_dtype
+from . import compiled
+from .plan import APART, OVERLAP, SAME, sharing, view_3d
+from .plan import plan as kernel_plan
+from .torch_scans import along, as_lanes, as_tensor, gradient_compute_dtype
 from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
 
 #: input dtype -> the dtype torch scans it in (exactly: every value is representable).
@@ -75,13 +77,14 @@ def _extremum_forward(torch_scan: Callable, x: np.ndarray, spec: ScanSpec,
         return values, indices
     axis, lanes_values, lanes_indices = plan.axis, as_lanes(values), as_lanes(indices)
     source = as_lanes(x).astype(COMPUTE_DTYPES.get(x.dtype, x.dtype), copy=False)
+    found = _plan("cummax" if torch_scan is TORCH_CUMMAX else "cummin", source, lanes_values, lanes_indices, axis,
+                  spec.reverse)
     if spec.reverse:  # scan the reversed lanes; write back through reversed views, indices counted from the end
         source, lanes_values, lanes_indices = (np.flip(a, axis) for a in (source, lanes_values, lanes_indices))
-    views = engine.compiled_views("extremum", axis, source, lanes_values, lanes_indices)
-    if views is not None:  # the accelerator: whole rows compared at once, torch's rule in each lane
-        compiled.extremum_rows(*views, maximum=torch_scan is torch.cummax)
-    elif not spec.reverse and forward_path(source, lanes_values, False, False) == "direct" and \
-            not np.may_share_memory(source, lanes_indices) and min(lanes_indices.strides, default=0) >= 0:
+    if found.path == "compiled":  # the accelerator: whole rows compared at once, torch's rule in each lane
+        compiled.extremum_rows(view_3d(source, axis), view_3d(lanes_values, axis), view_3d(lanes_indices, axis),
+                               torch_scan is torch.cummax, found.variant != "row loops")
+    elif found.variant == "out=":
         torch_scan(as_tensor(source), axis, out=(torch.from_numpy(lanes_values), torch.from_numpy(lanes_indices)))
     else:
         found_values, found_indices = torch_scan(as_tensor(source), axis)
@@ -92,16 +95,26 @@ def _extremum_forward(torch_scan: Callable, x: np.ndarray, spec: ScanSpec,
     return values, indices
 
 
+def _plan(name: str, source: np.ndarray, values: np.ndarray, indices: np.ndarray, axis: int, reverse: bool):
+    """cummax's / cummin's `kernels.plan.plan` for ``source`` (in the compute dtype) into values and indices."""
+    shared = [sharing(source, output) for output in (values, indices)]
+    return kernel_plan(name, source.shape, source.dtype, axis, False, reverse, out_dtype=values.dtype,
+                       strides=source.strides, out_strides=values.strides, index_strides=indices.strides,
+                       sharing=max(shared, key=(APART, OVERLAP, SAME).index))
+
+
 def _extremum_direct(torch_scan: Callable, maximum: bool, spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
     """The one call ``_extremum_forward(torch_scan, x, spec, out, plan)`` amounts to for a C-contiguous ``x`` and
-    separate C-contiguous outputs: the accelerator's loop where `engine.compiled_views` takes it, else torch's
-    scan; None for reversed scans and dtypes torch scans in another (`COMPUTE_DTYPES`). The function found takes
-    a torch tensor viewing x, the (values, indices) tensors and the axis."""
-    if spec.reverse or x.ndim == 0 or x.size == 0 or x.dtype in COMPUTE_DTYPES:
+    separate C-contiguous outputs where its plan is one call (the accelerator's loop, or torch's scan), else None
+    (reversed scans, dtypes torch scans in another: `COMPUTE_DTYPES`). The function found takes a torch tensor
+    viewing x, the (values, indices) tensors and the axis."""
+    if x.dtype in COMPUTE_DTYPES:
         return None
-    views = engine.compiled_views("extremum", plan.axis, x, x)
-    if views is not None:
-        return partial(_compiled_extremum, views[0].shape, torch_scan, maximum)
+    found = kernel_plan("cummax" if maximum else "cummin", x.shape, x.dtype, plan.axis, False, spec.reverse)
+    if not found.one_call:
+        return None
+    if found.path == "compiled":
+        return partial(_compiled_extremum, found.view, torch_scan, maximum, found.variant != "row loops")
     return partial(_torch_extremum, torch_scan)
 
 
@@ -110,14 +123,14 @@ def _torch_extremum(torch_scan: Callable, source: torch.Tensor, out: Tuple[torch
     torch_scan(source, axis, out=out)
 
 
-def _compiled_extremum(shape: tuple, torch_scan: Callable, maximum: bool, source: torch.Tensor,
+def _compiled_extremum(shape: tuple, torch_scan: Callable, maximum: bool, chains: bool, source: torch.Tensor,
                        out: Tuple[torch.Tensor, torch.Tensor], axis: int) -> None:
     """The accelerator's cummax / cummin on tensors seen as the 3-D (outer, length, inner) ``shape``; torch's
     scan once the accelerator is turned off."""
     if not compiled.enabled():
         return torch_scan(source, axis, out=out)
     compiled.extremum_rows(source.numpy().reshape(shape), out[0].numpy().reshape(shape),
-                           out[1].numpy().reshape(shape), maximum)
+                           out[1].numpy().reshape(shape), maximum, chains)
 
 
 def _extremum_backward(forward: Callable, grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec,
@@ -135,8 +148,8 @@ def _extremum_backward(forward: Callable, grad_y: np.ndarray, x: np.ndarray, spe
         return out
     target = as_lanes(out)
     source = as_tensor(as_lanes(grad_y)).to(gradient_compute_dtype(out.dtype))
-    direct = forward_path(as_lanes(grad_y), target, False, False) == "direct" and source.dtype == as_tensor(
-        target[:0]).dtype  # scatter straight into out
+    direct = (source.dtype == as_tensor(target[:0]).dtype and min(target.strides, default=0) >= 0
+              and not np.may_share_memory(grad_y, target))  # scatter straight into out
     grad_x = torch.from_numpy(target) if direct else torch.empty(source.shape, dtype=source.dtype)
     grad_x.zero_().scatter_add_(plan.axis, as_tensor(as_lanes(indices)), source)
     if not direct:

@@ -25,6 +25,8 @@ import numpy as np
 import torch
 
 from . import compiled, engine
+from .plan import plan as kernel_plan
+from .plan import sharing, view_3d
 from .torch_scans import reversed_cumsum, run_gradient, scan_forward
 from .spec import ScanPlan, ScanSpec, backward_plan_and_out
 
@@ -45,25 +47,34 @@ def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = N
     if x.dtype != plan.result_dtype:  # torch casts first (dtype= narrowing included), then multiplies
         x = x.astype(plan.result_dtype)
     x = x.astype(compute, copy=False)
-    views = engine.compiled_views("product", plan.axis, x, out)
-    if views is not None:  # the accelerator: rows multiplied into a float64 (int64) row, as torch's lanes
-        compiled.scan_rows(views[0], views[1], compiled.PRODUCT, spec.exclusive, spec.reverse)
+    found = _plan(x, out, plan.axis, spec)
+    if found.path == "compiled":  # the accelerator: rows multiplied into a float64 (int64) row, as torch's lanes
+        compiled.scan_rows(view_3d(x, plan.axis), view_3d(out, plan.axis), compiled.PRODUCT, spec.exclusive,
+                           spec.reverse, found.variant != "row loops")
         return out
-    return scan_forward(torch.cumprod, x, out, plan.axis, spec.exclusive, spec.reverse, IDENTITY)
+    return scan_forward(torch.cumprod, x, out, plan.axis, spec.exclusive, spec.reverse, IDENTITY,
+                        found.variant == "staged")
+
+
+def _plan(x: np.ndarray, out: np.ndarray, axis: int, spec: ScanSpec):
+    """cumprod's `kernels.plan.plan` for ``x`` (in the compute dtype) into ``out``."""
+    return kernel_plan("cumprod", x.shape, x.dtype, axis, spec.exclusive, spec.reverse, out_dtype=out.dtype,
+                       strides=x.strides, out_strides=out.strides, sharing=sharing(x, out))
 
 
 def cumprod_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
     """The one call ``cumprod_forward(x, spec, out, plan)`` into a separate C-contiguous ``out`` amounts to for a
-    C-contiguous ``x`` (torch.cumprod, or the accelerator's row loop: `engine.direct`), else None. The function
-    found takes torch tensors viewing x and out, and the axis.
+    C-contiguous ``x`` (torch.cumprod, or the accelerator's loop) where its plan is one call, else None. The
+    function found takes torch tensors viewing x and out, and the axis.
 
     >>> spec, x = ScanSpec("PyCumProd", axis=0), np.ones(1 << 16, np.float32)
     >>> cumprod_direct(spec, spec.plan(x), x) is engine.torch_product
     True
     """
-    if spec.exclusive or spec.reverse or x.dtype != plan.result_dtype or x.dtype in COMPUTE_DTYPES:
+    if x.dtype != plan.result_dtype or x.dtype in COMPUTE_DTYPES:
         return None
-    return engine.direct(x.shape, x.dtype, plan.axis, "product")
+    return engine.one_call(kernel_plan("cumprod", x.shape, x.dtype, plan.axis, spec.exclusive, spec.reverse),
+                           compiled.PRODUCT)
 
 
 def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int,

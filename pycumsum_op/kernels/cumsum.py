@@ -21,6 +21,7 @@ import numpy as np
 
 from . import engine
 from .engine import scan
+from .plan import plan as kernel_plan
 from .spec import ScanPlan, ScanSpec, backward_plan_and_out
 
 
@@ -42,17 +43,17 @@ def cumsum_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = No
 
 
 def cumsum_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
-    """The one call `engine.direct` finds when ``cumsum_forward(x, spec, out, plan)`` into a separate C-contiguous
-    ``out`` is a single call for a C-contiguous ``x`` (torch.cumsum, or the accelerator's row loop), else None.
-    The function found takes torch tensors viewing x and out, and the axis.
+    """The one call ``cumsum_forward(x, spec, out, plan)`` into a separate C-contiguous ``out`` amounts to for a
+    C-contiguous ``x`` (torch.cumsum, or the accelerator's loop), where its `kernels.plan.plan` is one call, else
+    None. The function found takes torch tensors viewing x and out, and the axis.
 
     >>> spec, x = ScanSpec("PyCumSum", axis=0), np.ones(1 << 16, np.float32)
     >>> cumsum_direct(spec, spec.plan(x), x) is engine.torch_scan, cumsum_direct(spec, spec.plan(x[:8]), x[:8])
     (True, None)
     """
-    if spec.exclusive or spec.reverse or x.dtype != plan.result_dtype:
+    if spec.reverse or x.dtype != plan.result_dtype:
         return None
-    return engine.direct(x.shape, x.dtype, plan.axis)
+    return engine.one_call(kernel_plan("cumsum", x.shape, x.dtype, plan.axis, spec.exclusive))
 
 
 def cumsum_backward(grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,

@@ -31,6 +31,8 @@ import numpy as np
 import torch
 
 from ..torch_versions import has
+from .plan import plan as kernel_plan
+from .plan import sharing
 from .torch_scans import flip, reversed_cumsum, run_gradient, scan_forward
 from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
 
@@ -59,7 +61,11 @@ def logcumsumexp_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray
     if out is None:
         out = np.empty(x.shape, plan.result_dtype)
     source = x if x.dtype != np.float16 else x.astype(np.float64)
-    return scan_forward(inclusive_logcumsumexp, source, out, plan.axis, spec.exclusive, spec.reverse, IDENTITY)
+    found = kernel_plan("logcumsumexp", source.shape, source.dtype, plan.axis, spec.exclusive, spec.reverse,
+                        out_dtype=out.dtype, strides=source.strides, out_strides=out.strides,
+                        sharing=sharing(source, out))
+    return scan_forward(inclusive_logcumsumexp, source, out, plan.axis, spec.exclusive, spec.reverse, IDENTITY,
+                        found.variant == "staged")
 
 
 def _reversed_logcumsumexp(tensor: torch.Tensor, axis: int) -> torch.Tensor:

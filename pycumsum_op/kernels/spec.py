@@ -27,6 +27,15 @@ CAFFE2_DTYPE_NAMES = {
 }
 #: dtypes a scan may produce when asked with ``dtype=``.
 RESULT_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int32, np.int64))
+#: The dtypes torch 1.10's CPU scans accumulate in float64 (floats) or int64 (integers), rounding once per
+#: element: a scan of these by any of our paths equals torch's bit for bit.
+EXACT_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
+
+
+def accumulate_dtype(dtype) -> np.dtype:
+    """The dtype a running sum or product of ``dtype`` is kept in: float64 for floats, int64 for bool and integers
+    (torch's CPU ``acc_type``)."""
+    return np.dtype(np.float64) if np.dtype(dtype).kind == "f" else np.dtype(np.int64)
 
 
 class ScanArgumentError(ValueError):
@@ -166,5 +175,4 @@ class DtypeRule(NamedTuple):
                 "{}: axis={} is out of range for an input of shape {} (rank {}); valid axes are {}..{}".format(
                     spec.op_name, spec.axis, tuple(x.shape), rank, -span, span - 1))
         result = self.result_dtype(spec, x.dtype)
-        accumulate = np.dtype(np.float64) if result.kind == "f" else np.dtype(np.int64)
-        return ScanPlan(spec.axis % span, result, accumulate)
+        return ScanPlan(spec.axis % span, result, accumulate_dtype(result))
