@@ -23,7 +23,7 @@ from ._runtime import require_caffe2, started_as_command
 
 __version__ = "0.2.0"
 __all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "cumsum_fwd", "cumsum_bwd", "ScanArgumentError",
-           "UnsafeNetError", "load_net", "save_net", "verify_net", "lower", "LoweringError", "__version__"]
+           "UnsafeNetError", "load_net", "save_net", "verify_net", "lower", "LoweringError", "explain", "__version__"]
 
 
 def _load_api() -> dict:
@@ -34,12 +34,13 @@ def _load_api() -> dict:
     from .kernels import ScanArgumentError
     from .serialization import UnsafeNetError, load_net, save_net, verify_net
     from .lowering import LoweringError, lower  # also registers the ATen gradient
+    from .scans.explain import explain
     ops.install()
     return {"cumsum": ops.cumsum, "cumprod": ops.cumprod, "cummax": ops.cummax, "cummin": ops.cummin,
             "logcumsumexp": ops.logcumsumexp, "cumsum_fwd": ops.cumsum_fwd, "cumsum_bwd": ops.cumsum_bwd,
             "ScanArgumentError": ScanArgumentError, "UnsafeNetError": UnsafeNetError, "load_net": load_net,
             "save_net": save_net, "verify_net": verify_net, "lower": lower, "LoweringError": LoweringError,
-            "doctor": doctor}
+            "explain": explain, "doctor": doctor}
 
 
 def _load() -> None:

@@ -44,6 +44,7 @@ _OFF = ("0", "off", "false", "no")
 _lock = threading.Lock()
 _kernels = None
 _import_error = None  # None: not tried yet; "": numba imported; else why it did not
+_MISSING = "numba is not installed (pip install 'pycumsum_op[fast]')"
 
 
 def _numba_error() -> str:
@@ -53,8 +54,10 @@ def _numba_error() -> str:
     if _import_error is None:
         try:
             import numba  # noqa: F401
+        except ModuleNotFoundError as error:
+            _import_error = _MISSING if error.name == "numba" else "{}: {}".format(type(error).__name__, error)
         except Exception as error:  # numba raises ImportError, or others when its numpy does not fit
-            _import_error = "{}: {}".format(type(error).__name__, error).strip()
+            _import_error = "{}: {}".format(type(error).__name__, error)
         else:
             _import_error = ""
     return _import_error
@@ -73,9 +76,7 @@ def status() -> str:
     error = _numba_error()
     if not error:
         return "on"
-    if error.startswith("ModuleNotFoundError") and "'numba'" in error:
-        return "off: numba is not installed (pip install 'pycumsum_op[fast]')"
-    return "off: numba failed to import: " + error
+    return "off: " + (error if error == _MISSING else "numba failed to import: " + error)
 
 
 def enabled() -> bool:

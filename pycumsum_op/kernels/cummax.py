@@ -76,9 +76,8 @@ def _extremum_forward(torch_scan: Callable, x: np.ndarray, spec: ScanSpec,
     if x.size == 0:
         return values, indices
     axis, lanes_values, lanes_indices = plan.axis, as_lanes(values), as_lanes(indices)
+    found = _extremum_plan("cummax" if torch_scan is TORCH_CUMMAX else "cummin", x, spec, plan, (values, indices))
     source = as_lanes(x).astype(COMPUTE_DTYPES.get(x.dtype, x.dtype), copy=False)
-    found = _plan("cummax" if torch_scan is TORCH_CUMMAX else "cummin", source, lanes_values, lanes_indices, axis,
-                  spec.reverse)
     if spec.reverse:  # scan the reversed lanes; write back through reversed views, indices counted from the end
         source, lanes_values, lanes_indices = (np.flip(a, axis) for a in (source, lanes_values, lanes_indices))
     if found.path == "compiled":  # the accelerator: whole rows compared at once, torch's rule in each lane
@@ -95,12 +94,19 @@ def _extremum_forward(torch_scan: Callable, x: np.ndarray, spec: ScanSpec,
     return values, indices
 
 
-def _plan(name: str, source: np.ndarray, values: np.ndarray, indices: np.ndarray, axis: int, reverse: bool):
-    """cummax's / cummin's `kernels.plan.plan` for ``source`` (in the compute dtype) into values and indices."""
-    shared = [sharing(source, output) for output in (values, indices)]
-    return kernel_plan(name, source.shape, source.dtype, axis, False, reverse, out_dtype=values.dtype,
-                       strides=source.strides, out_strides=values.strides, index_strides=indices.strides,
-                       sharing=max(shared, key=(APART, OVERLAP, SAME).index))
+def _extremum_plan(name: str, x: np.ndarray, spec: ScanSpec, plan: ScanPlan,
+                   out: Optional[Tuple[np.ndarray, np.ndarray]] = None, accelerator=None):
+    """The `kernels.plan.Plan` of cummax's / cummin's forward of ``x`` into ``out`` (values, indices; None: new
+    C-contiguous arrays): the scan runs in `COMPUTE_DTYPES`, on a cast copy where x has another dtype."""
+    compute = COMPUTE_DTYPES.get(x.dtype, x.dtype)
+    copied = compute != x.dtype
+    values, indices = out if out is not None else (None, None)
+    shared = APART if copied or out is None else max((sharing(x, output) for output in out),
+                                                     key=(APART, OVERLAP, SAME).index)
+    return kernel_plan(name, x.shape, compute, plan.axis, False, spec.reverse, out_dtype=x.dtype,
+                       strides=None if copied else x.strides, out_strides=None if out is None else values.strides,
+                       index_strides=None if out is None else indices.strides, sharing=shared,
+                       accelerator=accelerator)
 
 
 def _extremum_direct(torch_scan: Callable, maximum: bool, spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
@@ -110,7 +116,7 @@ def _extremum_direct(torch_scan: Callable, maximum: bool, spec: ScanSpec, plan: 
     viewing x, the (values, indices) tensors and the axis."""
     if x.dtype in COMPUTE_DTYPES:
         return None
-    found = kernel_plan("cummax" if maximum else "cummin", x.shape, x.dtype, plan.axis, False, spec.reverse)
+    found = _extremum_plan("cummax" if maximum else "cummin", x, spec, plan)
     if not found.one_call:
         return None
     if found.path == "compiled":
@@ -169,6 +175,8 @@ def cummin_forward(x: np.ndarray, spec: ScanSpec, out: Optional[Tuple[np.ndarray
     return _extremum_forward(TORCH_CUMMIN, x, spec, out, plan)
 
 
+cummax_plan = partial(_extremum_plan, "cummax")
+cummin_plan = partial(_extremum_plan, "cummin")
 cummax_direct = partial(_extremum_direct, TORCH_CUMMAX, True)
 cummin_direct = partial(_extremum_direct, TORCH_CUMMIN, False)
 cummax_backward = partial(_extremum_backward, cummax_forward)

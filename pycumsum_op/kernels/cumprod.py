@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from . import compiled, engine
+from .plan import APART, sharing, view_3d
 from .plan import plan as kernel_plan
-from .plan import sharing, view_3d
 from .torch_scans import reversed_cumsum, run_gradient, scan_forward
 from .spec import ScanPlan, ScanSpec, backward_plan_and_out
 
@@ -46,8 +46,8 @@ def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = N
     compute = COMPUTE_DTYPES.get(plan.result_dtype, plan.result_dtype)
     if x.dtype != plan.result_dtype:  # torch casts first (dtype= narrowing included), then multiplies
         x = x.astype(plan.result_dtype)
+    found = cumprod_plan(x, spec, plan, out)
     x = x.astype(compute, copy=False)
-    found = _plan(x, out, plan.axis, spec)
     if found.path == "compiled":  # the accelerator: rows multiplied into a float64 (int64) row, as torch's lanes
         compiled.scan_rows(view_3d(x, plan.axis), view_3d(out, plan.axis), compiled.PRODUCT, spec.exclusive,
                            spec.reverse, found.variant != "row loops")
@@ -56,10 +56,15 @@ def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = N
                         found.variant == "staged")
 
 
-def _plan(x: np.ndarray, out: np.ndarray, axis: int, spec: ScanSpec):
-    """cumprod's `kernels.plan.plan` for ``x`` (in the compute dtype) into ``out``."""
-    return kernel_plan("cumprod", x.shape, x.dtype, axis, spec.exclusive, spec.reverse, out_dtype=out.dtype,
-                       strides=x.strides, out_strides=out.strides, sharing=sharing(x, out))
+def cumprod_plan(x: np.ndarray, spec: ScanSpec, plan: ScanPlan, out: Optional[np.ndarray] = None, accelerator=None):
+    """The `kernels.plan.Plan` of ``cumprod_forward(x, spec, out, plan)`` (``out`` None: a new C-contiguous array):
+    the product runs in `COMPUTE_DTYPES`, on a cast copy where the input has another dtype."""
+    compute = COMPUTE_DTYPES.get(plan.result_dtype, plan.result_dtype)
+    copied = x.dtype != plan.result_dtype or compute != plan.result_dtype
+    return kernel_plan("cumprod", x.shape, compute, plan.axis, spec.exclusive, spec.reverse,
+                       out_dtype=plan.result_dtype, strides=None if copied else x.strides,
+                       out_strides=None if out is None else out.strides,
+                       sharing=APART if copied or out is None else sharing(x, out), accelerator=accelerator)
 
 
 def cumprod_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
@@ -73,8 +78,7 @@ def cumprod_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
     """
     if x.dtype != plan.result_dtype or x.dtype in COMPUTE_DTYPES:
         return None
-    return engine.one_call(kernel_plan("cumprod", x.shape, x.dtype, plan.axis, spec.exclusive, spec.reverse),
-                           compiled.PRODUCT)
+    return engine.one_call(cumprod_plan(x, spec, plan), compiled.PRODUCT)
 
 
 def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int,

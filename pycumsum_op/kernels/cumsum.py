@@ -21,6 +21,7 @@ import numpy as np
 
 from . import engine
 from .engine import scan
+from .plan import APART, SAME, sharing
 from .plan import plan as kernel_plan
 from .spec import ScanPlan, ScanSpec, backward_plan_and_out
 
@@ -35,11 +36,31 @@ def cumsum_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = No
         plan = spec.plan(x)
     if out is None:
         out = np.empty(x.shape, plan.result_dtype)
+    found = cumsum_plan(x, spec, plan, out)
     if x.dtype != plan.result_dtype:  # torch casts first, then sums (dtype= narrowing included)
         np.copyto(out, x, casting="unsafe")
         x = out
-    scan(x, out, plan.axis, spec.exclusive, spec.reverse, plan.accumulate_dtype)
+    if x.size:
+        engine.run(found, x, out, plan.axis, spec.exclusive, spec.reverse, plan.accumulate_dtype)
     return out
+
+
+def cumsum_plan(x: np.ndarray, spec: ScanSpec, plan: ScanPlan, out: Optional[np.ndarray] = None, accelerator=None):
+    """The `kernels.plan.Plan` of ``cumsum_forward(x, spec, out, plan)`` (``out`` None: a new C-contiguous array):
+    an input of another dtype is cast into the output and scanned there, in place.
+
+    >>> x, spec = np.ones((64, 4096), np.int32), ScanSpec("PyCumSum", 0, exclusive=True)
+    >>> p = cumsum_plan(x, spec, spec.plan(x), accelerator=False)
+    >>> p.path, p.reason.split(";")[0]
+    ('rows', 'shifted in place (torch would read what it wrote)')
+    """
+    out_strides = None if out is None else out.strides
+    if x.dtype != plan.result_dtype:
+        return kernel_plan("cumsum", x.shape, plan.result_dtype, plan.axis, spec.exclusive, spec.reverse,
+                           strides=out_strides, out_strides=out_strides, sharing=SAME, accelerator=accelerator)
+    return kernel_plan("cumsum", x.shape, x.dtype, plan.axis, spec.exclusive, spec.reverse, out_dtype=plan.result_dtype,
+                       strides=x.strides, out_strides=out_strides,
+                       sharing=APART if out is None else sharing(x, out), accelerator=accelerator)
 
 
 def cumsum_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
@@ -53,7 +74,7 @@ def cumsum_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
     """
     if spec.reverse or x.dtype != plan.result_dtype:
         return None
-    return engine.one_call(kernel_plan("cumsum", x.shape, x.dtype, plan.axis, spec.exclusive))
+    return engine.one_call(cumsum_plan(x, spec, plan))
 
 
 def cumsum_backward(grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,

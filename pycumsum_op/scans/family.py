@@ -29,7 +29,7 @@ CUMSUM = register(Scan(
     The op has a gradient, so ``net.AddGradientOperators`` works through it; `pycumsum_op.lower`
     turns it into C++ operators.
     """,
-    identity=0.0, direct=_cumsum.cumsum_direct, self_adjoint=True,
+    identity=0.0, direct=_cumsum.cumsum_direct, plans=_cumsum.cumsum_plan, self_adjoint=True,
     aten=AtenForm("cumsum", needs=None, backward="cumsum_backward"),
     portable=PortableForm("Add", matmul=True),
     onnx="CumSum"))
@@ -41,6 +41,7 @@ CUMPROD = register(Scan(
     Arguments as `cumsum` (exclusive starts with 1). Not in place: the gradient needs the input.
     """,
     saves=("input", "y"), identity=_cumprod.IDENTITY, direct=_cumprod.cumprod_direct,
+    plans=_cumprod.cumprod_plan,
     aten=AtenForm("cumprod", needs=None, backward="cumprod_backward",
                   backward_needs="aten cumprod_backward(grad, input)"),
     portable=Refused("a log-depth product of Mul ops rounds floats differently from torch's sequential cumprod "
@@ -54,7 +55,8 @@ CUMMAX = register(Scan(
     blob_out is [values, indices] (or None). Values keep the input's dtype, indices are int64;
     a tie goes to the later element; reverse scans from the end. The values may overwrite the input.
     """,
-    direct=_cummax.cummax_direct, aten=AtenForm("cummax", needs="aten cummax", backward="cummaxmin_backward"),
+    direct=_cummax.cummax_direct, plans=_cummax.cummax_plan,
+    aten=AtenForm("cummax", needs="aten cummax", backward="cummaxmin_backward"),
     portable=_portable_extremum("cummax"), **_EXTREMUM))
 
 CUMMIN = register(Scan(
@@ -62,7 +64,8 @@ CUMMIN = register(Scan(
     doc="""Append ``values, indices = torch.cummin(blob_in, axis)`` to ``net``; returns both BlobReferences
     (see `cummax`).
     """,
-    direct=_cummax.cummin_direct, aten=AtenForm("cummin", needs="aten cummax", backward="cummaxmin_backward"),
+    direct=_cummax.cummin_direct, plans=_cummax.cummin_plan,
+    aten=AtenForm("cummin", needs="aten cummax", backward="cummaxmin_backward"),
     portable=_portable_extremum("cummin"), **_EXTREMUM))
 
 LOGCUMSUMEXP = register(Scan(
@@ -73,7 +76,7 @@ LOGCUMSUMEXP = register(Scan(
     gradient is finite, 0 where torch 1.10.2's is NaN. Not in place: the gradient needs the input.
     """,
     saves=("input", "y"), arguments=frozenset(["exclusive", "reverse"]), dtypes=_logcumsumexp.DTYPES,
-    identity=_logcumsumexp.IDENTITY,
+    identity=_logcumsumexp.IDENTITY, plans=_logcumsumexp.logcumsumexp_plan,
     aten=AtenForm("logcumsumexp", needs="aten logcumsumexp", backward="logcumsumexp_backward",
                   backward_needs="aten logcumsumexp"),
     portable=Refused("a log-depth scan of Caffe2's elementwise ops rounds differently from torch's sequential "
