@@ -13,8 +13,8 @@ uses, so the results are torch's bit for bit; only the order in which lanes adva
   walks each lane from its end. ``dst`` may be ``src`` itself (in place). By whole-row loops
   (`loops.sum_rows`, any view) or, ``chains``, four lanes at a time, each lane's running sum in a
   register (`loops.sum_chains`, C-contiguous views): the scan's plan (`plan.plan`) says which.
-- `extremum_rows(src, values, indices, maximum, chains)`: torch.cummax / torch.cummin (NaN wins and
-  stays; ties take the later index), values and int64 indices, by rows or four lanes at a time.
+- `extremum_rows(src, values, indices, maximum, chains)`: torch.cummax / torch.cummin (`spec.takes_lead`),
+  values and int64 indices, by rows or four lanes at a time.
 
 The loops themselves are `loops`. Nothing here imports numba (nor `loops`) until a kernel is first needed, so ``import pycumsum_op`` never
 pays for it. `enabled()` says whether the accelerator is there: numba importable (the ``fast``

@@ -14,7 +14,7 @@ output's dtype: torch 1.10's CPU order, so torch's bits. Only the order in which
   lane (the same values written twice). No lane is taken twice: in place, a second pass would read what the
   first wrote.
 - `extremum_rows` / `extremum_chains`: torch.cummax (``maximum``) / torch.cummin with their int64 indices, by rows
-  or four lanes at a time, torch's rule (`takes`) in each lane.
+  or four lanes at a time, torch's rule (`spec.takes_lead`) in each lane.
 
 Flags are arguments (``product``, ``exclusive``, ``reverse``, ``maximum``): each is loop-invariant, and LLVM
 takes the branch out of the loops. Indices are computed in signed arithmetic and every index used is proven in
@@ -24,6 +24,8 @@ and LLVM vectorises the loop). `tests/test_kernel_bounds.py` runs every loop und
 import numba
 import numpy as np
 from numba.core import config
+
+from .spec import takes_lead
 
 
 def _jit(function):
@@ -126,11 +128,8 @@ def sum_chains(src, dst, outer, length, inner, identity, product, exclusive, rev
         _chain(src, dst, length, step, identity, product, exclusive, 2, False, i0, i1, i1, i1)
 
 
-@_jit
-def takes(x, best, maximum):
-    """torch 1.10's cummax (``maximum``) / cummin rule: x takes the lead ``if isnan(x) or (not isnan(best) and
-    x >= best)`` (``<=`` for cummin): NaN wins and stays, ties take the later index."""
-    return x != x or (best == best and (x >= best if maximum else x <= best))
+#: torch's cummax / cummin rule (`spec.takes_lead`), compiled.
+takes = _jit(takes_lead)
 
 
 @_jit

@@ -32,6 +32,17 @@ RESULT_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64, 
 EXACT_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
 
 
+def takes_lead(x, best, maximum: bool):
+    """torch 1.10's cummax (``maximum``) / cummin rule, the one every kernel applies (numpy arrays or scalars, also
+    compiled by numba): x takes the lead ``if isnan(x) or (not isnan(best) and x >= best)`` (``<=`` for cummin):
+    NaN wins and stays, ties take the later index.
+
+    >>> takes_lead(np.array([1.0, 2.0, np.nan]), np.array([1.0, 3.0, 0.0]), True)
+    array([ True, False,  True])
+    """
+    return (x != x) | ((best == best) & ((x >= best) if maximum else (x <= best)))
+
+
 def accumulate_dtype(dtype) -> np.dtype:
     """The dtype a running sum or product of ``dtype`` is kept in: float64 for floats, int64 for bool and integers
     (torch's CPU ``acc_type``)."""
