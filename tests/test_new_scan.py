@@ -81,7 +81,7 @@ CUMMEAN = Scan(
 RUNNING_SUM = Scan(
     "runningsum", "PyRunningSum", running_sum_forward, running_sum_backward,
     doc="Append ``blob_out`` = the running sum of ``blob_in`` along ``axis``; returns the output BlobReference.",
-    arguments=frozenset(["reverse"]), self_adjoint=True,
+    arguments=frozenset(["reverse"]), dtypes=DtypeRule(), self_adjoint=True,
     aten=AtenForm("cumsum", needs=None, backward="cumsum_backward"), portable=PortableForm("Add", matmul=True))
 
 
@@ -118,6 +118,7 @@ def new_scans(clean_workspace):
         yield
     for entry in (CUMMEAN, RUNNING_SUM):  # the registration is gone without a trace
         assert entry.name not in scans.SCANS and not hasattr(core.Net, entry.op_name)
+        assert not hasattr(pycumsum_op, entry.name)
         assert not brew.has_helper(entry.name)
 
 
@@ -158,7 +159,9 @@ def test_function_api_and_brew_helper_come_from_the_entry(new_scans):
     net = core.Net("new_function")
     cummean = scan_function("cummean")
     assert cummean.__doc__ == CUMMEAN.doc
-    cummean(net, "fx", "f_forward", axis=1)
+    assert pycumsum_op.cummean is pycumsum_op.cummean and pycumsum_op.cummean.__doc__ == CUMMEAN.doc
+    assert "cummean" in dir(pycumsum_op)
+    pycumsum_op.cummean(net, "fx", "f_forward", axis=1)
     model = model_helper.ModelHelper(name="new_brew")
     brew.cummean(model, "fx", "f_brewed", axis=1, reverse=True)
     workspace.RunNetOnce(net)
@@ -199,6 +202,8 @@ def test_registering_checks_the_entry_and_clashes():
         scans.register(CUMMEAN._replace(arguments=frozenset(["exclusive", "reverse"])))
     with pytest.raises(ScanArgumentError, match=r"saves names \['x'\]"):
         scans.register(CUMMEAN._replace(saves=("x",)))
+    with pytest.raises(ScanArgumentError, match=r"dtypes must state the scan's DtypeRule"):
+        scans.register(CUMMEAN._replace(dtypes=None))  # no fallback to another scan's rule
     with pytest.raises(ScanArgumentError, match=r"clashes with the registered scan 'cumsum'"):
         scans.register(CUMMEAN._replace(op_name="PyCumSum"))
     proto = core.Net.Proto

@@ -28,10 +28,12 @@ from . import compiled, engine
 from .plan import APART, sharing, view_3d
 from .plan import plan as kernel_plan
 from .torch_scans import reversed_cumsum, run_gradient, scan_forward
-from .spec import ScanPlan, ScanSpec, backward_plan_and_out
+from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
 
 #: result dtype -> the dtype torch.cumprod runs in (it accumulates int32 in int64, and has no float16).
 COMPUTE_DTYPES = {np.dtype(np.float16): np.dtype(np.float64), np.dtype(np.int32): np.dtype(np.int64)}
+#: The dtype rule of cumprod (torch.cumprod's): any bool, integer or floating input; bool and integers give int64.
+DTYPES = DtypeRule()
 #: What an exclusive scan starts with: the empty product.
 IDENTITY = 1.0
 
@@ -40,7 +42,7 @@ def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = N
                     plan: Optional[ScanPlan] = None) -> np.ndarray:
     """y = cumprod(x) along ``spec.axis`` into ``out`` (allocated when None; may overlap ``x``)."""
     if plan is None:
-        plan = spec.plan(x)
+        plan = DTYPES.plan(spec, x)
     if out is None:
         out = np.empty(x.shape, plan.result_dtype)
     compute = COMPUTE_DTYPES.get(plan.result_dtype, plan.result_dtype)

@@ -23,7 +23,10 @@ from . import engine
 from .engine import scan
 from .plan import APART, SAME, sharing
 from .plan import plan as kernel_plan
-from .spec import ScanPlan, ScanSpec, backward_plan_and_out
+from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
+
+#: The dtype rule of cumsum (torch.cumsum's): any bool, integer or floating input; bool and integers give int64.
+DTYPES = DtypeRule()
 
 
 def cumsum_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
@@ -33,7 +36,7 @@ def cumsum_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = No
     ``out`` must have the result dtype; ``plan`` is ``spec.plan(x)`` when the caller has it.
     """
     if plan is None:
-        plan = spec.plan(x)
+        plan = DTYPES.plan(spec, x)
     if out is None:
         out = np.empty(x.shape, plan.result_dtype)
     found = cumsum_plan(x, spec, plan, out)

@@ -29,7 +29,8 @@ CUMSUM = register(Scan(
     The op has a gradient, so ``net.AddGradientOperators`` works through it; `pycumsum_op.lower`
     turns it into C++ operators.
     """,
-    identity=0.0, direct=_cumsum.cumsum_direct, plans=_cumsum.cumsum_plan, self_adjoint=True,
+    dtypes=_cumsum.DTYPES, identity=0.0, direct=_cumsum.cumsum_direct, plans=_cumsum.cumsum_plan,
+    self_adjoint=True,
     aten=AtenForm("cumsum", needs=None, backward="cumsum_backward"),
     portable=PortableForm("Add", matmul=True),
     onnx="CumSum"))
@@ -40,7 +41,7 @@ CUMPROD = register(Scan(
 
     Arguments as `cumsum` (exclusive starts with 1). Not in place: the gradient needs the input.
     """,
-    saves=("input", "y"), identity=_cumprod.IDENTITY, direct=_cumprod.cumprod_direct,
+    saves=("input", "y"), dtypes=_cumprod.DTYPES, identity=_cumprod.IDENTITY, direct=_cumprod.cumprod_direct,
     plans=_cumprod.cumprod_plan,
     aten=AtenForm("cumprod", needs=None, backward="cumprod_backward",
                   backward_needs="aten cumprod_backward(grad, input)"),

@@ -70,8 +70,9 @@ class Scan(NamedTuple):
     saves: Tuple[str, ...] = ()
     #: the optional arguments (of `ALL_ARGUMENTS`) the op takes
     arguments: FrozenSet[str] = ALL_ARGUMENTS
-    #: accepted input dtypes and the result dtype (`DtypeRule`), the one rule kernels and lowering apply
-    dtypes: DtypeRule = DtypeRule()
+    #: accepted input dtypes and the result dtype (`DtypeRule`), the one rule kernels and lowering apply; every
+    #: entry states its own
+    dtypes: Optional[DtypeRule] = None
     #: the value an exclusive scan starts with (0, 1, -inf); None when the scan has no exclusive form
     identity: Optional[float] = None
     #: direct(spec, plan, x) -> f(x, out, plan.axis) doing forward's work in one call into a separate
@@ -128,6 +129,8 @@ def _check_entry(entry: Scan) -> None:
                                                               sorted(ALL_ARGUMENTS)))
     if ("exclusive" in entry.arguments) != (entry.identity is not None):
         problems.append("an exclusive scan needs an identity, and an identity means exclusive is taken")
+    if not isinstance(entry.dtypes, DtypeRule):
+        problems.append("dtypes must state the scan's DtypeRule")
     if entry.self_adjoint and len(entry.outputs) != 1:
         problems.append("a self-adjoint scan has one output")
     for target in FORMS:
