@@ -22,7 +22,7 @@ from pycumsum_op import scans
 from pycumsum_op.kernels import DtypeRule, ScanArgumentError
 from pycumsum_op.kernels.spec import backward_plan_and_out
 from pycumsum_op.ops import add_scan_op, scan_function
-from pycumsum_op.scans import AtenForm, PortableForm, Refused, Scan
+from pycumsum_op.scans import AtenForm, PortableForm, Refused, Scan, aten_backward
 from onnx_support import needs_onnx_backend
 
 FLOATING = DtypeRule((np.dtype(np.float32), np.dtype(np.float64)), integers_to_int64=False)
@@ -82,7 +82,8 @@ RUNNING_SUM = Scan(
     "runningsum", "PyRunningSum", running_sum_forward, running_sum_backward,
     doc="Append ``blob_out`` = the running sum of ``blob_in`` along ``axis``; returns the output BlobReference.",
     arguments=frozenset(["reverse"]), dtypes=DtypeRule(), self_adjoint=True,
-    aten=AtenForm("cumsum", needs=None, backward="cumsum_backward"), portable=PortableForm("Add", matmul=True))
+    aten=AtenForm("cumsum", needs=None, backward=aten_backward.cumsum_backward),
+    portable=PortableForm("Add", matmul=True))
 
 
 def torch_cummean(t, axis, reverse=False):

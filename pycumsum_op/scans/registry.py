@@ -38,9 +38,9 @@ class AtenForm(NamedTuple):
     operator: str
     #: the `pycumsum_op.torch_versions` capability the operator needs (None: every torch with Caffe2)
     needs: Optional[str]
-    #: the form of the operator's gradient, named as torch's derivative ("cumprod_backward", ...): the
-    #: ATen gradient maker (`pycumsum_op.lowering.aten_gradient`) emits it
-    backward: str
+    #: the operator's gradient as ATen ops: an emitter ``backward(step, x, outputs, grad, dim)`` (`aten_backward`,
+    #: named as torch's derivatives), which the ATen gradient maker (`pycumsum_op.lowering.aten_gradient`) calls
+    backward: Callable
     #: the capability that gradient form needs (None: every torch with Caffe2)
     backward_needs: Optional[str] = None
 
@@ -133,6 +133,8 @@ def _check_entry(entry: Scan) -> None:
         problems.append("dtypes must state the scan's DtypeRule")
     if entry.self_adjoint and len(entry.outputs) != 1:
         problems.append("a self-adjoint scan has one output")
+    if isinstance(entry.aten, AtenForm) and not callable(entry.aten.backward):
+        problems.append("aten.backward must be a gradient emitter (see scans.aten_backward)")
     for target in FORMS:
         form = entry.form(target)
         expected = {"aten": AtenForm, "portable": PortableForm, "onnx": str}[target]
