@@ -32,7 +32,7 @@ from . import compiled
 from .plan import APART, OVERLAP, SAME, sharing, view_3d
 from .plan import plan as kernel_plan
 from .torch_scans import along, as_lanes, as_tensor, gradient_compute_dtype
-from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out, takes_lead
+from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out, takes_lead_elementwise
 
 #: input dtype -> the dtype torch scans it in (exactly: every value is representable).
 COMPUTE_DTYPES = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.uint16): np.dtype(np.int32)}
@@ -45,14 +45,14 @@ DTYPES = DtypeRule(INPUT_DTYPES, integers_to_int64=False)
 
 def sequential_extremum(maximum: bool, tensor: torch.Tensor, axis: int, out=None):
     """torch.cummax (``maximum``) / torch.cummin of a non-empty tensor, (values, indices) [into ``out``], one numpy
-    step per position by torch's rule (`takes_lead`)."""
+    step per position by torch's rule (`takes_lead_elementwise`)."""
     x = tensor.numpy()
     values, indices = np.empty_like(x), np.empty(x.shape, np.int64)
     best = np.array(x[along(axis, 0)])  # an array also where the lanes are one element (1-d x)
     winner = np.zeros(best.shape, np.int64)
     for position in range(x.shape[axis]):
         current = x[along(axis, position)]
-        wins = np.asarray(takes_lead(current, best, maximum))
+        wins = np.asarray(takes_lead_elementwise(current, best, maximum))
         np.copyto(best, current, where=wins)
         winner[wins] = position
         values[along(axis, position)], indices[along(axis, position)] = best, winner

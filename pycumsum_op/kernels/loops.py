@@ -28,37 +28,76 @@ from numba.core import config
 from .spec import takes_lead
 
 
-def _jit(function):
-    """``function`` compiled lazily (per argument types, on first call) without the GIL, cached in numba's
-    ``config.CACHE_DIR`` as `compiled` sets it while it imports this module (in memory when that is empty or numba
-    finds no cache locator)."""
+_ZERO, _ONE = np.uint64(0), np.uint64(1)
+
+
+def _jit(function=None, **options):
+    """``function`` compiled lazily (per argument types, on first call) without the GIL, with numba's ``options``,
+    cached in numba's ``config.CACHE_DIR`` as `compiled` sets it while it imports this module (in memory when that
+    is empty or numba finds no cache locator)."""
+    if function is None:
+        return lambda function: _jit(function, **options)
     if config.CACHE_DIR:
         try:
-            return numba.njit(nogil=True, cache=True)(function)
+            return numba.njit(nogil=True, cache=True, **options)(function)
         except RuntimeError:  # numba found no cache locator it can use
             pass
-    return numba.njit(nogil=True)(function)
+    return numba.njit(nogil=True, **options)(function)
 
 
 @_jit
 def sum_rows(src, dst, accumulator, identity, product, exclusive, reverse):
     """dst = the running sum (``product``: product) of src along axis 1 of the 3-D views, shifted by one with
-    ``identity`` first when ``exclusive``, each lane from its end when ``reverse``; dst may be src itself."""
+    ``identity`` first when ``exclusive``, each lane from its end when ``reverse``; dst may be src itself. The
+    flags are tested outside the inner loops, which LLVM then vectorises."""
     outer, length, inner = src.shape
     width = accumulator.shape[0]
     for o in range(outer):
         for first in range(0, inner, width):
-            count = min(inner, first + width) - first
-            for j in range(count):
-                accumulator[j] = identity
+            start, count = np.uint64(first), np.uint64(min(inner, first + width) - first)
+            accumulator[:count] = identity
             for step in range(length):
                 i = length - 1 - step if reverse else step
-                for j in range(count):  # 0 <= first + j < inner
-                    k = np.uint64(first + j)
-                    before = accumulator[j]
-                    total = before * src[o, i, k] if product else before + src[o, i, k]
-                    accumulator[j] = total
-                    dst[o, i, k] = before if exclusive else total
+                if product:
+                    _multiply_row(src, dst, accumulator, o, i, start, count, exclusive)
+                else:
+                    _add_row(src, dst, accumulator, o, i, start, count, exclusive)
+
+
+@_jit
+def _add_row(src, dst, accumulator, o, i, start, count, exclusive):
+    """Row ``i`` of slice ``o``, lanes start..start + count (unsigned: 0 <= start + j < inner), added in."""
+    j = _ZERO
+    if exclusive:
+        while j < count:
+            before = accumulator[j]
+            accumulator[j] = before + src[o, i, start + j]
+            dst[o, i, start + j] = before
+            j += _ONE
+    else:
+        while j < count:
+            total = accumulator[j] + src[o, i, start + j]
+            accumulator[j] = total
+            dst[o, i, start + j] = total
+            j += _ONE
+
+
+@_jit
+def _multiply_row(src, dst, accumulator, o, i, start, count, exclusive):
+    """As `_add_row`, multiplied in."""
+    j = _ZERO
+    if exclusive:
+        while j < count:
+            before = accumulator[j]
+            accumulator[j] = before * src[o, i, start + j]
+            dst[o, i, start + j] = before
+            j += _ONE
+    else:
+        while j < count:
+            total = accumulator[j] * src[o, i, start + j]
+            accumulator[j] = total
+            dst[o, i, start + j] = total
+            j += _ONE
 
 
 @_jit
@@ -69,7 +108,7 @@ def _lane_start(lane, lanes, inner, span, first):
     return lane // inner * span + lane % inner + first
 
 
-@_jit
+@_jit(inline="always")
 def _chain(src, dst, length, step, identity, product, exclusive, count, neighbours, i0, i1, i2, i3):
     """``count`` (1, 2 or 4) lanes' chains from the flat indices i0..i3, ``step`` apart along a lane (negative when
     reversed); ``neighbours``: four lanes side by side, read from i0 at the offsets 1, 2, 3. Every index read
@@ -104,7 +143,21 @@ def _chain(src, dst, length, step, identity, product, exclusive, count, neighbou
 @_jit
 def sum_chains(src, dst, outer, length, inner, identity, product, exclusive, reverse):
     """The running sum (product) of C-contiguous arrays taken flat, with their (outer, length, inner) shape, four
-    lanes at a time (see the module doc); dst may be src itself."""
+    lanes at a time (see the module doc); dst may be src itself. Each flag reaches `_lanes` as a constant, so
+    that the chains' loops hold no test of it."""
+    if product and exclusive:
+        _lanes(src, dst, outer, length, inner, identity, True, True, reverse)
+    elif product:
+        _lanes(src, dst, outer, length, inner, identity, True, False, reverse)
+    elif exclusive:
+        _lanes(src, dst, outer, length, inner, identity, False, True, reverse)
+    else:
+        _lanes(src, dst, outer, length, inner, identity, False, False, reverse)
+
+
+@_jit(inline="always")
+def _lanes(src, dst, outer, length, inner, identity, product, exclusive, reverse):
+    """`sum_chains` with ``product`` and ``exclusive`` constants: groups of four, a pair, one lane alone."""
     lanes, span = outer * inner, length * inner
     first = (length - 1) * inner if reverse else 0
     step = -inner if reverse else inner
@@ -135,15 +188,26 @@ takes = _jit(takes_lead)
 @_jit
 def extremum_chains(src, values, indices, outer, length, inner, maximum):
     """cummax (``maximum``) / cummin of C-contiguous arrays taken flat, with their (outer, length, inner) shape, four
-    lanes at a time, each lane's best value and index in registers (a last group of fewer repeats its last lane)."""
+    lanes at a time, each lane's best value and index in registers (a last group of fewer repeats its last lane);
+    ``maximum`` reaches `_extremum_lanes` as a constant."""
+    if maximum:
+        _extremum_lanes(src, values, indices, outer, length, inner, True)
+    else:
+        _extremum_lanes(src, values, indices, outer, length, inner, False)
+
+
+@_jit(inline="always")
+def _extremum_lanes(src, values, indices, outer, length, inner, maximum):
+    """`extremum_chains` with ``maximum`` a constant."""
     lanes, span = outer * inner, length * inner
     for lane in range(0, lanes, 4):
         i0, i1 = _lane_start(lane, lanes, inner, span, 0), _lane_start(lane + 1, lanes, inner, span, 0)
         i2, i3 = _lane_start(lane + 2, lanes, inner, span, 0), _lane_start(lane + 3, lanes, inner, span, 0)
         b0, b1, b2, b3 = src[i0], src[i1], src[i2], src[i3]
         w0 = w1 = w2 = w3 = 0
-        for position in range(length):
-            x0, x1, x2, x3 = src[i0], src[i1], src[i2], src[i3]
+        for position in range(length):  # every index is a lane's element: >= 0 and < the array's size
+            k0, k1, k2, k3 = np.uint64(i0), np.uint64(i1), np.uint64(i2), np.uint64(i3)
+            x0, x1, x2, x3 = src[k0], src[k1], src[k2], src[k3]
             if takes(x0, b0, maximum):
                 b0, w0 = x0, position
             if takes(x1, b1, maximum):
@@ -152,15 +216,16 @@ def extremum_chains(src, values, indices, outer, length, inner, maximum):
                 b2, w2 = x2, position
             if takes(x3, b3, maximum):
                 b3, w3 = x3, position
-            values[i0], values[i1], values[i2], values[i3] = b0, b1, b2, b3
-            indices[i0], indices[i1], indices[i2], indices[i3] = w0, w1, w2, w3
+            values[k0], values[k1], values[k2], values[k3] = b0, b1, b2, b3
+            indices[k0], indices[k1], indices[k2], indices[k3] = w0, w1, w2, w3
             i0, i1, i2, i3 = i0 + inner, i1 + inner, i2 + inner, i3 + inner
 
 
 @_jit
 def extremum_rows(src, values, indices, best, where, maximum):
     """cummax (``maximum``) / cummin of 3-D views, lanes in blocks of ``best``'s width, each block taken down the
-    rows, every row compared with the best-value row at once (``where``: the winners' positions)."""
+    rows, every row compared with the best-value row at once (``where``: the winners' positions); the flag is
+    tested outside the row loops."""
     outer, length, inner = src.shape
     width = best.shape[0]
     for o in range(outer):
@@ -170,10 +235,22 @@ def extremum_rows(src, values, indices, best, where, maximum):
                 best[j] = src[o, 0, first + j]
                 where[j] = 0
             for i in range(length):
-                for j in range(count):
-                    x = src[o, i, first + j]
-                    if takes(x, best[j], maximum):
-                        best[j] = x
-                        where[j] = i
-                    values[o, i, first + j] = best[j]
-                    indices[o, i, first + j] = where[j]
+                if maximum:
+                    _extremum_row(src[o, i, first:first + count], values[o, i, first:first + count],
+                                  indices[o, i, first:first + count], best, where, i, True)
+                else:
+                    _extremum_row(src[o, i, first:first + count], values[o, i, first:first + count],
+                                  indices[o, i, first:first + count], best, where, i, False)
+
+
+@_jit
+def _extremum_row(row, values, indices, best, where, position, maximum):
+    """One row of cummax / cummin by torch's rule (`takes`), ``maximum`` a constant where inlined."""
+    for j in range(row.shape[0]):
+        x, current = row[j], best[j]
+        if takes(x, current, maximum):
+            current = x
+            best[j] = x
+            where[j] = position
+        values[j] = current
+        indices[j] = where[j]

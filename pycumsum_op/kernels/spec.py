@@ -32,13 +32,23 @@ RESULT_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64, 
 EXACT_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
 
 
-def takes_lead(x, best, maximum: bool):
-    """torch 1.10's cummax (``maximum``) / cummin rule, the one every kernel applies (numpy arrays or scalars, also
-    compiled by numba): x takes the lead ``if isnan(x) or (not isnan(best) and x >= best)`` (``<=`` for cummin):
-    NaN wins and stays, ties take the later index.
+def takes_lead(x, best, maximum: bool) -> bool:
+    """torch 1.10's cummax (``maximum``) / cummin rule, the one every kernel applies (the compiled loops compile
+    it): x takes the lead ``if isnan(x) or (not isnan(best) and x >= best)`` (``<=`` for cummin): NaN wins and
+    stays, ties take the later index. `takes_lead_elementwise` is the same rule over arrays.
 
-    >>> takes_lead(np.array([1.0, 2.0, np.nan]), np.array([1.0, 3.0, 0.0]), True)
-    array([ True, False,  True])
+    >>> takes_lead(2.0, 2.0, True), takes_lead(1.0, float("nan"), False), takes_lead(float("nan"), 1.0, True)
+    (True, False, True)
+    """
+    return x != x or (best == best and (x >= best if maximum else x <= best))
+
+
+def takes_lead_elementwise(x, best, maximum: bool):
+    """`takes_lead` over numpy arrays, element by element (the same rule, with numpy's operators).
+
+    >>> x, best = np.array([2.0, 1.0, np.nan, 0.5]), np.array([2.0, np.nan, 1.0, 1.0])
+    >>> takes_lead_elementwise(x, best, True).tolist() == [takes_lead(a, b, True) for a, b in zip(x, best)]
+    True
     """
     return (x != x) | ((best == best) & ((x >= best) if maximum else (x <= best)))
 
