@@ -108,7 +108,7 @@ def _lane_start(lane, lanes, inner, span, first):
     return lane // inner * span + lane % inner + first
 
 
-@_jit(inline="always")
+@_jit
 def _chain(src, dst, length, step, identity, product, exclusive, count, neighbours, i0, i1, i2, i3):
     """``count`` (1, 2 or 4) lanes' chains from the flat indices i0..i3, ``step`` apart along a lane (negative when
     reversed); ``neighbours``: four lanes side by side, read from i0 at the offsets 1, 2, 3. Every index read
@@ -155,7 +155,7 @@ def sum_chains(src, dst, outer, length, inner, identity, product, exclusive, rev
         _lanes(src, dst, outer, length, inner, identity, False, False, reverse)
 
 
-@_jit(inline="always")
+@_jit
 def _lanes(src, dst, outer, length, inner, identity, product, exclusive, reverse):
     """`sum_chains` with ``product`` and ``exclusive`` constants: groups of four, a pair, one lane alone."""
     lanes, span = outer * inner, length * inner
@@ -196,7 +196,7 @@ def extremum_chains(src, values, indices, outer, length, inner, maximum):
         _extremum_lanes(src, values, indices, outer, length, inner, False)
 
 
-@_jit(inline="always")
+@_jit
 def _extremum_lanes(src, values, indices, outer, length, inner, maximum):
     """`extremum_chains` with ``maximum`` a constant."""
     lanes, span = outer * inner, length * inner
@@ -245,7 +245,7 @@ def extremum_rows(src, values, indices, best, where, maximum):
 
 @_jit
 def _extremum_row(row, values, indices, best, where, position, maximum):
-    """One row of cummax / cummin by torch's rule (`takes`), ``maximum`` a constant where inlined."""
+    """One row of cummax / cummin by torch's rule (`takes`), ``maximum`` as the caller passes it."""
     for j in range(row.shape[0]):
         x, current = row[j], best[j]
         if takes(x, current, maximum):
