@@ -28,6 +28,7 @@ import nets
 import sweep
 import timing
 from pycumsum_op.kernels import compiled, engine
+from pycumsum_op.kernels.plan import LOOPS, plan
 from timing import median, table
 
 CLASSES = ("1-D", "last axis, many rows", "last axis, few rows", "non-last axes")
@@ -40,9 +41,6 @@ COPY_TARGET, COPY_MIN_SIZE = 2.0, 10 ** 6
 #: The cache states each case is timed in (`timing.measure`).
 STATES = ("warm", "cold")
 FAMILY = ("cumprod", "cummax", "cummin", "logcumsumexp")
-#: scan -> its accelerated loop (`engine.compiled_views`), for the scans whose compiled kernel is torch's bit for bit
-#: (logcumsumexp's exp/log1p are libm's: not compiled); the family is timed without it where that loop runs.
-FAMILY_LOOPS = {"cumprod": "product", "cummax": "extremum", "cummin": "extremum"}
 
 
 def shape_class(shape, axis):
@@ -104,7 +102,7 @@ def time_cumsum(shape, axis, dtype, budget_s, statistic=median, clock=time.perf_
         candidates["pycumsum_forward_backward" + suffix] = switched(nets.pycumsum(axis, backward=True), on)
     if shape_class(shape, axis) != "1-D":  # the memory floor: a scan with cold caches is close to a copy
         candidates["copy"] = nets.copy()
-    call = engine.direct(x.shape, x.dtype, axis)  # with the accelerator, as PyCumSum makes it
+    call = engine.one_call(plan("cumsum", x.shape, x.dtype, axis % x.ndim, accelerator=True))  # as PyCumSum makes it
     if call is not None:  # the accelerator's loop makes torch's call when switched off: switched on for it
         candidates["floor"] = switched(nets.python_floor(axis, call), True if accelerated else None)
     os.environ[compiled.SWITCH] = "1"
@@ -126,8 +124,7 @@ def time_family(scan, shape, axis, dtype, budget_s, statistic=median, clock=time
     x, _ = nets.feed(shape, 0.99, 1.01, dtype=dtype)
     candidates = {"torch_forward": nets.torch_family_forward(scan, x, axis)}
     os.environ[compiled.SWITCH] = "1"
-    accelerated = (compiled.installed() and scan in FAMILY_LOOPS
-                   and engine.compiled_views(FAMILY_LOOPS[scan], axis % x.ndim, x, np.empty_like(x)) is not None)
+    accelerated = compiled.installed() and plan(scan, x.shape, x.dtype, axis % x.ndim, accelerator=True).path == "compiled"
     for on in (True, False) if accelerated else (None,):
         candidates["forward" if on is not False else "forward_plain"] = switched(nets.family(scan, axis), on)
     os.environ[compiled.SWITCH] = "1"
@@ -192,7 +189,7 @@ def summary(result, state):
             ours = [entry for entry in family if entry["scan"] == scan]
             row[scan] = _stats(_ratios(ours, state, "forward", "torch_forward"))
             row[scan + "_plain"] = _stats(_ratios(ours, state, "forward_plain", "torch_forward"))
-            if scan in FAMILY_LOOPS and ours:
+            if LOOPS[scan] and ours:  # the scans whose accelerated loop is torch's bit for bit
                 checks.append(("{}: {} forward median <= {}x, worst <= {}x torch ({})".format(
                     name, scan, medium, worst, state),
                                row[scan][0] <= medium and row[scan][1] <= worst,

@@ -32,6 +32,7 @@ import torch
 import timing
 from pycumsum_op.commands._common import whole_number
 from pycumsum_op.kernels import compiled, engine, tuning
+from pycumsum_op.kernels.plan import plan
 from timing import table
 
 MIN_SIZE, MAX_SIZE = 1 << 16, 1 << 22
@@ -62,14 +63,16 @@ def draw(seed, count):
 
 def _calls(loop, x):
     """({name: callable}, whether the engine takes the accelerator) for one case: torch's call, the engine's choice
-    (`engine.compiled_views`, the rule the scans ask), the accelerator's loop alone."""
-    taken = engine.compiled_views(loop, 1, x, x) is not None
+    (`plan.plan`, which the scans ask), the accelerator's loop alone (the planned variant)."""
+    found = plan({"sum": "cumsum", "product": "cumprod", "extremum": "cummax"}[loop], x.shape, x.dtype, 1,
+                 accelerator=True)
+    taken, chains = found.path == "compiled", found.variant in ("chains of four", "one chain")
     if loop == "extremum":
         values, indices = torch.empty_like(torch.from_numpy(x)), torch.empty(x.shape, dtype=torch.int64)
         tensor = torch.from_numpy(x)
 
         def accelerator():
-            compiled.extremum_rows(x, values.numpy(), indices.numpy(), True)
+            compiled.extremum_rows(x, values.numpy(), indices.numpy(), True, chains)
 
         def torch_call():
             torch.cummax(tensor, 1, out=(values, indices))
@@ -80,7 +83,7 @@ def _calls(loop, x):
         scan = engine.torch_product if loop == "product" else engine.torch_scan
 
         def accelerator():
-            compiled.scan_rows(x, out, operation, False, False)
+            compiled.scan_rows(x, out, operation, False, False, chains)
 
         def torch_call():
             scan(source, target, 1)

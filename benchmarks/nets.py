@@ -12,6 +12,7 @@ from caffe2.python import core, workspace
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op.idioms import add_sparse_lengths_cumsum
 from pycumsum_op.kernels import engine
+from pycumsum_op.kernels.plan import plan
 
 X, GRAD_Y = "bench_x", "bench_y_grad"
 
@@ -99,7 +100,7 @@ FLOOR_TYPES = {torch.float32: caffe2_pb2.TensorProto.FLOAT, torch.float64: caffe
 
 def python_floor(axis, call=engine.torch_scan):
     """A net with the least a Caffe2 Python op making a scan's one call can do: size the output, then ``call`` (one
-    `engine.direct` returns: torch's ``torch.cumsum(out=)`` by default, or the accelerator's loop) between torch
+    `engine.one_call` returns: torch's ``torch.cumsum(out=)`` by default, or the accelerator's loop) between torch
     tensors wrapping the blobs (float32 / float64). No check, no plan: with torch's call, the floor of any
     Python-op scan wherever torch's own kernel is the fastest exact one (1-D, last axis); with the call PyCumSum
     makes for a shape, what PyCumSum would cost if the op were nothing but that call."""
@@ -157,8 +158,7 @@ def numpy_forward(x, axis):
 
 def paths(x, axis):
     """The engine paths PyCumSum takes for x along axis: forward, backward (a reverse scan)."""
-    out = np.empty_like(x)
-    return tuple(engine.choose_path(x, out, axis % x.ndim, False, reverse)[0] for reverse in (False, True))
+    return tuple(plan("cumsum", x.shape, x.dtype, axis % x.ndim, reverse=reverse).path for reverse in (False, True))
 
 
 def lowered(axis, target, backward=False):

@@ -22,8 +22,12 @@ import importlib
 from ._runtime import require_caffe2, started_as_command
 
 __version__ = "0.2.0"
-__all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "cumsum_fwd", "cumsum_bwd", "ScanArgumentError",
-           "UnsafeNetError", "load_net", "save_net", "verify_net", "lower", "LoweringError", "__version__"]
+#: The public names besides the registered scans' functions (``pycumsum_op.<scan name>``, one per `scans` entry).
+_NAMES = ["cumsum_fwd", "cumsum_bwd", "ScanArgumentError", "UnsafeNetError", "load_net", "save_net", "verify_net",
+          "lower", "LoweringError", "explain", "__version__"]
+__all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"] + _NAMES
+_api = {}  # name -> value, filled by `_load`
+_scan_functions = {}  # scan name -> (its entry, the function made from it)
 
 
 def _load_api() -> dict:
@@ -34,24 +38,50 @@ def _load_api() -> dict:
     from .kernels import ScanArgumentError
     from .serialization import UnsafeNetError, load_net, save_net, verify_net
     from .lowering import LoweringError, lower  # also registers the ATen gradient
+    from .scans.explain import explain
     ops.install()
-    return {"cumsum": ops.cumsum, "cumprod": ops.cumprod, "cummax": ops.cummax, "cummin": ops.cummin,
-            "logcumsumexp": ops.logcumsumexp, "cumsum_fwd": ops.cumsum_fwd, "cumsum_bwd": ops.cumsum_bwd,
-            "ScanArgumentError": ScanArgumentError, "UnsafeNetError": UnsafeNetError, "load_net": load_net,
-            "save_net": save_net, "verify_net": verify_net, "lower": lower, "LoweringError": LoweringError,
-            "doctor": doctor}
+    return {"cumsum_fwd": ops.cumsum_fwd, "cumsum_bwd": ops.cumsum_bwd, "ScanArgumentError": ScanArgumentError,
+            "UnsafeNetError": UnsafeNetError, "load_net": load_net, "save_net": save_net, "verify_net": verify_net,
+            "lower": lower, "LoweringError": LoweringError, "explain": explain, "doctor": doctor,
+            "scan_function": ops.scan_function}
 
 
 def _load() -> None:
-    """What ``import pycumsum_op`` does outside the command line; idempotent."""
-    globals().update(_load_api())
+    """What ``import pycumsum_op`` does (outside the command line: at import); idempotent."""
+    if not _api:
+        _api.update(_load_api())
 
 
-if started_as_command():
-    def __getattr__(name):  # PEP 562: the public names load on first use
-        if name in __all__ or name == "doctor":
-            _load()
-            return globals()[name]
+def _scan_function(name: str):
+    """``pycumsum_op.<name>`` of registered scan ``name``: its function (`ops.scan_function`), made once per entry
+    (a scan registered again gets a new one)."""
+    from .scans import SCANS
+
+    entry = SCANS[name]
+    known = _scan_functions.get(name)
+    if known is None or known[0] is not entry:
+        known = _scan_functions[name] = entry, _api["scan_function"](name)
+    return known[1]
+
+
+def __getattr__(name):  # PEP 562: the API (loaded on first use in the command line) and every registered scan
+    if name.startswith("__"):
         raise AttributeError("module 'pycumsum_op' has no attribute {!r}".format(name))
-else:
+    _load()
+    if name in _api and name != "scan_function":
+        return _api[name]
+    from .scans import SCANS
+
+    if name in SCANS:
+        return _scan_function(name)
+    raise AttributeError("module 'pycumsum_op' has no attribute {!r}".format(name))
+
+
+def __dir__():
+    from .scans import SCANS
+
+    return sorted(set(globals()) | set(_NAMES) | {"doctor"} | set(SCANS))
+
+
+if not started_as_command():
     _load()

@@ -6,6 +6,7 @@
     pycumsum-op lower NET [--target aten|portable] -o OUT
     pycumsum-op onnx import|export ...
     pycumsum-op train --workers N --steps S [--seed K]
+    pycumsum-op explain --shape 64,4096 --axis 0 [--dtype float32] [--op cumprod] [--exclusive] [--reverse]
 
 Building the parser imports neither Caffe2 nor numpy nor torch, so ``--help`` and ``--version``
 work anywhere. A command module's ``add_parser(subparsers)`` registers its subcommand and
@@ -26,7 +27,7 @@ import sys
 
 from . import __version__
 from ._runtime import COMMAND, init_caffe2_quietly, require_caffe2
-from .commands import demo, doctor, lower, onnx, train
+from .commands import demo, doctor, explain, lower, onnx, train
 from .commands._common import _BadInput
 
 EXIT_BAD_INPUT = 2
@@ -45,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     onnx.add_parser(commands)
     lower.add_parser(commands)
     train.add_parser(commands)
+    explain.add_parser(commands)
     parser.set_defaults(command_names=sorted(commands.choices))
     return parser
 

@@ -13,7 +13,8 @@ import hypothesis.strategies as st
 import numpy as np
 import pytest
 
-from pycumsum_op.kernels import compiled, engine, tuning
+from pycumsum_op.kernels import compiled, tuning
+from pycumsum_op.kernels.plan import APART, SAME, plan
 
 #: The tests of the compiled paths: the `fast` extra installs numba 0.56.4 on CPython >= 3.7 only.
 NEEDS_NUMBA = pytest.mark.skipif(sys.version_info < (3, 7), reason="the `fast` extra installs no numba on CPython 3.6 "
@@ -75,14 +76,33 @@ def engine_input(dtype, shape, seed):
 
 
 def forward_path(dtype, shape, axis, exclusive, reverse, seed=None, accelerated=True):
-    """The engine path a PyCumSum forward takes (its result dtype is torch's: int64 for integers)."""
-    out = np.empty(shape, dtype if dtype.kind == "f" else np.int64)
-    with accelerator(accelerated):
-        return engine.choose_path(np.empty(shape, dtype), out, axis % len(shape), exclusive, reverse)[0]
+    """The path a PyCumSum forward takes (its result dtype is torch's: int64 for integers, which it casts into
+    the output first and scans there in place)."""
+    result = dtype if dtype.kind == "f" else np.dtype(np.int64)
+    return plan("cumsum", shape, result, axis % len(shape), exclusive, reverse, sharing=APART if result == dtype
+                else SAME, accelerator=accelerated).path
 
 
 def backward_path(dtype, shape, axis, exclusive, reverse, seed=None, accelerated=True):
-    """The engine path the gradient of a float PyCumSum takes: the reverse scan of the output gradient."""
-    with accelerator(accelerated):
-        return engine.choose_path(np.empty(shape, dtype), np.empty(shape, dtype), axis % len(shape), exclusive,
-                                  not reverse)[0]
+    """The path the gradient of a float PyCumSum takes: the reverse scan of the output gradient."""
+    return plan("cumsum", shape, dtype, axis % len(shape), exclusive, not reverse, accelerator=accelerated).path
+
+
+def record_paths(monkeypatch) -> list:
+    """The paths the scans run from now on in the test, in order: cumsum's engine paths by name, the accelerator's
+    loops as "compiled" (sums, products, cummax / cummin), and the Caffe2 op's one torch.cumsum as "torch"."""
+    from pycumsum_op.kernels import engine
+
+    taken = []
+
+    def recording(name, function):
+        def run(*args, **kwargs):
+            taken.append(name)
+            return function(*args, **kwargs)
+        return run
+
+    monkeypatch.setattr(engine, "_PATHS", {name: recording(name, path) for name, path in engine._PATHS.items()})
+    monkeypatch.setattr(engine, "torch_scan", recording("torch", engine.torch_scan))
+    for loop in ("scan_rows", "extremum_rows"):
+        monkeypatch.setattr(compiled, loop, recording("compiled", getattr(compiled, loop)))
+    return taken

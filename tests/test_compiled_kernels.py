@@ -1,34 +1,33 @@
-"""The accelerator (pycumsum_op/kernels/compiled.py, the ``fast`` extra) against torch, and without it.
+"""The accelerator (pycumsum_op/kernels/compiled.py, the ``fast`` extra) against torch, and the plan that takes it.
 
-Every compiled scan must EQUAL torch's result (NaN where torch has NaN: IEEE 754 leaves the sign of a
-NaN made from two NaNs open, and the compiled adds may take either), on data over 40 decades, with
-NaN and infinities, and on int64 sums that wrap around. Each case also runs with the accelerator
-turned off by its environment variable, which must give the same values by another path. Speed is
+Every compiled scan must EQUAL torch's result (NaN where torch has NaN: IEEE 754 leaves the sign of a NaN made
+from two NaNs open, and the compiled adds may take either), on data over 40 decades, with NaN and infinities, and
+on int64 sums that wrap around. The kernels are driven straight by hypothesis around the boundaries of their loops
+(groups of four lanes, pairs, single lanes, blocks of lanes) plus a short list of named edge shapes; which path a
+scan takes is one table (`PATH_TABLE`) whose shapes are made from the `tuning` constants the plan reads, checked
+with the accelerator and without, each case run and held against torch, the path run recorded. Speed is
 `make bench`'s job; nothing here is timed.
 """
 import os
 import subprocess
 import sys
 
+import hypothesis.strategies as st
 import numpy as np
 import pytest
 import torch
 from caffe2.python import core, workspace
+from hypothesis import example, given, settings
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine, tuning
-from pycumsum_op.kernels import cummax as cummax_kernels
+from pycumsum_op.kernels.plan import SAME, plan
 from pycumsum_op.scans import scan as registered_scan
 from pycumsum_op.torch_versions import has
-from engine_support import NEEDS_NUMBA
+from engine_support import NEEDS_NUMBA, record_paths
 
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusive, reverse)
-#: where the forward takes the accelerator (elsewhere it stays torch's call): 16-lane rows, wide ones (blocks of
-#: lanes), two blocks, short lanes, rows of 4-13 lanes (four lanes' chains; 13 lanes of float64 and int64 are
-#: tuning.COMPILED_NARROW_BYTES or more, which take the row loops)
-SHAPES = [((600, 50), 0), ((300, 32), 0), ((2, 700, 16), 1), ((600, 200), 0), ((3, 600, 40), 1),
-          ((2, 520, 2, 8), 1), ((520, 1100), 0), ((2, 1100, 5), 1), ((1200, 4), 0), ((2, 3000), 0),
-          ((300, 40, 8), 1), ((300, 40, 13), 1)]
+DTYPES = [np.float32, np.float64, np.int32, np.int64]
 
 
 @pytest.fixture(params=[True, False], ids=["accelerated", "plain"])
@@ -57,6 +56,12 @@ def values(shape, dtype, seed=0):
     return x
 
 
+def factors(shape, dtype, seed=0):
+    """Products that neither overflow nor vanish: +-1 (NaN, +-inf kept) for floats, -1..1 for integers."""
+    x = values(shape, dtype, seed)
+    return np.where(np.isfinite(x), np.sign(x), x).astype(dtype) if np.dtype(dtype).kind == "f" else x % 3 - 1
+
+
 def oracle(x, axis, exclusive, reverse, scan=torch.cumsum, identity=0):
     """torch's inclusive scan, with exclusive / reverse built from torch ops."""
     t = torch.from_numpy(np.ascontiguousarray(x))
@@ -75,44 +80,60 @@ def assert_same(actual, expected):
     np.testing.assert_array_equal(actual, expected)  # NaN equals NaN (np.array_equal's equal_nan needs numpy 1.19)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
-@pytest.mark.parametrize("shape, axis", SHAPES)
-@pytest.mark.parametrize("exclusive, reverse", FLAGS)
-@pytest.mark.parametrize("in_place", [False, True])
-def test_cumsum_off_the_last_axis_is_torchs(accelerator, shape, axis, dtype, exclusive, reverse, in_place):
-    x = values(shape, dtype)
-    target = x.copy() if in_place else np.empty_like(x)
-    path = engine.choose_path(x if not in_place else target, target, axis, exclusive, reverse)[0]
-    assert (path == "compiled") is accelerator
-    actual = cumsum_forward(target if in_place else x, ScanSpec("PyCumSum", axis, exclusive, reverse), out=target)
-    assert_same(actual, oracle(x, axis, exclusive, reverse))
+# --- the kernels straight: the chains (C-contiguous rows: lanes in fours, neighbours of one row as one vector, a
+# last group of two lanes as a pair, of 1 or 3 repeating its last lane, groups across outer slices, one lane alone)
+# and the row loops (any view, gaps too, in blocks of tuning.COMPILED_BLOCK lanes)
+
+#: (outer, inner) of the named edges: one lane; a pair; three (a group repeating its last lane); four neighbours;
+#: 4k + 1 lanes (a group of three, then a pair); 4k + 2 (groups, then a pair); groups across outer slices; rows of
+#: 5-15 neighbours with a ragged end; a row wider than a block of 3.
+EDGE_ROWS = [(1, 1), (1, 2), (1, 3), (1, 4), (5, 1), (3, 2), (2, 3), (5, 3), (2, 5), (1, 7), (3, 15), (2, 16)]
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
-@pytest.mark.parametrize("operation, scan, identity", [(compiled.SUM, torch.cumsum, 0),
-                                                       (compiled.PRODUCT, torch.cumprod, 1)])
-@NEEDS_NUMBA
-@pytest.mark.parametrize("exclusive, reverse", FLAGS)
-@pytest.mark.parametrize("in_place", [False, True])
-@pytest.mark.parametrize("inner", [1, 2, 3, 4, 5, 7, 15])
-@pytest.mark.parametrize("outer", [1, 2, 5])
-@pytest.mark.parametrize("contiguous", [True, False])
-def test_narrow_rows(dtype, operation, scan, identity, exclusive, reverse, in_place, inner, outer, contiguous,
-                     monkeypatch):
-    """Narrow rows straight through the kernels: the chains (C-contiguous: lanes in fours, a last group of two lanes
-    as a pair, of 1 or 3 repeating its last lane, groups across outer slices) and the row loops (views with gaps;
-    15 lanes of float64 and int64 are tuning.COMPILED_NARROW_BYTES or more), in blocks of 3 lanes."""
-    monkeypatch.setattr(tuning, "COMPILED_BLOCK", 3)
-    x = values((outer, 301, inner if contiguous else 2 * inner), dtype, seed=2)
-    if operation == compiled.PRODUCT:
-        x = np.where(np.isfinite(x), np.sign(x), x) if np.dtype(dtype).kind == "f" else x % 3 - 1
+@st.composite
+def kernel_cases(draw):
+    """(operation, dtype, outer, length, inner, exclusive, reverse, in_place, contiguous, chains, block)."""
+    contiguous = draw(st.booleans())
+    return (draw(st.sampled_from([compiled.SUM, compiled.PRODUCT])), draw(st.sampled_from(DTYPES)),
+            draw(st.integers(1, 6)), draw(st.one_of(st.integers(1, 40), st.just(301))),
+            draw(st.one_of(st.integers(1, 17), st.integers(18, 70))), draw(st.booleans()), draw(st.booleans()),
+            draw(st.booleans()), contiguous, contiguous and draw(st.booleans()), draw(st.sampled_from([3, 1024])))
+
+
+def check_scan_rows(operation, dtype, outer, length, inner, exclusive, reverse, in_place, contiguous, chains, block):
+    make = factors if operation == compiled.PRODUCT else values
+    x = make((outer, length, inner if contiguous else 2 * inner), dtype, seed=outer * 1000 + length * 10 + inner)
     target = x.copy() if in_place else np.empty_like(x)
     source = target if in_place else x
     if not contiguous:
         source, target, x = source[:, :, ::2], target[:, :, ::2], x[:, :, ::2]
-    compiled.scan_rows(source, target, operation, exclusive, reverse)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tuning, "COMPILED_BLOCK", block)
+        compiled.scan_rows(source, target, operation, exclusive, reverse, chains)
+    scan, identity = (torch.cumprod, 1) if operation == compiled.PRODUCT else (torch.cumsum, 0)
     expected = oracle(x, 1, exclusive, reverse, scan, identity)
-    assert_same(target, expected.astype(x.dtype) if dtype == np.int32 else expected)
+    assert_same(target, expected.astype(x.dtype))  # torch scans int32 into int64
+
+
+@NEEDS_NUMBA
+@settings(max_examples=120)
+@given(case=kernel_cases())
+@example(case=(compiled.SUM, np.float64, 1, 301, 1, True, True, True, True, True, 1024))  # one chain, in place
+@example(case=(compiled.PRODUCT, np.int64, 5, 40, 3, False, True, False, False, False, 3))  # gaps, blocks of 3
+def test_scan_rows_are_torchs(case):
+    check_scan_rows(*case)
+
+
+@NEEDS_NUMBA
+@pytest.mark.parametrize("outer, inner", EDGE_ROWS)
+def test_scan_rows_edges(outer, inner):
+    """Each named edge by both loops, every flag, sums and products, in place and not."""
+    for exclusive, reverse in FLAGS:
+        for operation, dtype, in_place, chains in [(compiled.SUM, np.float32, False, True),
+                                                    (compiled.SUM, np.int64, True, True),
+                                                    (compiled.PRODUCT, np.float64, True, True),
+                                                    (compiled.SUM, np.float64, False, False)]:
+            check_scan_rows(operation, dtype, outer, 37, inner, exclusive, reverse, in_place, True, chains, 3)
 
 
 @NEEDS_NUMBA
@@ -120,143 +141,152 @@ def test_float32_sums_are_taken_in_float64():
     """torch 1.10's CPU cumsum adds float32 in float64 and rounds each element once; so do the kernels (a
     float32 accumulator would give 1e8 + 1 + ... = 1e8 here)."""
     x = np.array([[1e8] * 3] + [[1.0] * 3] * 99, np.float32)
-    y = np.empty_like(x)
-    compiled.scan_rows(x[None], y[None], compiled.SUM, False, False)
-    assert_same(y, torch.cumsum(torch.from_numpy(x), 0).numpy())
-    assert y[-1, 0] == np.float32(1e8 + 99)
-
-
-@pytest.mark.parametrize("shape, axis, dtype", [((70000,), 0, np.float32),
-                                                ((300, 1023), 1, np.float32), ((64, 1100), 1, np.int64),
-                                                ((4, 8192), 1, np.float64), ((1, 5000, 1), 1, np.float32)])
-def test_one_chain_stays_with_torch(accelerator, shape, axis, dtype):
-    """1-D (one add chain either way, also with dimensions of 1 around it), lanes shorter than
-    tuning.COMPILED_CHAINS_MIN_BYTES, integer sums (a 1-cycle add) and lanes 64 KiB apart:
-    torch's own call is the cheaper one, with the accelerator or without (measured in benchmarks/)."""
-    x = values(shape, dtype)
-    assert engine.choose_path(x, np.empty_like(x), axis, False, False)[0] == "torch"
-    assert engine.direct(shape, np.dtype(dtype), axis) is engine.torch_scan
-
-
-@pytest.mark.parametrize("shape, axis, dtype", [((70000,), 0, np.float32), ((1, 5000, 1), 1, np.float64),
-                                                ((4099,), 0, np.int64), ((1, 20011), 1, np.int32)])
-@pytest.mark.parametrize("in_place", [False, True])
-def test_one_lane_reversed_is_one_chain(accelerator, shape, axis, dtype, in_place):
-    """A single lane reversed (a 1-D scan's gradient) or shifted and reversed: one chain with the accelerator
-    (torch has no reverse scan; the blocked path copies through its buffer both ways), the blocked path without;
-    torch's bits, in place too."""
-    x = values(shape, dtype)
-    for exclusive in (False, True):
-        target = x.copy() if in_place else np.empty_like(x)
-        source = target if in_place else x
-        assert (engine.choose_path(source, target, axis, exclusive, True)[0] == "compiled") is accelerator
-        actual = cumsum_forward(source, ScanSpec("PyCumSum", axis, exclusive, True), out=target)
-        assert actual is target
-        assert_same(actual, oracle(x, axis, exclusive, True).astype(dtype))  # torch sums int32 into int64
-
-
-@pytest.mark.parametrize("shape, axis", [((3, 3000), 1), ((64, 1100), 1), ((4, 600, 2), 1), ((3000, 3), 0),
-                                         ((5000, 2), 0), ((2, 3000), 1), ((6, 1100), 1)])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_rows_of_one_to_three_lanes_take_the_chains(accelerator, shape, axis, dtype):
-    """The last axis with two rows or more, and rows of 2-3 lanes, of floats: four chains at once (two lanes,
-    and the last two of six, as a pair) with the accelerator (the op's direct call too), torch's call without;
-    reversed (the gradient) the chains as well, the blocked path without; torch's bits every way."""
-    x = values(shape, dtype)
-    found = engine.direct(x.shape, x.dtype, axis)
-    assert (getattr(found, "func", None) is engine.compiled_scan) is accelerator
-    assert (found is engine.torch_scan) is not accelerator
-    assert (engine.choose_path(x, np.empty_like(x), axis, False, True)[0] == "compiled") is accelerator
-    out = np.empty_like(x)
-    found(torch.from_numpy(x), torch.from_numpy(out), axis)
-    assert_same(out, oracle(x, axis, False, False))
-    for exclusive, reverse in FLAGS:
-        actual = cumsum_forward(x, ScanSpec("PyCumSum", axis, exclusive, reverse))
-        assert_same(actual, oracle(x, axis, exclusive, reverse))
-
-
-@pytest.mark.parametrize("shape, axis, dtype", [((1000, 7, 5), 1, np.float32), ((1000, 7, 12), 1, np.int32),
-                                                ((2000, 3, 7), 1, np.float64), ((600, 12, 9), 1, np.float32),
-                                                ((1000, 10, 8), 1, np.float64), ((200, 30, 3), 1, np.float32),
-                                                ((3000, 2, 2), 1, np.float32)])
-def test_short_lanes_and_narrow_rows_stay_torchs(accelerator, shape, axis, dtype):
-    """Rows narrower than a cache line with lanes shorter than tuning.COMPILED_CHAINS_MIN_LENGTH (4 lanes or more)
-    or tuning.COMPILED_CHAINS_MIN_BYTES (1-3 lanes): torch's strided loop is as fast there (measured), so the
-    forward is its call with the accelerator or without;
-    reversed, they take the accelerator's loop (torch has no reverse scan)."""
-    x = values(shape, dtype)
-    assert engine.direct(x.shape, x.dtype, axis) is engine.torch_scan
-    assert engine.choose_path(x, np.empty_like(x), axis, False, False)[0] == "torch"
-    assert (engine.choose_path(x, np.empty_like(x), axis, False, True)[0] == "compiled") is accelerator
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
-def test_rows_of_a_line_take_the_accelerator_where_torch_would_run(accelerator, dtype):
-    """Rows of a cache line or more, lanes of any length: the compiled loop even where torch's lanes stay in
-    cache, and the op's direct call is that loop; torch's bits either way."""
-    x = values((2, 3000), dtype)
-    found = engine.direct(x.shape, x.dtype, 0)
-    assert (getattr(found, "func", None) is engine.compiled_scan) is accelerator
-    assert (found is engine.torch_scan) is not accelerator
-    assert engine.choose_path(x, np.empty_like(x), 0, False, False)[0] == ("compiled" if accelerator else "torch")
-    out = np.empty_like(x)
-    found(torch.from_numpy(x), torch.from_numpy(out), 0)
-    assert_same(out, oracle(x, 0, False, False))
-    assert_same(cumsum_forward(x, ScanSpec("PyCumSum", 0)), oracle(x, 0, False, False))
-
-
-def test_direct_is_the_engines_own_path(accelerator):
-    """`engine.direct` (the op's shortcut) claims exactly the shapes the engine scans by one torch call or one
-    compiled loop; random shapes around the thresholds."""
-    rng = np.random.RandomState(14)
-    for _ in range(300):
-        rank = rng.randint(1, 5)
-        shape = tuple(int(np.exp(rng.uniform(0, np.log(1 << 21) / rank))) for _ in range(rank))
-        axis, dtype = int(rng.randint(rank)), np.dtype([np.float32, np.float64, np.int64][rng.randint(3)])
-        found = engine.direct(shape, dtype, axis)
-        path = engine.choose_path(np.empty(shape, dtype), np.empty(shape, dtype), axis, False, False)[0]
-        if found is None:
-            assert path not in ("torch", "compiled"), (shape, axis, dtype)
-        else:
-            name = "torch" if found is engine.torch_scan else found.func is engine.compiled_scan and "compiled"
-            assert name == path, (shape, axis, dtype)
+    for chains in (True, False):
+        y = np.empty_like(x)
+        compiled.scan_rows(x[None], y[None], compiled.SUM, False, False, chains)
+        assert_same(y, torch.cumsum(torch.from_numpy(x), 0).numpy())
+        assert y[-1, 0] == np.float32(1e8 + 99)
 
 
 @NEEDS_NUMBA
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
-@pytest.mark.parametrize("maximum", [True, False])
-@pytest.mark.parametrize("block", [1024, 3])
-@pytest.mark.parametrize("inner", [1, 2, 4, 7, 12])
-@pytest.mark.parametrize("contiguous", [True, False])
-def test_extremum_rows_are_torchs_cummax_and_cummin(dtype, maximum, block, inner, contiguous, monkeypatch):
-    """Rows narrower than tuning.COMPILED_EXTREMUM_CHAINS_WIDTH four lanes at a time (C-contiguous; the last group
-    of 41 lanes or fewer repeats its last lane), wider ones (and views with gaps) whole, and cut into blocks of 3
-    lanes (tuning.COMPILED_BLOCK)."""
-    monkeypatch.setattr(tuning, "COMPILED_BLOCK", block)
-    x = values((41, 30, inner if contiguous else 2 * inner), dtype, seed=4)
+@settings(max_examples=40)
+@given(dtype=st.sampled_from([np.float32, np.float64, np.int64]), maximum=st.booleans(),
+       block=st.sampled_from([3, 1024]), outer=st.integers(1, 41), length=st.integers(1, 30),
+       inner=st.sampled_from([1, 2, 3, 4, 5, 7, 8, 12]), contiguous=st.booleans(), chains=st.booleans())
+@example(dtype=np.float32, maximum=True, block=1024, outer=41, length=30, inner=7, contiguous=True, chains=True)
+@example(dtype=np.float64, maximum=False, block=3, outer=41, length=30, inner=12, contiguous=False, chains=False)
+def test_extremum_rows_are_torchs_cummax_and_cummin(dtype, maximum, block, outer, length, inner, contiguous, chains):
+    """Four lanes at a time (C-contiguous; a last group repeating its last lane), or whole rows (views with gaps
+    too) cut into blocks of 3 lanes (tuning.COMPILED_BLOCK); ties take the later index, NaN wins and stays."""
+    x = values((outer, length, inner if contiguous else 2 * inner), dtype, seed=4)
     if dtype != np.int64:
         x[::3, ::4] = 1.5  # ties: torch keeps the later index
     if not contiguous:
         x = x[:, :, ::2]
     values_out, indices = np.empty_like(x), np.empty(x.shape, np.int64)
-    compiled.extremum_rows(x, values_out, indices, maximum)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tuning, "COMPILED_BLOCK", block)
+        compiled.extremum_rows(x, values_out, indices, maximum, chains and contiguous)
     expected_values, expected_indices = (torch.cummax if maximum else torch.cummin)(torch.from_numpy(x), 1)
     assert_same(values_out, expected_values.numpy())
     assert_same(indices, expected_indices.numpy())
 
 
-@NEEDS_NUMBA
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
-@pytest.mark.parametrize("exclusive, reverse", FLAGS)
-@pytest.mark.parametrize("block", [1024, 7])
-def test_products_are_torchs_cumprod(dtype, exclusive, reverse, block, monkeypatch):
-    monkeypatch.setattr(tuning, "COMPILED_BLOCK", block)
-    rng = np.random.RandomState(5)
-    x = rng.uniform(0.5, 1.5, (300, 20)).astype(dtype) if dtype != np.int64 else rng.randint(-3, 4, (300, 20))
-    y = np.empty_like(x)
-    compiled.scan_rows(x[None], y[None], compiled.PRODUCT, exclusive, reverse)
-    assert_same(y, oracle(x, 0, exclusive, reverse, torch.cumprod, 1))
+# --- which path each scan takes: one table, shapes made from the constants the plan reads
 
+def path_table():
+    """[(scan, shape, axis, dtype, exclusive, reverse, in_place, (path, variant) with the accelerator, path without)]:
+    each row sits on one side of one of the plan's boundaries (`tuning`)."""
+    t, f32, f64, i64 = tuning, np.float32, np.float64, np.int64
+    wide, few, chain_length = t.COMPILED_NARROW, t.COMPILED_FEW_LANES, t.COMPILED_CHAINS_MIN_LENGTH
+    span32 = t.COMPILED_CHAINS_MIN_BYTES // 4  # float32 elements of a lane spanning the chains' least bytes
+    wider = t.COMPILED_EXTREMUM_CHAINS_WIDTH
+    rows_length = t.CACHE_SETS * t.CACHE_WAYS + 76  # lanes longer than torch's strided loop keeps in cache
+    rows, chains, one = "row loops", "chains of four", "one chain"
+    return [
+        # cumsum forward: rows of COMPILED_NARROW lanes or more by the row loops, at any length
+        ("cumsum", (600, wide), 0, f32, False, False, False, ("compiled", rows), "torch"),
+        ("cumsum", (2, 700, wide), 1, i64, False, False, False, ("compiled", rows), "lanes"),  # an aliased stride
+        ("cumsum", (2, 520, 2, 8), 1, f64, False, False, False, ("compiled", rows), "lanes"),
+        # rows of COMPILED_FEW_LANES up to COMPILED_NARROW: chains where lanes reach COMPILED_CHAINS_MIN_LENGTH
+        ("cumsum", (300, chain_length, few), 1, f32, False, False, False, ("compiled", chains), "torch"),
+        ("cumsum", (300, chain_length - 1, few), 1, f32, False, False, False, ("torch", "out="), "torch"),
+        ("cumsum", (300, 40, wide - 3), 1, i64, False, False, False, ("compiled", rows), "torch"),  # >= NARROW_BYTES
+        # rows of 1-3 floating lanes: two lanes or more spanning COMPILED_CHAINS_MIN_BYTES, not an aliased span
+        ("cumsum", (4, span32 + 1), 1, f32, False, False, False, ("compiled", chains), "torch"),
+        ("cumsum", (3 * span32, 2), 0, f32, False, False, False, ("compiled", chains), "torch"),
+        ("cumsum", (8, span32 - 1), 1, f32, False, False, False, ("torch", "out="), "torch"),
+        ("cumsum", (1, 4 * span32), 1, f32, False, False, False, ("torch", "out="), "torch"),  # one lane
+        ("cumsum", (4, 2 * span32), 1, i64, False, False, False, ("torch", "out="), "torch"),  # a 1-cycle add
+        ("cumsum", (4, t.COMPILED_CHAINS_ALIASED_SPAN // 8), 1, f64, False, False, False, ("torch", "out="),
+         "torch"),
+        # without the accelerator, torch's loop missing the cache: numpy's row adds on wide rows, else the buffer
+        ("cumsum", (rows_length, t.ROWS_MIN_WIDTH + 8), 0, f32, False, False, False, ("compiled", rows), "rows"),
+        ("cumsum", (3000, 40), 0, f32, False, False, False, ("compiled", rows), "lanes"),
+        # reversed (the gradients) and shifted in place: the accelerator's one pass, else the buffered paths
+        ("cumsum", (70000,), 0, f32, False, True, False, ("compiled", one), "lanes"),
+        ("cumsum", (4099,), 0, i64, True, True, True, ("compiled", one), "lanes"),
+        ("cumsum", (600, 50), 0, f64, True, True, True, ("compiled", rows), "lanes"),
+        ("cumsum", (1000, 7, 5), 1, f32, False, True, False, ("compiled", chains), "lanes"),
+        ("cumsum", (rows_length, t.ROWS_MIN_WIDTH + 8), 0, f32, False, True, False, ("compiled", rows), "rows"),
+        ("cumsum", (300, 40, 8), 1, f32, True, False, True, ("compiled", chains), "lanes"),
+        ("cumsum", (5000, 3), 0, i64, True, False, True, ("compiled", chains), "lanes"),
+        # small inputs and single elements
+        ("cumsum", (7, 9), 1, f32, True, True, False, ("numpy", ""), "numpy"),
+        ("cumsum", (t.SMALL_SIZE, 1), 1, f32, True, False, False, ("trivial", ""), "trivial"),
+        # cumprod: products as sums, integers too
+        ("cumprod", (2000, few), 0, f32, False, False, False, ("compiled", chains), "torch"),
+        ("cumprod", (2000, wide), 0, i64, True, True, False, ("compiled", rows), "torch"),
+        ("cumprod", (3000, 2), 0, i64, False, False, False, ("compiled", chains), "torch"),
+        ("cumprod", (5000, 1), 0, f32, False, False, False, ("torch", "out="), "torch"),
+        ("cumprod", (2000, few - 1), 0, f64, False, True, False, ("compiled", chains), "torch"),
+        # cummax / cummin: from COMPILED_EXTREMUM_MIN_WIDTH lanes, chains below COMPILED_EXTREMUM_CHAINS_WIDTH
+        ("cummax", (2000, t.COMPILED_EXTREMUM_MIN_WIDTH), 0, f32, False, False, False, ("compiled", chains),
+         "torch"),
+        ("cummin", (2000, t.COMPILED_EXTREMUM_MIN_WIDTH - 1), 0, f64, False, False, False, ("torch", "out="),
+         "torch"),
+        ("cummax", (2000, wider), 0, i64, False, True, False, ("compiled", rows), "torch"),
+        ("cummin", (3, 2000), 0, f32, False, False, False, ("compiled", rows), "torch"),
+        ("cummin", (2000, 5), 0, f32, False, True, False, ("compiled", rows), "torch"),  # flipped views
+        # logcumsumexp: torch's, into the output or staged
+        ("logcumsumexp", (600, 50), 0, f32, False, False, False, ("torch", "out="), "torch"),
+        ("logcumsumexp", (600, 50), 0, f64, True, True, False, ("torch", "staged"), "torch"),
+    ]
+
+
+def run_scan(name, x, axis, exclusive, reverse, in_place):
+    """The scan's registered forward on x (into x itself when ``in_place``): its first output."""
+    kernel = registered_scan(name)
+    spec = ScanSpec(kernel.op_name, axis, exclusive, reverse)
+    out = x if in_place else None
+    result = kernel.forward(x, spec, out, kernel.plan(spec, x))
+    return result[0] if isinstance(result, tuple) else result
+
+
+def scan_oracle(name, x, axis, exclusive, reverse):
+    if name in ("cummax", "cummin"):
+        return oracle(x, axis, False, reverse, lambda t, a: getattr(torch, name)(t, a)[0])
+    scan, identity = {"cumsum": (torch.cumsum, 0), "cumprod": (torch.cumprod, 1),
+                      "logcumsumexp": (torch.logcumsumexp, -np.inf)}[name]
+    return oracle(x, axis, exclusive, reverse, scan, identity)
+
+
+@pytest.mark.parametrize("case", path_table(), ids=lambda case: "{}-{}-{}".format(case[0], case[1], case[3].__name__))
+def test_the_path_table(accelerator, case, monkeypatch):
+    """The plan names the table's path (and variant, with the accelerator); the scan runs exactly that path and
+    gives torch's bits."""
+    name, shape, axis, dtype, exclusive, reverse, in_place, (on, variant), off = case
+    sharing = SAME if in_place else "apart"
+    found = plan(name, shape, dtype, axis, exclusive, reverse, sharing=sharing)
+    assert (found.path, found.variant if accelerator else "") == ((on, variant) if accelerator else (off, ""))
+    x = (factors if name == "cumprod" else values)(shape, dtype)
+    if name == "logcumsumexp":
+        x = np.where(np.isnan(x), 0, x).astype(dtype)
+    expected = scan_oracle(name, x, axis, exclusive, reverse)
+    taken = record_paths(monkeypatch)
+    actual = run_scan(name, x.copy() if in_place else x, axis, exclusive, reverse, in_place)
+    assert taken == ([found.path] if name == "cumsum" or found.path == "compiled" else [])
+    assert_same(actual, expected.astype(actual.dtype) if dtype == np.int32 else expected)
+
+
+@settings(max_examples=40)
+@given(rank=st.integers(1, 4), data=st.data(), dtype=st.sampled_from([np.float32, np.float64, np.int64]),
+       exclusive=st.booleans(), reverse=st.booleans(), accelerated=st.booleans())
+def test_the_planned_path_is_the_path_run(rank, data, dtype, exclusive, reverse, accelerated):
+    """Random shapes of up to 64K elements around the thresholds: cumsum runs the path its plan names, torch's bits."""
+    shape = tuple(data.draw(st.integers(1, int((1 << 16) ** (1 / rank))), label="side") for _ in range(rank))
+    axis = data.draw(st.integers(0, rank - 1), label="axis")
+    x = values(shape, dtype, seed=sum(shape))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(compiled.SWITCH, "1" if accelerated else "0")
+        taken = record_paths(patch)
+        found = plan("cumsum", shape, dtype, axis, exclusive, reverse)
+        actual = cumsum_forward(x, ScanSpec("PyCumSum", axis, exclusive, reverse))
+    assert taken == [found.path]
+    assert_same(actual, oracle(x, axis, exclusive, reverse))
+
+
+# --- the Caffe2 ops: one call where the plan is one call, remembered per shape; forward and gradient
 
 def run_op(x, grad_y, axis, exclusive, reverse):
     """Forward and gradient of net.PyCumSum in a fresh workspace: (y, grad_x)."""
@@ -273,12 +303,15 @@ def run_op(x, grad_y, axis, exclusive, reverse):
 
 @pytest.mark.parametrize("shape, axis", [((600, 50), 0), ((20, 30, 200), 1), ((64, 300), 1)])
 @pytest.mark.parametrize("exclusive, reverse", FLAGS)
-def test_caffe2_op_forward_and_gradient(accelerator, shape, axis, exclusive, reverse, torch_scan):
-    """The op and its gradient op, against torch.autograd (float32 data, no NaN: gradients of NaN differ)."""
+def test_caffe2_op_forward_and_gradient(accelerator, shape, axis, exclusive, reverse, torch_scan, monkeypatch):
+    """The op and its gradient op, against torch.autograd (float32 data, no NaN: gradients of NaN differ); the
+    paths run are the plans' of the forward and of the gradient (a reverse scan)."""
     rng = np.random.RandomState(6)
     x = rng.standard_normal(shape).astype(np.float32)
     grad_y = rng.standard_normal(shape).astype(np.float32)
+    taken = record_paths(monkeypatch)
     y, grad_x = run_op(x, grad_y, axis, exclusive, reverse)
+    assert taken == [plan("cumsum", shape, np.float32, axis, exclusive, r).path for r in (reverse, not reverse)]
     tx = torch.from_numpy(x).requires_grad_()
     shifted = tx.flip(axis) if reverse else tx
     expected = torch.cumsum(shifted, axis)
@@ -295,54 +328,38 @@ def test_caffe2_op_forward_and_gradient(accelerator, shape, axis, exclusive, rev
     assert_same(grad_x, expected_grad.numpy())
 
 
-def python(code, env):
-    child = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           universal_newlines=True, env=env, timeout=300)
-    assert child.returncode == 0, child.stderr
-    return child.stdout
-
-
-@NEEDS_NUMBA
-def test_import_does_not_load_numba_and_the_cache_is_the_users(tmp_path):
-    """``import pycumsum_op`` leaves numba alone; the first compiled scan imports it and caches its machine
-    code in PYCUMSUM_OP_CACHE_DIR, which a second process reads (nothing is written beside the package)."""
-    env = dict(os.environ, PYCUMSUM_OP_CACHE_DIR=str(tmp_path / "cache"))
-    env.pop(compiled.SWITCH, None)
-    code = ("import sys, numpy as np, pycumsum_op\n"
-            "from pycumsum_op.kernels import ScanSpec, cumsum_forward\n"
-            "print('numba' in sys.modules)\n"
-            "x = np.arange(200000, dtype=np.float32).reshape(1000, 200) / 7\n"
-            "print(float(cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, -1]), 'numba' in sys.modules)\n")
-    expected = "False\n{} True\n".format(float(torch.cumsum(torch.arange(200000, dtype=torch.float32)
-                                                           .reshape(1000, 200) / 7, 0)[-1, -1]))
-    assert python(code, env) == expected
-    cached = sorted(os.listdir(str(tmp_path / "cache")))
-    assert cached and any(name.endswith(".nbi") for root, _, names in os.walk(str(tmp_path / "cache"))
-                          for name in names)
-    assert python(code, env) == expected  # from the cache
-    package = os.path.dirname(compiled.__file__)
-    assert not [name for name in os.listdir(package) if name.endswith((".nbi", ".nbc"))]
-
-
-@NEEDS_NUMBA
-def test_an_unwritable_cache_compiles_in_memory(tmp_path):
-    blocker = tmp_path / "a_file"
-    blocker.write_text("not a directory")
-    env = dict(os.environ, PYCUMSUM_OP_CACHE_DIR=str(blocker / "cache"))
-    env.pop(compiled.SWITCH, None)
-    code = ("import numpy as np\n"
-            "from pycumsum_op.kernels import engine, ScanSpec, cumsum_forward\n"
-            "x = np.ones((1000, 200), np.float32)\n"
-            "print(engine.choose_path(x, x.copy(), 0, False, False)[0], cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, 0])\n")
-    assert python(code, env) == "compiled 1000.0\n"
-
-
-@pytest.mark.parametrize("setting", ["0", "off", "False", " no "])
-def test_the_switch_turns_the_accelerator_off(monkeypatch, setting):
-    monkeypatch.setenv(compiled.SWITCH, setting)
-    assert not compiled.enabled()
-    x = np.ones((1000, 200), np.float32)
-    assert engine.choose_path(x, x.copy(), 0, False, False)[0] != "compiled"
+@pytest.mark.parametrize("scan", ["cumsum", "cumprod", "cummax", "cummin"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+@pytest.mark.parametrize("shape, axis", [((5000,), 0), ((2, 3000), 1), ((600, 50), 0), ((4, 600, 2), 1),
+                                         ((700, 5), 0)])
+def test_ops_make_their_planned_call(accelerator, clean_workspace, torch_scan, scan, dtype, shape, axis,
+                                     monkeypatch):
+    """The ops' one call (`Scan.direct`, where the plan is one call): the accelerator's loop where the plan takes
+    it, torch's scan otherwise (small cumsums: the numpy path); in the Caffe2 op, with both outputs of cummax / cummin, torch's bits either way, on the first
+    run and on the remembered call."""
+    rng = np.random.RandomState(9)
+    x = rng.randint(-3, 4, size=shape) if dtype == np.int64 else rng.uniform(0.9, 1.1, shape)
+    x = x.astype(dtype)
+    if dtype != np.int64:
+        x.reshape(-1)[::7] = 1.0  # ties: the later index
+        x.reshape(-1)[::97] = np.nan
+    kernel = registered_scan(scan)
+    found = plan(scan, shape, dtype, axis)
+    spec = ScanSpec(kernel.op_name, axis)
+    assert (kernel.direct(spec, kernel.plan(spec, x), x) is not None) is found.one_call
+    taken = record_paths(monkeypatch)
+    workspace.FeedBlob("direct_x", x)
+    net = core.Net("family_direct")
+    outputs = ["direct_v", "direct_i"] if len(kernel.outputs) > 1 else ["direct_v"]
+    getattr(net, kernel.op_name)("direct_x", outputs, axis=axis)
+    workspace.CreateNet(net)
+    expected = torch_scan(torch.from_numpy(x), axis, scan=scan)
+    for _ in range(2):  # the second run takes the call the first one remembered
+        workspace.RunNet(net.Proto().name)
+        for name, want in zip(outputs, expected if len(outputs) > 1 else [expected]):
+            assert_same(workspace.FetchBlob(name), want.numpy())
+    recorded = scan == "cumsum" or found.path == "compiled"  # the family's torch calls are not recorded
+    assert taken == ([found.path] * 2 if recorded else [])
 
 
 def test_the_op_remembers_direct_calls_per_shape_and_dtype(monkeypatch):
@@ -368,90 +385,70 @@ def test_the_op_remembers_direct_calls_per_shape_and_dtype(monkeypatch):
     assert calls == [1, 1, 1, 0, 1]  # int32 is no direct call; axis -1 normalised
 
 
-#: (scan, exclusive, reverse): cummax and cummin take no exclusive argument
-FAMILY_FLAGS = [("cumprod", exclusive, reverse) for exclusive, reverse in FLAGS] + [
-    (scan, False, reverse) for scan in ("cummax", "cummin") for reverse in (False, True)]
+# --- switching it on and off, the cache, a broken numba
+
+def python(code, env):
+    child = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           universal_newlines=True, env=env, timeout=300)
+    assert child.returncode == 0, child.stderr
+    return child.stdout
 
 
-@pytest.mark.parametrize("scan, exclusive, reverse", FAMILY_FLAGS)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
-@pytest.mark.parametrize("shape, axis", [((600, 50), 0), ((3, 600, 40), 1)])
-def test_family_off_the_last_axis_is_torchs(accelerator, torch_scan, scan, dtype, shape, axis, exclusive, reverse):
-    """cumprod (float64 / int64 products), cummax and cummin (ties: the later index) through their kernels,
-    with the accelerator's row loops and without."""
-    kernel = registered_scan(scan)
-    rng = np.random.RandomState(8)
-    if dtype == np.int64:
-        x = rng.randint(-3, 4, size=shape).astype(np.int64)  # products wrap around
-    else:
-        x = rng.uniform(0.9, 1.1, size=shape).astype(dtype)
-        x.reshape(-1)[rng.randint(x.size, size=20)] = np.nan
-        x.reshape(-1)[rng.randint(x.size, size=20)] = 1.0  # ties
-    spec = ScanSpec(kernel.op_name, axis, exclusive, reverse) if exclusive else ScanSpec(kernel.op_name, axis,
-                                                                                          reverse=reverse)
-    plan = kernel.plan(spec, x)
-    loop = "product" if scan == "cumprod" else "extremum"
-    assert (engine.compiled_views(loop, axis, x, np.empty(shape, plan.result_dtype)) is not None) is accelerator
-    actual = kernel.forward(x, spec, None, plan)
-    expected = torch_scan(torch.from_numpy(x), axis, exclusive, reverse, None, scan)
-    for got, want in zip(actual, expected) if isinstance(actual, tuple) else [(actual, expected)]:
-        assert_same(got, want.numpy())
+@NEEDS_NUMBA
+def test_import_does_not_load_numba_and_the_cache_is_the_users(tmp_path):
+    """``import pycumsum_op`` leaves numba alone; the first compiled scan imports it and caches its machine
+    code in PYCUMSUM_OP_CACHE_DIR, which a second process reads (nothing is written beside the package)."""
+    env = dict(os.environ, PYCUMSUM_OP_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop(compiled.SWITCH, None)
+    code = ("import sys, numpy as np, pycumsum_op\n"
+            "from pycumsum_op.kernels import ScanSpec, cumsum_forward\n"
+            "print('numba' in sys.modules)\n"
+            "x = np.arange(200000, dtype=np.float32).reshape(1000, 200) / 7\n"
+            "print(float(cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, -1]), 'numba' in sys.modules)\n")
+    expected = "False\n{} True\n".format(float(torch.cumsum(torch.arange(200000, dtype=torch.float32)
+                                                           .reshape(1000, 200) / 7, 0)[-1, -1]))
+    assert python(code, env) == expected
+    assert any(name.endswith(".nbi") for root, _, names in os.walk(str(tmp_path / "cache")) for name in names)
+    assert python(code, env) == expected  # from the cache
+    package = os.path.dirname(compiled.__file__)
+    assert not [name for name in os.listdir(package) if name.endswith((".nbi", ".nbc"))]
 
 
-@pytest.mark.parametrize("scan, loop", [("cumprod", "product"), ("cummax", "extremum"), ("cummin", "extremum")])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
-@pytest.mark.parametrize("shape, axis", [((5000,), 0), ((3, 2000), 1), ((2, 3000), 1), ((600, 50), 0),
-                                         ((4, 600, 2), 1), ((700, 5), 0), ((300, 30), 0)])
-def test_family_ops_make_one_call(accelerator, clean_workspace, torch_scan, scan, loop, dtype, shape, axis):
-    """PyCumProd's, PyCumMax's and PyCumMin's direct calls (`Scan.direct`): the accelerator's loop where
-    `engine.compiled_views` takes the scan (the op's own path), torch's scan otherwise; in the Caffe2 op, with
-    both outputs of cummax / cummin, torch's bits either way, on the first run and on the remembered call."""
-    rng = np.random.RandomState(9)
-    x = rng.randint(-3, 4, size=shape) if dtype == np.int64 else rng.uniform(0.9, 1.1, shape)
-    x = x.astype(dtype)
-    if dtype != np.int64:
-        x.reshape(-1)[::7] = 1.0  # ties: the later index
-        x.reshape(-1)[::97] = np.nan
-    kernel = registered_scan(scan)
-    spec = ScanSpec(kernel.op_name, axis)
-    found = kernel.direct(spec, kernel.plan(spec, x), x)
-    compiled_path = engine.compiled_views(loop, axis, x, np.empty_like(x)) is not None
-    assert (getattr(found, "func", None) in (engine.compiled_scan, cummax_kernels._compiled_extremum)) is compiled_path
-    workspace.FeedBlob("direct_x", x)
-    net = core.Net("family_direct")
-    outputs = ["direct_v", "direct_i"] if loop == "extremum" else ["direct_v"]
-    getattr(net, kernel.op_name)("direct_x", outputs, axis=axis)
-    workspace.CreateNet(net)
-    expected = torch_scan(torch.from_numpy(x), axis, scan=scan)
-    for _ in range(2):  # the second run takes the call the first one remembered
-        workspace.RunNet(net.Proto().name)
-        for name, want in zip(outputs, expected if loop == "extremum" else [expected]):
-            assert_same(workspace.FetchBlob(name), want.numpy())
+@NEEDS_NUMBA
+def test_an_unwritable_cache_compiles_in_memory(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    env = dict(os.environ, PYCUMSUM_OP_CACHE_DIR=str(blocker / "cache"))
+    env.pop(compiled.SWITCH, None)
+    code = ("import numpy as np\n"
+            "from pycumsum_op.kernels import ScanSpec, cumsum_forward\n"
+            "from pycumsum_op.kernels.plan import plan\n"
+            "x = np.ones((1000, 200), np.float32)\n"
+            "print(plan('cumsum', x.shape, x.dtype, 0).path, cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, 0])\n")
+    assert python(code, env) == "compiled 1000.0\n"
+
+
+@pytest.mark.parametrize("setting", ["0", "off", "False", " no "])
+def test_the_switch_turns_the_accelerator_off(monkeypatch, setting):
+    monkeypatch.setenv(compiled.SWITCH, setting)
+    assert not compiled.enabled()
+    assert compiled.status() == "off: turned off by {}={}".format(compiled.SWITCH, setting)
+    assert plan("cumsum", (1000, 200), np.float32, 0).path != "compiled"
 
 
 def test_a_broken_numba_counts_as_none(tmp_path):
     """A numba that fails to import (here: one raising as numba does for a numpy it was not built for) turns
-    the accelerator off; the scans still run, by the other paths."""
+    the accelerator off, and its status quotes the error; the scans still run, by the other paths."""
     (tmp_path / "numba").mkdir()
     (tmp_path / "numba" / "__init__.py").write_text("raise ImportError('Numba needs NumPy 1.22 or less')\n")
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
     env.pop(compiled.SWITCH, None)
     code = ("import numpy as np\n"
-            "from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine\n"
+            "from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward\n"
+            "from pycumsum_op.kernels.plan import plan\n"
             "x = np.ones((2000, 200), np.float32)\n"
-            "print(compiled.enabled(), engine.choose_path(x, x.copy(), 0, False, False)[0],\n"
-            "      cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, 0])\n")
-    assert python(code, env) == "False lanes 2000.0\n"
-
-
-@pytest.mark.parametrize("loop, shape, taken", [
-    ("extremum", (2000, 3), False), ("extremum", (2000, 4), True), ("extremum", (2000, 8), True),
-    ("extremum", (3, 2000), True), ("product", (2000, 8), True), ("product", (2000, 15), True),
-    ("product", (2, 3000), True), ("product", (2000, 3), True), ("product", (3000, 2), True),
-    ("product", (5000, 1), False)])
-def test_family_takes_the_accelerator_where_it_wins(accelerator, loop, shape, taken):
-    """cummax / cummin from rows of tuning.COMPILED_EXTREMUM_MIN_WIDTH lanes; cumprod as sums: rows of
-    tuning.COMPILED_NARROW lanes, narrower rows of 4 lanes or more with lanes of tuning.COMPILED_CHAINS_MIN_LENGTH,
-    rows of 1-3 lanes (two lanes or more, of tuning.COMPILED_CHAINS_MIN_BYTES; measured in benchmarks/RESULTS.md)."""
-    x = np.ones(shape, np.float32)
-    assert (engine.compiled_views(loop, 0, x, np.empty_like(x)) is not None) is (taken and accelerator)
+            "print(compiled.enabled(), plan('cumsum', x.shape, x.dtype, 0).path,\n"
+            "      cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, 0])\n"
+            "print(compiled.status())\n")
+    assert python(code, env) == ("False lanes 2000.0\n"
+                                 "off: numba failed to import: ImportError: Numba needs NumPy 1.22 or less\n")

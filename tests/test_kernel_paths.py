@@ -3,7 +3,7 @@
 Each path adds a lane's elements in order in float64 (int64 for integers) and rounds once,
 as torch.cumsum does on CPU, so float32/float64/int32/int64 results must EQUAL torch's, and
 float16 results must equal the float64 reference rounded to float16. Cases are chosen so that
-`choose_path` picks the path under test (asserted), with the engine's size thresholds lowered
+the plan (`pycumsum_op.kernels.plan.plan`) names the path under test (asserted), with the engine's size thresholds lowered
 (``tiny_blocks``) so that small arrays still cross block, tile and thread boundaries. The same
 paths are then driven through real Caffe2 nets (forward and gradient), with the paths taken
 recorded. Timing is never tested here: speed is `make bench`'s job.
@@ -17,6 +17,7 @@ from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op.kernels import ScanSpec, compiled, cumsum_backward, cumsum_forward, engine, tuning
+from pycumsum_op.kernels.plan import APART, SAME, plan
 from pycumsum_op.torch_versions import has
 
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusive, reverse)
@@ -101,7 +102,7 @@ def run_kernel(x, axis, exclusive, reverse, in_place=False, dtype=None):
     return cumsum_forward(x, spec)
 
 
-# shape, axis, dtype (of input and result), the path `choose_path` must pick forward, and reversed
+# shape, axis, dtype (of input and result), the path the plan must name forward, and reversed
 # (under tiny_blocks)
 KERNEL_CASES = [
     ((7, 50), 1, np.float32, "torch", "lanes"),      # last axis; reversed: float64 blocks
@@ -134,7 +135,7 @@ def test_each_path_matches_torch(tiny_blocks, paths_taken, shape, axis, dtype, f
     # a shifted scan in place would make torch read what it wrote: the blocked path takes it
     path = reverse_path if reverse or (exclusive and in_place) else forward_path
     normalised = axis % len(shape)
-    assert engine.choose_path(x, x if in_place else np.empty_like(x), normalised, exclusive, reverse)[0] == path
+    assert plan("cumsum", shape, dtype, normalised, exclusive, reverse, sharing=SAME if in_place else APART).path == path
     expected = oracle(x, normalised, exclusive, reverse, dtype=dtype)
     actual = run_kernel(x.copy() if in_place else x, axis, exclusive, reverse, in_place=in_place, dtype=dtype)
     assert paths_taken == [path]
@@ -384,9 +385,8 @@ def test_caffe2_op_rechecks_when_the_input_dtype_or_rank_changes():
 @pytest.mark.parametrize("shape, axis", [((70000,), 0), ((40, 3000), 1), ((400, 13), 0), ((2, 4543, 1), 1),
                                          ((80, 44, 28), 2)])
 def test_caffe2_op_direct_call_is_torchs(paths_taken, shape, axis, dtype):
-    """Where `engine.direct` finds torch's call, the op's forward is one torch.cumsum between the blobs: torch's
-    bits."""
-    assert engine.direct(shape, np.dtype(dtype), axis) is engine.torch_scan
+    """Where the plan is torch's one call, the op's forward is one torch.cumsum between the blobs: torch's bits."""
+    assert engine.one_call(plan("cumsum", shape, dtype, axis)) is engine.torch_scan
     workspace.ResetWorkspace()
     net = core.Net("kernel_paths_direct")
     net.PyCumSum("kp_x", "kp_y", axis=axis)
@@ -395,21 +395,3 @@ def test_caffe2_op_direct_call_is_torchs(paths_taken, shape, axis, dtype):
     workspace.RunNetOnce(net)
     assert paths_taken == ["torch"]
     assert_equal(workspace.FetchBlob("kp_y"), oracle(x, axis, False, False))
-
-
-def test_direct_only_where_the_engine_makes_that_one_call():
-    """`engine.direct` (the op's shortcut) never claims a shape the engine would scan another way; random shapes
-    around the thresholds (tests/test_compiled_kernels.py does the same with the accelerator)."""
-    rng = np.random.RandomState(13)
-    claimed = 0
-    for _ in range(400):
-        rank = rng.randint(1, 5)
-        shape = tuple(int(np.exp(rng.uniform(0, np.log(1 << 21) / rank))) for _ in range(rank))
-        axis, dtype = int(rng.randint(rank)), np.dtype([np.float32, np.float64, np.int32, np.float16][rng.randint(4)])
-        found = engine.direct(shape, dtype, axis)
-        src, dst = np.empty(shape, dtype), np.empty(shape, dtype)  # never touched: no memory is committed
-        path = engine.choose_path(src, dst, axis, False, False)[0]
-        assert (found is engine.torch_scan) is (path == "torch"), (shape, axis, dtype)
-        assert found is None or found is engine.torch_scan
-        claimed += found is not None
-    assert claimed >= 40

@@ -22,7 +22,7 @@ from pycumsum_op import scans
 from pycumsum_op.kernels import DtypeRule, ScanArgumentError
 from pycumsum_op.kernels.spec import backward_plan_and_out
 from pycumsum_op.ops import add_scan_op, scan_function
-from pycumsum_op.scans import AtenForm, PortableForm, Refused, Scan
+from pycumsum_op.scans import AtenForm, PortableForm, Refused, Scan, aten_backward
 from onnx_support import needs_onnx_backend
 
 FLOATING = DtypeRule((np.dtype(np.float32), np.dtype(np.float64)), integers_to_int64=False)
@@ -81,8 +81,9 @@ CUMMEAN = Scan(
 RUNNING_SUM = Scan(
     "runningsum", "PyRunningSum", running_sum_forward, running_sum_backward,
     doc="Append ``blob_out`` = the running sum of ``blob_in`` along ``axis``; returns the output BlobReference.",
-    arguments=frozenset(["reverse"]), self_adjoint=True,
-    aten=AtenForm("cumsum", needs=None, backward="cumsum_backward"), portable=PortableForm("Add", matmul=True))
+    arguments=frozenset(["reverse"]), dtypes=DtypeRule(), self_adjoint=True,
+    aten=AtenForm("cumsum", needs=None, backward=aten_backward.cumsum_backward),
+    portable=PortableForm("Add", matmul=True))
 
 
 def torch_cummean(t, axis, reverse=False):
@@ -118,6 +119,7 @@ def new_scans(clean_workspace):
         yield
     for entry in (CUMMEAN, RUNNING_SUM):  # the registration is gone without a trace
         assert entry.name not in scans.SCANS and not hasattr(core.Net, entry.op_name)
+        assert not hasattr(pycumsum_op, entry.name)
         assert not brew.has_helper(entry.name)
 
 
@@ -158,7 +160,9 @@ def test_function_api_and_brew_helper_come_from_the_entry(new_scans):
     net = core.Net("new_function")
     cummean = scan_function("cummean")
     assert cummean.__doc__ == CUMMEAN.doc
-    cummean(net, "fx", "f_forward", axis=1)
+    assert pycumsum_op.cummean is pycumsum_op.cummean and pycumsum_op.cummean.__doc__ == CUMMEAN.doc
+    assert "cummean" in dir(pycumsum_op)
+    pycumsum_op.cummean(net, "fx", "f_forward", axis=1)
     model = model_helper.ModelHelper(name="new_brew")
     brew.cummean(model, "fx", "f_brewed", axis=1, reverse=True)
     workspace.RunNetOnce(net)
@@ -199,6 +203,8 @@ def test_registering_checks_the_entry_and_clashes():
         scans.register(CUMMEAN._replace(arguments=frozenset(["exclusive", "reverse"])))
     with pytest.raises(ScanArgumentError, match=r"saves names \['x'\]"):
         scans.register(CUMMEAN._replace(saves=("x",)))
+    with pytest.raises(ScanArgumentError, match=r"dtypes must state the scan's DtypeRule"):
+        scans.register(CUMMEAN._replace(dtypes=None))  # no fallback to another scan's rule
     with pytest.raises(ScanArgumentError, match=r"clashes with the registered scan 'cumsum'"):
         scans.register(CUMMEAN._replace(op_name="PyCumSum"))
     proto = core.Net.Proto

@@ -25,7 +25,7 @@ except ImportError:  # torch < 1.5 has no torch.testing._internal
 
 from pycumsum_op.kernels import ScanSpec
 from pycumsum_op.scans import scan as registered_scan
-from pycumsum_op.kernels.torch_scans import forward_path
+from pycumsum_op.kernels.plan import plan
 from pycumsum_op.kernels.spec import RESULT_DTYPES
 from pycumsum_op.torch_versions import has
 from scan_family_support import (RUN_ERROR, TWO_OUTPUTS, assert_gradient_close, assert_outputs_equal, run_scan,
@@ -176,8 +176,9 @@ def test_large_inputs_on_both_paths(scan, shape, axis, flags, torch_scan, clean_
     rng = np.random.RandomState(len(shape) + axis)
     x = rng.uniform(0.9, 1.1, shape).astype(np.float32)
     w = rng.standard_normal(shape).astype(np.float32)
-    path = forward_path(x, np.empty_like(x), flags.get("exclusive", False), flags.get("reverse", False))
-    assert path == ("direct" if not flags else "staged")
+    found = plan(scan, shape, x.dtype, axis % len(shape), flags.get("exclusive", False), flags.get("reverse", False),
+                 accelerator=False)
+    assert found.variant == ("out=" if not flags else "staged")
     outputs, grad_x = run_scan(scan, x, w, axis=axis, **flags)
     expected, reference = oracle(torch_scan, scan, x, w, axis=axis, **flags)
     assert_outputs_equal(outputs, expected, 1e-5)

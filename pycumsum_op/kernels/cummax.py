@@ -28,9 +28,11 @@ import numpy as np
 import torch
 
 from ..torch_versions import has
-from . import compiled, engine
-from .torch_scans import along, as_lanes, as_tensor, forward_path, gradient_compute_dtype
-from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
+from . import compiled
+from .plan import APART, OVERLAP, SAME, sharing, view_3d
+from .plan import plan as kernel_plan
+from .torch_scans import along, as_lanes, as_tensor, gradient_compute_dtype
+from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out, takes_lead_elementwise
 
 #: input dtype -> the dtype torch scans it in (exactly: every value is representable).
 COMPUTE_DTYPES = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.uint16): np.dtype(np.int32)}
@@ -42,15 +44,15 @@ DTYPES = DtypeRule(INPUT_DTYPES, integers_to_int64=False)
 
 
 def sequential_extremum(maximum: bool, tensor: torch.Tensor, axis: int, out=None):
-    """torch.cummax (``maximum``) / torch.cummin of a non-empty tensor, (values, indices) [into ``out``]: a
-    NaN wins and stays until the next NaN, a tie goes to the later element."""
+    """torch.cummax (``maximum``) / torch.cummin of a non-empty tensor, (values, indices) [into ``out``], one numpy
+    step per position by torch's rule (`takes_lead_elementwise`)."""
     x = tensor.numpy()
     values, indices = np.empty_like(x), np.empty(x.shape, np.int64)
     best = np.array(x[along(axis, 0)])  # an array also where the lanes are one element (1-d x)
     winner = np.zeros(best.shape, np.int64)
     for position in range(x.shape[axis]):
         current = x[along(axis, position)]
-        wins = np.asarray((current != current) | ((best == best) & (current >= best if maximum else current <= best)))
+        wins = np.asarray(takes_lead_elementwise(current, best, maximum))
         np.copyto(best, current, where=wins)
         winner[wins] = position
         values[along(axis, position)], indices[along(axis, position)] = best, winner
@@ -74,14 +76,14 @@ def _extremum_forward(torch_scan: Callable, x: np.ndarray, spec: ScanSpec,
     if x.size == 0:
         return values, indices
     axis, lanes_values, lanes_indices = plan.axis, as_lanes(values), as_lanes(indices)
+    found = _extremum_plan("cummax" if torch_scan is TORCH_CUMMAX else "cummin", x, spec, plan, (values, indices))
     source = as_lanes(x).astype(COMPUTE_DTYPES.get(x.dtype, x.dtype), copy=False)
     if spec.reverse:  # scan the reversed lanes; write back through reversed views, indices counted from the end
         source, lanes_values, lanes_indices = (np.flip(a, axis) for a in (source, lanes_values, lanes_indices))
-    views = engine.compiled_views("extremum", axis, source, lanes_values, lanes_indices)
-    if views is not None:  # the accelerator: whole rows compared at once, torch's rule in each lane
-        compiled.extremum_rows(*views, maximum=torch_scan is torch.cummax)
-    elif not spec.reverse and forward_path(source, lanes_values, False, False) == "direct" and \
-            not np.may_share_memory(source, lanes_indices) and min(lanes_indices.strides, default=0) >= 0:
+    if found.path == "compiled":  # the accelerator: whole rows compared at once, torch's rule in each lane
+        compiled.extremum_rows(view_3d(source, axis), view_3d(lanes_values, axis), view_3d(lanes_indices, axis),
+                               torch_scan is torch.cummax, found.variant != "row loops")
+    elif found.variant == "out=":
         torch_scan(as_tensor(source), axis, out=(torch.from_numpy(lanes_values), torch.from_numpy(lanes_indices)))
     else:
         found_values, found_indices = torch_scan(as_tensor(source), axis)
@@ -92,16 +94,33 @@ def _extremum_forward(torch_scan: Callable, x: np.ndarray, spec: ScanSpec,
     return values, indices
 
 
+def _extremum_plan(name: str, x: np.ndarray, spec: ScanSpec, plan: ScanPlan,
+                   out: Optional[Tuple[np.ndarray, np.ndarray]] = None, accelerator=None):
+    """The `kernels.plan.Plan` of cummax's / cummin's forward of ``x`` into ``out`` (values, indices; None: new
+    C-contiguous arrays): the scan runs in `COMPUTE_DTYPES`, on a cast copy where x has another dtype."""
+    compute = COMPUTE_DTYPES.get(x.dtype, x.dtype)
+    copied = compute != x.dtype
+    values, indices = out if out is not None else (None, None)
+    shared = APART if copied or out is None else max((sharing(x, output) for output in out),
+                                                     key=(APART, OVERLAP, SAME).index)
+    return kernel_plan(name, x.shape, compute, plan.axis, False, spec.reverse, out_dtype=x.dtype,
+                       strides=None if copied else x.strides, out_strides=None if out is None else values.strides,
+                       index_strides=None if out is None else indices.strides, sharing=shared,
+                       accelerator=accelerator)
+
+
 def _extremum_direct(torch_scan: Callable, maximum: bool, spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
     """The one call ``_extremum_forward(torch_scan, x, spec, out, plan)`` amounts to for a C-contiguous ``x`` and
-    separate C-contiguous outputs: the accelerator's loop where `engine.compiled_views` takes it, else torch's
-    scan; None for reversed scans and dtypes torch scans in another (`COMPUTE_DTYPES`). The function found takes
-    a torch tensor viewing x, the (values, indices) tensors and the axis."""
-    if spec.reverse or x.ndim == 0 or x.size == 0 or x.dtype in COMPUTE_DTYPES:
+    separate C-contiguous outputs where its plan is one call (the accelerator's loop, or torch's scan), else None
+    (reversed scans, dtypes torch scans in another: `COMPUTE_DTYPES`). The function found takes a torch tensor
+    viewing x, the (values, indices) tensors and the axis."""
+    if x.dtype in COMPUTE_DTYPES:
         return None
-    views = engine.compiled_views("extremum", plan.axis, x, x)
-    if views is not None:
-        return partial(_compiled_extremum, views[0].shape, torch_scan, maximum)
+    found = _extremum_plan("cummax" if maximum else "cummin", x, spec, plan)
+    if not found.one_call:
+        return None
+    if found.path == "compiled":
+        return partial(_compiled_extremum, found.view, torch_scan, maximum, found.variant != "row loops")
     return partial(_torch_extremum, torch_scan)
 
 
@@ -110,14 +129,14 @@ def _torch_extremum(torch_scan: Callable, source: torch.Tensor, out: Tuple[torch
     torch_scan(source, axis, out=out)
 
 
-def _compiled_extremum(shape: tuple, torch_scan: Callable, maximum: bool, source: torch.Tensor,
+def _compiled_extremum(shape: tuple, torch_scan: Callable, maximum: bool, chains: bool, source: torch.Tensor,
                        out: Tuple[torch.Tensor, torch.Tensor], axis: int) -> None:
     """The accelerator's cummax / cummin on tensors seen as the 3-D (outer, length, inner) ``shape``; torch's
     scan once the accelerator is turned off."""
     if not compiled.enabled():
         return torch_scan(source, axis, out=out)
     compiled.extremum_rows(source.numpy().reshape(shape), out[0].numpy().reshape(shape),
-                           out[1].numpy().reshape(shape), maximum)
+                           out[1].numpy().reshape(shape), maximum, chains)
 
 
 def _extremum_backward(forward: Callable, grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec,
@@ -135,8 +154,8 @@ def _extremum_backward(forward: Callable, grad_y: np.ndarray, x: np.ndarray, spe
         return out
     target = as_lanes(out)
     source = as_tensor(as_lanes(grad_y)).to(gradient_compute_dtype(out.dtype))
-    direct = forward_path(as_lanes(grad_y), target, False, False) == "direct" and source.dtype == as_tensor(
-        target[:0]).dtype  # scatter straight into out
+    direct = (source.dtype == as_tensor(target[:0]).dtype and min(target.strides, default=0) >= 0
+              and not np.may_share_memory(grad_y, target))  # scatter straight into out
     grad_x = torch.from_numpy(target) if direct else torch.empty(source.shape, dtype=source.dtype)
     grad_x.zero_().scatter_add_(plan.axis, as_tensor(as_lanes(indices)), source)
     if not direct:
@@ -156,6 +175,8 @@ def cummin_forward(x: np.ndarray, spec: ScanSpec, out: Optional[Tuple[np.ndarray
     return _extremum_forward(TORCH_CUMMIN, x, spec, out, plan)
 
 
+cummax_plan = partial(_extremum_plan, "cummax")
+cummin_plan = partial(_extremum_plan, "cummin")
 cummax_direct = partial(_extremum_direct, TORCH_CUMMAX, True)
 cummin_direct = partial(_extremum_direct, TORCH_CUMMIN, False)
 cummax_backward = partial(_extremum_backward, cummax_forward)

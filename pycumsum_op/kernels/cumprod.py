@@ -25,11 +25,15 @@ import numpy as np
 import torch
 
 from . import compiled, engine
+from .plan import APART, sharing, view_3d
+from .plan import plan as kernel_plan
 from .torch_scans import reversed_cumsum, run_gradient, scan_forward
-from .spec import ScanPlan, ScanSpec, backward_plan_and_out
+from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
 
 #: result dtype -> the dtype torch.cumprod runs in (it accumulates int32 in int64, and has no float16).
 COMPUTE_DTYPES = {np.dtype(np.float16): np.dtype(np.float64), np.dtype(np.int32): np.dtype(np.int64)}
+#: The dtype rule of cumprod (torch.cumprod's): any bool, integer or floating input; bool and integers give int64.
+DTYPES = DtypeRule()
 #: What an exclusive scan starts with: the empty product.
 IDENTITY = 1.0
 
@@ -38,32 +42,45 @@ def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = N
                     plan: Optional[ScanPlan] = None) -> np.ndarray:
     """y = cumprod(x) along ``spec.axis`` into ``out`` (allocated when None; may overlap ``x``)."""
     if plan is None:
-        plan = spec.plan(x)
+        plan = DTYPES.plan(spec, x)
     if out is None:
         out = np.empty(x.shape, plan.result_dtype)
     compute = COMPUTE_DTYPES.get(plan.result_dtype, plan.result_dtype)
     if x.dtype != plan.result_dtype:  # torch casts first (dtype= narrowing included), then multiplies
         x = x.astype(plan.result_dtype)
+    found = cumprod_plan(x, spec, plan, out)
     x = x.astype(compute, copy=False)
-    views = engine.compiled_views("product", plan.axis, x, out)
-    if views is not None:  # the accelerator: rows multiplied into a float64 (int64) row, as torch's lanes
-        compiled.scan_rows(views[0], views[1], compiled.PRODUCT, spec.exclusive, spec.reverse)
+    if found.path == "compiled":  # the accelerator: rows multiplied into a float64 (int64) row, as torch's lanes
+        compiled.scan_rows(view_3d(x, plan.axis), view_3d(out, plan.axis), compiled.PRODUCT, spec.exclusive,
+                           spec.reverse, found.variant != "row loops")
         return out
-    return scan_forward(torch.cumprod, x, out, plan.axis, spec.exclusive, spec.reverse, IDENTITY)
+    return scan_forward(torch.cumprod, x, out, plan.axis, spec.exclusive, spec.reverse, IDENTITY,
+                        found.variant == "staged")
+
+
+def cumprod_plan(x: np.ndarray, spec: ScanSpec, plan: ScanPlan, out: Optional[np.ndarray] = None, accelerator=None):
+    """The `kernels.plan.Plan` of ``cumprod_forward(x, spec, out, plan)`` (``out`` None: a new C-contiguous array):
+    the product runs in `COMPUTE_DTYPES`, on a cast copy where the input has another dtype."""
+    compute = COMPUTE_DTYPES.get(plan.result_dtype, plan.result_dtype)
+    copied = x.dtype != plan.result_dtype or compute != plan.result_dtype
+    return kernel_plan("cumprod", x.shape, compute, plan.axis, spec.exclusive, spec.reverse,
+                       out_dtype=plan.result_dtype, strides=None if copied else x.strides,
+                       out_strides=None if out is None else out.strides,
+                       sharing=APART if copied or out is None else sharing(x, out), accelerator=accelerator)
 
 
 def cumprod_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
     """The one call ``cumprod_forward(x, spec, out, plan)`` into a separate C-contiguous ``out`` amounts to for a
-    C-contiguous ``x`` (torch.cumprod, or the accelerator's row loop: `engine.direct`), else None. The function
-    found takes torch tensors viewing x and out, and the axis.
+    C-contiguous ``x`` (torch.cumprod, or the accelerator's loop) where its plan is one call, else None. The
+    function found takes torch tensors viewing x and out, and the axis.
 
     >>> spec, x = ScanSpec("PyCumProd", axis=0), np.ones(1 << 16, np.float32)
     >>> cumprod_direct(spec, spec.plan(x), x) is engine.torch_product
     True
     """
-    if spec.exclusive or spec.reverse or x.dtype != plan.result_dtype or x.dtype in COMPUTE_DTYPES:
+    if x.dtype != plan.result_dtype or x.dtype in COMPUTE_DTYPES:
         return None
-    return engine.direct(x.shape, x.dtype, plan.axis, "product")
+    return engine.one_call(cumprod_plan(x, spec, plan), compiled.PRODUCT)
 
 
 def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int,

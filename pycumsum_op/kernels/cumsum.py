@@ -21,7 +21,12 @@ import numpy as np
 
 from . import engine
 from .engine import scan
-from .spec import ScanPlan, ScanSpec, backward_plan_and_out
+from .plan import APART, SAME, sharing
+from .plan import plan as kernel_plan
+from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
+
+#: The dtype rule of cumsum (torch.cumsum's): any bool, integer or floating input; bool and integers give int64.
+DTYPES = DtypeRule()
 
 
 def cumsum_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
@@ -31,28 +36,48 @@ def cumsum_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = No
     ``out`` must have the result dtype; ``plan`` is ``spec.plan(x)`` when the caller has it.
     """
     if plan is None:
-        plan = spec.plan(x)
+        plan = DTYPES.plan(spec, x)
     if out is None:
         out = np.empty(x.shape, plan.result_dtype)
+    found = cumsum_plan(x, spec, plan, out)
     if x.dtype != plan.result_dtype:  # torch casts first, then sums (dtype= narrowing included)
         np.copyto(out, x, casting="unsafe")
         x = out
-    scan(x, out, plan.axis, spec.exclusive, spec.reverse, plan.accumulate_dtype)
+    if x.size:
+        engine.run(found, x, out, plan.axis, spec.exclusive, spec.reverse, plan.accumulate_dtype)
     return out
 
 
+def cumsum_plan(x: np.ndarray, spec: ScanSpec, plan: ScanPlan, out: Optional[np.ndarray] = None, accelerator=None):
+    """The `kernels.plan.Plan` of ``cumsum_forward(x, spec, out, plan)`` (``out`` None: a new C-contiguous array):
+    an input of another dtype is cast into the output and scanned there, in place.
+
+    >>> x, spec = np.ones((64, 4096), np.int32), ScanSpec("PyCumSum", 0, exclusive=True)
+    >>> p = cumsum_plan(x, spec, spec.plan(x), accelerator=False)
+    >>> p.path, p.reason.split(";")[0]
+    ('rows', 'shifted in place (torch would read what it wrote)')
+    """
+    out_strides = None if out is None else out.strides
+    if x.dtype != plan.result_dtype:
+        return kernel_plan("cumsum", x.shape, plan.result_dtype, plan.axis, spec.exclusive, spec.reverse,
+                           strides=out_strides, out_strides=out_strides, sharing=SAME, accelerator=accelerator)
+    return kernel_plan("cumsum", x.shape, x.dtype, plan.axis, spec.exclusive, spec.reverse, out_dtype=plan.result_dtype,
+                       strides=x.strides, out_strides=out_strides,
+                       sharing=APART if out is None else sharing(x, out), accelerator=accelerator)
+
+
 def cumsum_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
-    """The one call `engine.direct` finds when ``cumsum_forward(x, spec, out, plan)`` into a separate C-contiguous
-    ``out`` is a single call for a C-contiguous ``x`` (torch.cumsum, or the accelerator's row loop), else None.
-    The function found takes torch tensors viewing x and out, and the axis.
+    """The one call ``cumsum_forward(x, spec, out, plan)`` into a separate C-contiguous ``out`` amounts to for a
+    C-contiguous ``x`` (torch.cumsum, or the accelerator's loop), where its `kernels.plan.plan` is one call, else
+    None. The function found takes torch tensors viewing x and out, and the axis.
 
     >>> spec, x = ScanSpec("PyCumSum", axis=0), np.ones(1 << 16, np.float32)
     >>> cumsum_direct(spec, spec.plan(x), x) is engine.torch_scan, cumsum_direct(spec, spec.plan(x[:8]), x[:8])
     (True, None)
     """
-    if spec.exclusive or spec.reverse or x.dtype != plan.result_dtype:
+    if spec.reverse or x.dtype != plan.result_dtype:
         return None
-    return engine.direct(x.shape, x.dtype, plan.axis)
+    return engine.one_call(cumsum_plan(x, spec, plan))
 
 
 def cumsum_backward(grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,

@@ -31,6 +31,8 @@ import numpy as np
 import torch
 
 from ..torch_versions import has
+from .plan import plan as kernel_plan
+from .plan import APART, sharing
 from .torch_scans import flip, reversed_cumsum, run_gradient, scan_forward
 from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
 
@@ -58,8 +60,21 @@ def logcumsumexp_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray
         plan = DTYPES.plan(spec, x)
     if out is None:
         out = np.empty(x.shape, plan.result_dtype)
+    found = logcumsumexp_plan(x, spec, plan, out)
     source = x if x.dtype != np.float16 else x.astype(np.float64)
-    return scan_forward(inclusive_logcumsumexp, source, out, plan.axis, spec.exclusive, spec.reverse, IDENTITY)
+    return scan_forward(inclusive_logcumsumexp, source, out, plan.axis, spec.exclusive, spec.reverse, IDENTITY,
+                        found.variant == "staged")
+
+
+def logcumsumexp_plan(x: np.ndarray, spec: ScanSpec, plan: ScanPlan, out: Optional[np.ndarray] = None,
+                      accelerator=None):
+    """The `kernels.plan.Plan` of ``logcumsumexp_forward(x, spec, out, plan)`` (``out`` None: a new C-contiguous
+    array): float16 is scanned as a float64 copy."""
+    copied = x.dtype == np.float16
+    return kernel_plan("logcumsumexp", x.shape, np.float64 if copied else x.dtype, plan.axis, spec.exclusive,
+                       spec.reverse, out_dtype=plan.result_dtype, strides=None if copied else x.strides,
+                       out_strides=None if out is None else out.strides,
+                       sharing=APART if copied or out is None else sharing(x, out), accelerator=accelerator)
 
 
 def _reversed_logcumsumexp(tensor: torch.Tensor, axis: int) -> torch.Tensor:

@@ -27,6 +27,36 @@ CAFFE2_DTYPE_NAMES = {
 }
 #: dtypes a scan may produce when asked with ``dtype=``.
 RESULT_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int32, np.int64))
+#: The dtypes torch 1.10's CPU scans accumulate in float64 (floats) or int64 (integers), rounding once per
+#: element: a scan of these by any of our paths equals torch's bit for bit.
+EXACT_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64))
+
+
+def takes_lead(x, best, maximum: bool) -> bool:
+    """torch 1.10's cummax (``maximum``) / cummin rule, the one every kernel applies (the compiled loops compile
+    it): x takes the lead ``if isnan(x) or (not isnan(best) and x >= best)`` (``<=`` for cummin): NaN wins and
+    stays, ties take the later index. `takes_lead_elementwise` is the same rule over arrays.
+
+    >>> takes_lead(2.0, 2.0, True), takes_lead(1.0, float("nan"), False), takes_lead(float("nan"), 1.0, True)
+    (True, False, True)
+    """
+    return x != x or (best == best and (x >= best if maximum else x <= best))
+
+
+def takes_lead_elementwise(x, best, maximum: bool):
+    """`takes_lead` over numpy arrays, element by element (the same rule, with numpy's operators).
+
+    >>> x, best = np.array([2.0, 1.0, np.nan, 0.5]), np.array([2.0, np.nan, 1.0, 1.0])
+    >>> takes_lead_elementwise(x, best, True).tolist() == [takes_lead(a, b, True) for a, b in zip(x, best)]
+    True
+    """
+    return (x != x) | ((best == best) & ((x >= best) if maximum else (x <= best)))
+
+
+def accumulate_dtype(dtype) -> np.dtype:
+    """The dtype a running sum or product of ``dtype`` is kept in: float64 for floats, int64 for bool and integers
+    (torch's CPU ``acc_type``)."""
+    return np.dtype(np.float64) if np.dtype(dtype).kind == "f" else np.dtype(np.int64)
 
 
 class ScanArgumentError(ValueError):
@@ -166,5 +196,4 @@ class DtypeRule(NamedTuple):
                 "{}: axis={} is out of range for an input of shape {} (rank {}); valid axes are {}..{}".format(
                     spec.op_name, spec.axis, tuple(x.shape), rank, -span, span - 1))
         result = self.result_dtype(spec, x.dtype)
-        accumulate = np.dtype(np.float64) if result.kind == "f" else np.dtype(np.int64)
-        return ScanPlan(spec.axis % span, result, accumulate)
+        return ScanPlan(spec.axis % span, result, accumulate_dtype(result))

@@ -9,10 +9,10 @@ and ``cumulative_logsumexp`` define them:
 - ``exclusive``: element i holds the scan of the elements before it; the first holds the
   scan's identity (1 for a product, -inf for log-sum-exp).
 
-Two paths per direction (`forward_path` tells which one a call takes):
+Two variants of torch's path (the scan's `plan.plan` says which one a call takes):
 
-- ``direct``: an inclusive forward scan whose input already has the compute dtype and does not
-  overlap the output: torch writes straight into the output's memory (``out=``).
+- ``out=``: an inclusive forward scan whose input already has the compute dtype and does not
+  overlap the output: torch writes straight into the output's memory.
 - ``staged``: a contiguous (cast, flipped) copy of the input, torch's scan of it, and one copy
   into the output (shifted by one when exclusive, flipped back when reversed).
 
@@ -22,10 +22,8 @@ so inclusive[i] gets grad_y[i+1] and the last element gets none).
 
 >>> import numpy as np, torch
 >>> x = np.array([1., 2., 3., 4.])
->>> scan_forward(torch.cumprod, x, np.empty(4), 0, exclusive=True, reverse=True, identity=1)
+>>> scan_forward(torch.cumprod, x, np.empty(4), 0, exclusive=True, reverse=True, identity=1, staged=True)
 array([24., 12.,  4.,  1.])
->>> forward_path(x, np.empty(4), exclusive=False, reverse=False)
-'direct'
 """
 from typing import Callable, Optional
 
@@ -46,8 +44,7 @@ def as_tensor(array: np.ndarray) -> torch.Tensor:
 
 
 def flip(tensor: torch.Tensor, axis: int) -> torch.Tensor:
-    """``tensor`` reversed along ``axis``, as a new contiguous tensor (numpy copies it ~10x faster than
-    torch 1.10.2's ``flip``)."""
+    """``tensor`` reversed along ``axis``, as a new contiguous tensor (numpy's copy is the faster one)."""
     return torch.from_numpy(np.flip(tensor.numpy(), axis).copy())
 
 
@@ -56,17 +53,10 @@ def as_lanes(array: np.ndarray) -> np.ndarray:
     return array.reshape(1) if array.ndim == 0 else array
 
 
-def forward_path(x: np.ndarray, out: np.ndarray, exclusive: bool, reverse: bool) -> str:
-    """"direct" or "staged" (see the module doc) for a scan of ``x`` (compute dtype already) into ``out``."""
-    if (exclusive or reverse or x.dtype != out.dtype or min(out.strides, default=0) < 0
-            or np.may_share_memory(x, out)):
-        return "staged"
-    return "direct"
-
-
 def scan_forward(inclusive: Callable, x: np.ndarray, out: np.ndarray, axis: int, exclusive: bool,
-                 reverse: bool, identity) -> np.ndarray:
-    """out = the scan with its flags of ``x`` along ``axis``; ``inclusive(tensor, axis[, out=])`` is torch's scan.
+                 reverse: bool, identity, staged: bool) -> np.ndarray:
+    """out = the scan with its flags of ``x`` along ``axis``; ``inclusive(tensor, axis[, out=])`` is torch's scan,
+    run into ``out`` or, ``staged`` (as planned), through a copy.
 
     ``x`` has the compute dtype torch scans in; ``out`` any dtype (cast once, as torch does with
     ``dtype=``); ``axis`` is normalised; 0-d and empty inputs are fine.
@@ -75,7 +65,7 @@ def scan_forward(inclusive: Callable, x: np.ndarray, out: np.ndarray, axis: int,
     length = x.shape[axis] if x.size else 0
     if length == 0:
         return out
-    if forward_path(x, lanes_out, exclusive, reverse) == "direct":
+    if not staged:
         inclusive(as_tensor(x), axis, out=torch.from_numpy(lanes_out))
         return out
     if reverse:

@@ -4,18 +4,9 @@ Caffe2 has no gradient for its ``ATen`` operator. ``core.GradientRegistry.GetGra
 C++ first and, when that fails, the Python registry by op type; `install` registers one function
 for "ATen" there. It handles exactly these forms (exactly these arguments, inputs and outputs): the
 ATen operator of each registered scan (`pycumsum_op.scans.AtenForm`: ``dim``, one input, the scan's
-outputs), whose gradient is its entry's ``backward`` form (`BACKWARD_FORMS`), and the ops around them:
+outputs), whose gradient its form's own emitter writes (``AtenForm.backward``; the family's are in
+`pycumsum_op.scans.aten_backward`), and the ops around them:
 
-- ``cumsum_backward`` (``cumsum``): the gradient is the reverse cumsum of the output's gradient (flip, cumsum, flip);
-- ``cumprod_backward`` (``cumprod``): torch's own ``cumprod_backward(grad, input, output, dim)``, exact with zeros
-  (torch 1.8: ``cumprod_backward(grad, input, dim)``; older torch has none: `torch_versions`);
-- ``cummaxmin_backward`` (``cummax`` / ``cummin``; outputs values, indices): torch's ``cummaxmin_backward(grad, input,
-  indices, dim)`` as its ATen ops (masked_fill to zeros, scatter_add: each gradient sent to the index that
-  won; the indices output has no gradient);
-- ``logcumsumexp_backward`` (``logcumsumexp``): torch 1.10.2 has no ATen operator for its gradient, so it is built from
-  ATen's abs, log, gt/lt/eq, logical_not, masked_fill, sub, logcumsumexp, flip, add, exp, cumsum,
-  type_as, clamp_min, div and where: torch's log-space formula with PyLogCumSumExp's repairs (0 at
-  x = -inf, the +inf limit) — see `_logcumsumexp_ops`;
 - ``flip`` (``dims``): flip the gradient the same way;
 - ``roll`` (``shifts``, ``dims``): roll the gradient back;
 - ``index_fill`` (``dim``, ``value``; inputs: tensor, index): the filled entries get no gradient.
@@ -31,8 +22,6 @@ from .errors import LoweringError
 #: ATen operator -> (its argument names, its number of inputs, of outputs) for the forms around the scans.
 _ARRANGING_FORMS = {"flip": ({"dims"}, 1, 1), "roll": ({"shifts", "dims"}, 1, 1),
                     "index_fill": ({"dim", "value"}, 2, 1)}
-#: The gradient forms of scans' ATen operators (`AtenForm.backward`) this module emits.
-BACKWARD_FORMS = ("cumsum_backward", "cumprod_backward", "cummaxmin_backward", "logcumsumexp_backward")
 
 
 def _scan_forms() -> dict:
@@ -99,49 +88,14 @@ class _Steps(object):
         return self(None if last else name + "_back", [scanned], operator="flip", dims=[dim])
 
 
-def _logcumsumexp_ops(step, x, y, grad, dim):
-    """grad_x = sum_{i >= j} grad[i] exp(x[j] - y[i]), in log space for grad > 0 and grad < 0 apart (as torch),
-    0 where x = -inf (torch: NaN inside an all -inf prefix) and, where x = +inf, each +inf element's share
-    1/m of every later grad[i] (m: the +inf elements up to i; torch: NaN), as PyLogCumSumExp's kernel."""
-    log_grad = step("log", [step("abs", [grad], operator="abs")], operator="log")
-    parts = []
-    for sign, compare in (("pos", "gt"), ("neg", "lt")):  # log|grad| where grad has this sign, else -inf
-        other_sign = step(sign + "_other", [step(sign + "_sign", [grad], operator=compare, other=0.0)],
-                          operator="logical_not")
-        masked = step(sign + "_masked", [log_grad, other_sign], operator="masked_fill", value=float("-inf"))
-        shifted = step(sign + "_minus_y", [masked, y], operator="sub")
-        summed = step.reversed_scan(sign + "_sum", shifted, "logcumsumexp", dim)
-        parts.append(step(sign + "_exp", [step(sign + "_plus_x", [summed, x], operator="add")], operator="exp"))
-    finite = step("finite", parts, operator="sub")
-    neg_inf = step("neg_inf", [x], operator="eq", other=float("-inf"))  # isneginf: an ATen operator from 1.7
-    finite = step("zeroed", [finite, neg_inf], operator="masked_fill", value=0.0)
-    infinite = step("pos_inf", [x], operator="eq", other=float("inf"))
-    counts = step("inf_counts", [step("inf_count", [infinite], operator="cumsum", dim=dim), grad], operator="type_as")
-    shares = step("shares", [grad, step("at_least_one", [counts], operator="clamp_min", min=1.0)], operator="div")
-    return step(None, [infinite, step.reversed_scan("share_sum", shares, "cumsum", dim), finite], operator="where")
-
-
 def _gradient_ops(operator, values, grad_out, grad_in, op, device):
     step, x = _Steps(grad_in, device), op.input[0]
-    form = _scan_forms().get(operator, (None,))[0]  # a scan's operator: its gradient form is the registry's
-    backward = None if form is None else form.backward
-    if form is not None and backward not in BACKWARD_FORMS:
-        raise LoweringError("ATen {}: its registered gradient form {!r} is none of {}".format(
-            operator, backward, ", ".join(BACKWARD_FORMS)))
-    if form is not None and form.backward_needs is not None:
-        require(form.backward_needs, "the gradient of ATen {} (torch's {})".format(operator, backward), LoweringError)
-    if backward == "logcumsumexp_backward":
-        _logcumsumexp_ops(step, x, op.output[0], grad_out, values["dim"])
-    elif backward == "cumsum_backward":
-        step.reversed_scan("rcumsum", grad_out, "cumsum", values["dim"], last=True)
-    elif backward == "cumprod_backward" and has("aten cumprod_backward(grad, input, output)"):
-        step(None, [grad_out, x, op.output[0]], operator="cumprod_backward", dim=values["dim"])
-    elif backward == "cumprod_backward":
-        step(None, [grad_out, x], operator="cumprod_backward", dim=values["dim"])
-    elif backward == "cummaxmin_backward":  # torch's cummaxmin_backward, an ATen operator only from 1.8
-        zeros = step("zeros", [grad_out, step("all", [op.output[1]], operator="ge", other=0.0)],
-                     operator="masked_fill", value=0.0)
-        step(None, [zeros, op.output[1], grad_out], operator="scatter_add", dim=values["dim"])
+    form = _scan_forms().get(operator, (None,))[0]  # a scan's operator: its form carries its gradient's emitter
+    if form is not None:
+        if form.backward_needs is not None:
+            require(form.backward_needs, "the gradient of ATen {} ({})".format(operator, form.backward.__name__),
+                    LoweringError)
+        form.backward(step, x, list(op.output), grad_out, values["dim"])
     elif operator == "flip":
         step(None, [grad_out], operator="flip", dims=values["dims"])
     elif operator == "roll":

@@ -33,7 +33,8 @@ from .errors import LoweringError
 from .input_facts import normalized_axis
 
 FLOAT32 = np.dtype(np.float32)
-#: Preferred entries per block of the MatMul form: n·BLOCK multiply-adds per level (16 measured fastest).
+#: Preferred entries per block of the MatMul form: n·BLOCK multiply-adds per level (the fastest block size:
+#: benchmarks/RESULTS.md; re-derive with benchmarks/run.py --only-lowering).
 BLOCK = 16
 #: Block sizes the MatMul form may take: a divisor of the scan length (no padding copies), nearest BLOCK.
 BLOCK_SIZES = range(8, 33)

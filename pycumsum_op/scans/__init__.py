@@ -3,9 +3,9 @@
 `family` registers torch's scans (cumsum, cumprod, cummax, cummin, logcumsumexp) on import;
 `register` adds another one, anywhere, at any time.
 """
-from . import family
+from . import aten_backward, family
 from .registry import (ALL_ARGUMENTS, FORMS, INPUT, SCANS, AtenForm, PortableForm, Refused, Scan, listen,
                        register, scan, unregister)
 
 __all__ = ["Scan", "AtenForm", "PortableForm", "Refused", "SCANS", "FORMS", "ALL_ARGUMENTS", "INPUT", "scan",
-           "register", "unregister", "listen", "family"]
+           "register", "unregister", "listen", "family", "aten_backward"]

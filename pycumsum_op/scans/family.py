@@ -3,6 +3,7 @@ from ..kernels import cummax as _cummax
 from ..kernels import cumprod as _cumprod
 from ..kernels import cumsum as _cumsum
 from ..kernels import logcumsumexp as _logcumsumexp
+from . import aten_backward
 from .registry import AtenForm, PortableForm, Refused, Scan, register
 
 _NO_ONNX = "ONNX has no operator for it (ONNX CumSum is a sum)"
@@ -29,8 +30,9 @@ CUMSUM = register(Scan(
     The op has a gradient, so ``net.AddGradientOperators`` works through it; `pycumsum_op.lower`
     turns it into C++ operators.
     """,
-    identity=0.0, direct=_cumsum.cumsum_direct, self_adjoint=True,
-    aten=AtenForm("cumsum", needs=None, backward="cumsum_backward"),
+    dtypes=_cumsum.DTYPES, identity=0.0, direct=_cumsum.cumsum_direct, plans=_cumsum.cumsum_plan,
+    self_adjoint=True,
+    aten=AtenForm("cumsum", needs=None, backward=aten_backward.cumsum_backward),
     portable=PortableForm("Add", matmul=True),
     onnx="CumSum"))
 
@@ -40,8 +42,9 @@ CUMPROD = register(Scan(
 
     Arguments as `cumsum` (exclusive starts with 1). Not in place: the gradient needs the input.
     """,
-    saves=("input", "y"), identity=_cumprod.IDENTITY, direct=_cumprod.cumprod_direct,
-    aten=AtenForm("cumprod", needs=None, backward="cumprod_backward",
+    saves=("input", "y"), dtypes=_cumprod.DTYPES, identity=_cumprod.IDENTITY, direct=_cumprod.cumprod_direct,
+    plans=_cumprod.cumprod_plan,
+    aten=AtenForm("cumprod", needs=None, backward=aten_backward.cumprod_backward,
                   backward_needs="aten cumprod_backward(grad, input)"),
     portable=Refused("a log-depth product of Mul ops rounds floats differently from torch's sequential cumprod "
                      "(not exact), and Caffe2 has no portable cumulative product"),
@@ -54,7 +57,8 @@ CUMMAX = register(Scan(
     blob_out is [values, indices] (or None). Values keep the input's dtype, indices are int64;
     a tie goes to the later element; reverse scans from the end. The values may overwrite the input.
     """,
-    direct=_cummax.cummax_direct, aten=AtenForm("cummax", needs="aten cummax", backward="cummaxmin_backward"),
+    direct=_cummax.cummax_direct, plans=_cummax.cummax_plan,
+    aten=AtenForm("cummax", needs="aten cummax", backward=aten_backward.cummaxmin_backward),
     portable=_portable_extremum("cummax"), **_EXTREMUM))
 
 CUMMIN = register(Scan(
@@ -62,7 +66,8 @@ CUMMIN = register(Scan(
     doc="""Append ``values, indices = torch.cummin(blob_in, axis)`` to ``net``; returns both BlobReferences
     (see `cummax`).
     """,
-    direct=_cummax.cummin_direct, aten=AtenForm("cummin", needs="aten cummax", backward="cummaxmin_backward"),
+    direct=_cummax.cummin_direct, plans=_cummax.cummin_plan,
+    aten=AtenForm("cummin", needs="aten cummax", backward=aten_backward.cummaxmin_backward),
     portable=_portable_extremum("cummin"), **_EXTREMUM))
 
 LOGCUMSUMEXP = register(Scan(
@@ -73,8 +78,8 @@ LOGCUMSUMEXP = register(Scan(
     gradient is finite, 0 where torch 1.10.2's is NaN. Not in place: the gradient needs the input.
     """,
     saves=("input", "y"), arguments=frozenset(["exclusive", "reverse"]), dtypes=_logcumsumexp.DTYPES,
-    identity=_logcumsumexp.IDENTITY,
-    aten=AtenForm("logcumsumexp", needs="aten logcumsumexp", backward="logcumsumexp_backward",
+    identity=_logcumsumexp.IDENTITY, plans=_logcumsumexp.logcumsumexp_plan,
+    aten=AtenForm("logcumsumexp", needs="aten logcumsumexp", backward=aten_backward.logcumsumexp_backward,
                   backward_needs="aten logcumsumexp"),
     portable=Refused("a log-depth scan of Caffe2's elementwise ops rounds differently from torch's sequential "
                      "logcumsumexp (not exact), and Caffe2 has no portable operator for it"),

@@ -38,9 +38,9 @@ class AtenForm(NamedTuple):
     operator: str
     #: the `pycumsum_op.torch_versions` capability the operator needs (None: every torch with Caffe2)
     needs: Optional[str]
-    #: the form of the operator's gradient, named as torch's derivative ("cumprod_backward", ...): the
-    #: ATen gradient maker (`pycumsum_op.lowering.aten_gradient`) emits it
-    backward: str
+    #: the operator's gradient as ATen ops: an emitter ``backward(step, x, outputs, grad, dim)`` (`aten_backward`,
+    #: named as torch's derivatives), which the ATen gradient maker (`pycumsum_op.lowering.aten_gradient`) calls
+    backward: Callable
     #: the capability that gradient form needs (None: every torch with Caffe2)
     backward_needs: Optional[str] = None
 
@@ -70,14 +70,18 @@ class Scan(NamedTuple):
     saves: Tuple[str, ...] = ()
     #: the optional arguments (of `ALL_ARGUMENTS`) the op takes
     arguments: FrozenSet[str] = ALL_ARGUMENTS
-    #: accepted input dtypes and the result dtype (`DtypeRule`), the one rule kernels and lowering apply
-    dtypes: DtypeRule = DtypeRule()
+    #: accepted input dtypes and the result dtype (`DtypeRule`), the one rule kernels and lowering apply; every
+    #: entry states its own
+    dtypes: Optional[DtypeRule] = None
     #: the value an exclusive scan starts with (0, 1, -inf); None when the scan has no exclusive form
     identity: Optional[float] = None
     #: direct(spec, plan, x) -> f(x, out, plan.axis) doing forward's work in one call into a separate
     #: C-contiguous ``out`` of the result dtype (a tuple of them, one per output, for several outputs; all
     #: given as torch tensors viewing their memory), or None (then forward): the Caffe2 op's fast path
     direct: Optional[Callable] = None
+    #: plan(x, spec, plan, out=None, accelerator=None) -> the `kernels.plan.Plan` forward follows (None: the scan
+    #: has no planned kernel; `explain` says so)
+    plans: Optional[Callable] = None
     #: the gradient is the same scan of the output's gradient, run in the other direction (cumsum):
     #: lowering writes a gradient op as that scan
     self_adjoint: bool = False
@@ -125,8 +129,12 @@ def _check_entry(entry: Scan) -> None:
                                                               sorted(ALL_ARGUMENTS)))
     if ("exclusive" in entry.arguments) != (entry.identity is not None):
         problems.append("an exclusive scan needs an identity, and an identity means exclusive is taken")
+    if not isinstance(entry.dtypes, DtypeRule):
+        problems.append("dtypes must state the scan's DtypeRule")
     if entry.self_adjoint and len(entry.outputs) != 1:
         problems.append("a self-adjoint scan has one output")
+    if isinstance(entry.aten, AtenForm) and not callable(entry.aten.backward):
+        problems.append("aten.backward must be a gradient emitter (see scans.aten_backward)")
     for target in FORMS:
         form = entry.form(target)
         expected = {"aten": AtenForm, "portable": PortableForm, "onnx": str}[target]

@@ -1,0 +1,322 @@
+"""How a scan runs: `plan`, one pure function of the scan, the layout, the dtypes and the flags.
+
+Every caller asks it and nothing else decides a path: the scans' kernels (`engine.scan` for cumsum, cumprod's,
+cummax's / cummin's and logcumsumexp's forwards), the Caffe2 op's one-call fast path (``Scan.direct``, kept per
+shape by the op), `pycumsum_op.explain`, the benchmarks and the tests. A `Plan` names:
+
+- ``path``: ``trivial`` (a lane of one element: a copy), ``numpy`` (``np.add.accumulate``: small inputs, layouts
+  no (outer, length, inner) view describes), ``torch`` (torch's own scan), ``compiled`` (the accelerator's loops,
+  `compiled`), ``lanes`` (cache-sized copies of the lanes, scanned by torch), ``rows`` (the same copies scanned
+  by numpy row adds), ``empty`` (nothing to scan);
+- ``variant``: how that path runs here (``out=`` straight into the output or ``staged`` through a copy; the
+  accelerator's ``row loops``, ``chains of four`` or ``one chain``);
+- ``view``: the (outer, length, inner) shape the path sees around the axis; ``buffers``: what it allocates;
+- ``reason``: one line naming the rule and the `tuning` constants that chose it;
+- ``one_call``: the scan is one call from the input's memory into the output's (the Caffe2 op makes it itself).
+
+>>> p = plan("cumsum", (64, 4096), "float32", 0, accelerator=True)
+>>> p.path, p.variant, p.view, p.one_call
+('compiled', 'row loops', (1, 64, 4096), True)
+>>> plan("cumsum", (64, 4096), "float32", 0, accelerator=False).path
+'rows'
+>>> plan("cumsum", (4096, 64), "float32", 1, accelerator=False).variant
+'out='
+"""
+import math
+from typing import NamedTuple, Optional, Tuple
+
+import numpy as np
+
+from . import compiled, tuning
+from .spec import EXACT_DTYPES
+
+#: The scans with planned kernels, and the accelerator's loop each one may take (None: torch's scan only).
+LOOPS = {"cumsum": "sum", "cumprod": "product", "cummax": "extremum", "cummin": "extremum", "logcumsumexp": None}
+#: Every path a plan may name (see the module doc).
+PATHS = ("empty", "trivial", "numpy", "torch", "compiled", "lanes", "rows")
+#: How a planned layout relates its output to its input: separate memory, the very same view (in place), or
+#: memory shared some other way.
+APART, SAME, OVERLAP = "apart", "same", "overlap"
+
+
+class Plan(NamedTuple):
+    """How one scan runs (see the module doc)."""
+    scan: str
+    path: str
+    variant: str
+    view: Optional[Tuple[int, int, int]]
+    buffers: str
+    reason: str
+    accelerator: str
+    one_call: bool = False
+
+    def __str__(self) -> str:
+        variant = " ({})".format(self.variant) if self.variant else ""
+        buffers = "; buffers: " + self.buffers if self.buffers else ""
+        return "{}{}: {}{}".format(self.path, variant, self.reason, buffers)
+
+
+def c_strides(shape: tuple, itemsize: int) -> tuple:
+    """The strides of a C-contiguous array of ``shape``."""
+    strides, step = [], itemsize
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= max(extent, 1)
+    return tuple(reversed(strides))
+
+
+def shape_3d(shape: tuple, axis: int) -> tuple:
+    """(outer, length, inner) around ``axis`` of ``shape``."""
+    return (int(np.prod(shape[:axis], dtype=np.int64)), shape[axis],
+            int(np.prod(shape[axis + 1:], dtype=np.int64)))
+
+
+def _merged(shape: tuple, strides: tuple):
+    """The stride of ``shape``'s dimensions taken as one (0 when all are single), or None where they do not merge
+    into one strided dimension (numpy would have to copy)."""
+    dims = [(extent, stride) for extent, stride in zip(shape, strides) if extent != 1]
+    for (_, outer_stride), (extent, stride) in zip(dims, dims[1:]):
+        if outer_stride != stride * extent:
+            return None
+    return dims[-1][1] if dims else 0
+
+
+def strides_3d(shape: tuple, strides: tuple, axis: int):
+    """The strides of the (outer, length, inner) view around ``axis`` of an array of ``shape`` / ``strides``, or
+    None when no view describes it."""
+    outer, inner = _merged(shape[:axis], strides[:axis]), _merged(shape[axis + 1:], strides[axis + 1:])
+    if outer is None or inner is None:
+        return None
+    return outer, strides[axis], inner
+
+
+def view_3d(array: np.ndarray, axis: int) -> np.ndarray:
+    """``array`` as the (outer, length, inner) view around ``axis`` its plan found (`strides_3d`)."""
+    shape = shape_3d(array.shape, axis)
+    if array.flags.c_contiguous:
+        return array.reshape(shape)
+    return np.lib.stride_tricks.as_strided(array, shape, strides_3d(array.shape, array.strides, axis))
+
+
+def _contiguous(shape: tuple, strides: tuple, itemsize: int) -> bool:
+    return all(extent == 1 or stride == expected
+               for extent, stride, expected in zip(shape, strides, c_strides(shape, itemsize)))
+
+
+def sharing(src: np.ndarray, dst: np.ndarray) -> str:
+    """`SAME` (dst is src, or the same view of its memory), `OVERLAP` (memory that may be shared) or `APART`."""
+    if src is dst or (src.__array_interface__["data"][0] == dst.__array_interface__["data"][0]
+                      and src.strides == dst.strides and src.dtype == dst.dtype):
+        return SAME
+    return OVERLAP if np.may_share_memory(src, dst) else APART
+
+
+def _status(accelerator) -> str:
+    if accelerator is None:
+        return compiled.status()
+    if isinstance(accelerator, bool):
+        return "on" if accelerator else "off: not asked for"
+    return accelerator
+
+
+def _takes(dtype: np.dtype, out_dtype: np.dtype) -> bool:
+    """Whether the accelerator's loops take dtype -> out_dtype: exact dtypes, both floating or both integer."""
+    return dtype in EXACT_DTYPES and out_dtype in EXACT_DTYPES and dtype.kind == out_dtype.kind
+
+
+def _torch_strided_slow(length: int, inner: int, itemsize: int) -> bool:
+    """Whether torch's strided loop misses the cache on lanes of ``length`` elements ``inner`` apart."""
+    if inner == 1:
+        return False
+    stride = inner * itemsize
+    if stride < tuning.CACHE_LINE:
+        return length * stride > tuning.STREAM_CACHE_BYTES
+    aliasing = math.gcd(stride // tuning.CACHE_LINE, tuning.CACHE_SETS) if stride % tuning.CACHE_LINE == 0 else 1
+    lines = tuning.CACHE_SETS * tuning.CACHE_WAYS // aliasing
+    # an aliased stride also maps the output's lines to the same few sets: half of them for the input
+    return length > (lines // 2 if aliasing > 1 else lines)
+
+
+def _rows_win(inner: int, itemsize: int) -> bool:
+    """Whether numpy's row adds pay off: wide rows, or rows with an aliased stride (the buffer has it too)."""
+    return inner >= tuning.ROWS_MIN_WIDTH or (
+        inner >= tuning.ROWS_MIN_ALIASED_WIDTH and inner * itemsize % tuning.ALIASED_STRIDE == 0)
+
+
+def compiled_wins(view: tuple, dtype: np.dtype, loop: str):
+    """(whether the accelerator's ``loop`` beats torch's on a forward scan of the (outer, length, inner) ``view``
+    of ``dtype``, the rule that says so)."""
+    outer, length, inner = view
+    if loop == "extremum":
+        if inner >= tuning.COMPILED_EXTREMUM_MIN_WIDTH:
+            return True, "rows of {} lanes >= COMPILED_EXTREMUM_MIN_WIDTH".format(inner)
+        return False, "rows of {} lanes < COMPILED_EXTREMUM_MIN_WIDTH".format(inner)
+    if inner >= tuning.COMPILED_NARROW:
+        return True, "rows of {} lanes >= COMPILED_NARROW".format(inner)
+    if inner >= tuning.COMPILED_FEW_LANES:
+        if length >= tuning.COMPILED_CHAINS_MIN_LENGTH:
+            return True, "rows of {} lanes, lanes of {} >= COMPILED_CHAINS_MIN_LENGTH".format(inner, length)
+        return False, "rows of {} lanes, lanes of {} < COMPILED_CHAINS_MIN_LENGTH".format(inner, length)
+    if dtype.kind != "f" and loop != "product":
+        return False, "an integer sum of rows of {} < COMPILED_FEW_LANES lanes (a one-cycle add)".format(inner)
+    if outer * inner < tuning.COMPILED_CHAINS_MIN_LANES:
+        return False, "{} lane(s) < COMPILED_CHAINS_MIN_LANES: one chain either way".format(outer * inner)
+    span = length * inner * dtype.itemsize
+    if span < tuning.COMPILED_CHAINS_MIN_BYTES:
+        return False, "lanes span {} bytes < COMPILED_CHAINS_MIN_BYTES".format(span)
+    if span % tuning.COMPILED_CHAINS_ALIASED_SPAN == 0:
+        return False, "lanes {} bytes apart, a multiple of COMPILED_CHAINS_ALIASED_SPAN".format(span)
+    return True, "{} lanes of rows of {} spanning {} bytes >= COMPILED_CHAINS_MIN_BYTES".format(
+        outer * inner, inner, span)
+
+
+def _compiled_variant(loop: str, view: tuple, itemsize: int, contiguous: bool) -> Tuple[str, str]:
+    """(variant, buffers) of the accelerator's loop: narrow C-contiguous rows lane by lane in chains of four held
+    in registers (`compiled.sum_chains`...), the rest by row loops through an accumulator row."""
+    outer, _, inner = view
+    if loop == "extremum":
+        if contiguous and inner < tuning.COMPILED_EXTREMUM_CHAINS_WIDTH:
+            return "chains of four", ""
+        return "row loops", "a best-value row and an index row of {} lanes".format(min(inner, tuning.COMPILED_BLOCK))
+    if contiguous and inner < min(tuning.COMPILED_NARROW, tuning.COMPILED_NARROW_BYTES // itemsize):
+        return ("one chain" if outer * inner == 1 else "chains of four"), ""
+    return "row loops", "an accumulator row of {} lanes".format(min(inner, tuning.COMPILED_BLOCK))
+
+
+def _blocked(view: tuple, itemsize: int, why: str) -> Tuple[str, str, str]:
+    """(path, buffers, reason) of the buffered paths: ``rows`` where torch's strided loop misses the cache and
+    numpy's row adds pay off, else ``lanes``."""
+    _, length, inner = view
+    buffers = "one block buffer of at most BUFFER_ELEMENTS elements and a carry row"
+    if _torch_strided_slow(length, inner, itemsize) and _rows_win(inner, itemsize):
+        return "rows", buffers, why + "; rows of {} lanes: numpy's row adds (ROWS_MIN_WIDTH, ALIASED_STRIDE)".format(
+            inner)
+    return "lanes", buffers, why + "; torch scans cache-sized copies of the lanes"
+
+
+def plan(scan: str, shape, dtype, axis: int, exclusive: bool = False, reverse: bool = False, *, out_dtype=None,
+         strides=None, out_strides=None, index_strides=None, sharing: str = APART, accelerator=None) -> Plan:
+    """The `Plan` of scan ``scan`` (a name of `LOOPS`) over an input of ``shape`` / ``dtype`` / ``strides`` (None:
+    C-contiguous) along the normalised ``axis`` into an output of ``out_dtype`` (None: the input's) / ``out_strides``
+    related to the input as ``sharing`` says (cummax / cummin: also int64 indices of ``index_strides``). ``dtype`` is the dtype the kernel scans (cumprod's compute dtype,
+    cumsum's cast input). ``accelerator``: `compiled.status()` when None, or True / False, or a status string."""
+    shape, dtype = tuple(shape), np.dtype(dtype)
+    out_dtype = dtype if out_dtype is None else np.dtype(out_dtype)
+    strides = c_strides(shape, dtype.itemsize) if strides is None else tuple(strides)
+    out_strides = c_strides(shape, out_dtype.itemsize) if out_strides is None else tuple(out_strides)
+    status = _status(accelerator)
+    if scan not in LOOPS:
+        return Plan(scan, "kernel", "", None, "", "a registered scan without a planned kernel: its own forward",
+                    status)
+    if 0 in shape:
+        return Plan(scan, "empty", "", None, "", "no element to scan", status)
+    index_strides = c_strides(shape, 8) if index_strides is None else tuple(index_strides)
+    scalar = not shape
+    if scalar:  # a 0-d tensor is a scan of length 1
+        shape, strides, out_strides, index_strides, axis = (1,), (dtype.itemsize,), (out_dtype.itemsize,), (8,), 0
+    view = shape_3d(shape, axis)
+    if scan == "cumsum":
+        return _plan_sum(shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, sharing, status,
+                         view)
+    found = _plan_torch_scan(scan, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides,
+                             index_strides, sharing, status, view)
+    return found._replace(one_call=False) if scalar else found
+
+
+def _plan_sum(shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, sharing, status, view):
+    """cumsum's plan (`engine`'s paths)."""
+    def made(path, variant, reason, buffers="", one_call=False):
+        return Plan("cumsum", path, variant, view, buffers, reason, status, one_call)
+
+    outer, length, inner = view
+    if length == 1:
+        return made("trivial", "", "a scan of length 1 is a copy (zeros when exclusive)")
+    size = outer * length * inner
+    if size < tuning.SMALL_SIZE:
+        return made("numpy", "", "{} elements < SMALL_SIZE: a torch call costs more than it saves".format(size))
+    src3 = strides_3d(shape, strides, axis)
+    dst3 = src3 if sharing == SAME else strides_3d(shape, out_strides, axis)
+    if src3 is None or dst3 is None:
+        return made("numpy", "", "no (outer, length, inner) view describes this layout")
+    contiguous = _contiguous(view, src3, dtype.itemsize) and _contiguous(view, dst3, out_dtype.itemsize)
+    accelerated = status == "on" and _takes(dtype, out_dtype)
+    if reverse:
+        if accelerated and (inner > 1 or outer == 1):
+            variant, buffers = _compiled_variant("sum", view, dtype.itemsize, contiguous)
+            why = "a single lane reversed: one chain" if outer * inner == 1 else "reversed off the last axis"
+            return made("compiled", variant, why + ": the accelerator walks the lanes back (torch has no reverse "
+                                                   "scan)", buffers)
+        if accelerated:
+            wins, rule = compiled_wins(view, dtype, "sum")
+            if wins:
+                variant, buffers = _compiled_variant("sum", view, dtype.itemsize, contiguous)
+                return made("compiled", variant, "reversed, " + rule, buffers)
+        path, buffers, reason = _blocked(view, dtype.itemsize, "reversed (torch has no reverse scan)")
+        return made(path, "", reason, buffers)
+    negative = not contiguous and min(src3 + dst3) < 0
+    if dtype != out_dtype or dtype not in EXACT_DTYPES:
+        torch_may_run, why_not = False, "{} -> {}: torch would not accumulate as torch.cumsum of the result".format(
+            dtype, out_dtype)
+    elif negative:
+        torch_may_run, why_not = False, "negative strides (torch has none)"
+    elif sharing != APART and (exclusive or sharing == OVERLAP):
+        torch_may_run, why_not = False, "shifted in place (torch would read what it wrote)"
+    else:
+        torch_may_run, why_not = True, ""
+    one_call = not exclusive and sharing == APART and contiguous and torch_may_run
+    if accelerated:
+        wins, rule = compiled_wins(view, dtype, "sum")
+        if wins:
+            variant, buffers = _compiled_variant("sum", view, dtype.itemsize, contiguous)
+            return made("compiled", variant, rule, buffers, one_call)
+    else:
+        rule = "the accelerator is " + status if status != "on" else "{} -> {}: not the accelerator's dtypes".format(
+            dtype, out_dtype)
+    slow = _torch_strided_slow(length, inner, dtype.itemsize)
+    if torch_may_run and not slow:
+        return made("torch", "out=, shifted" if exclusive else "out=",
+                    "{}; torch's strided loop keeps the lanes in cache (CACHE_*, STREAM_CACHE_BYTES)".format(rule),
+                    one_call=one_call)
+    why = why_not or "torch's strided loop would miss the cache on lanes of {} rows (CACHE_*)".format(length)
+    if accelerated and inner > 1:  # a dtype change or a shifted scan in place, off the last axis: one pass
+        variant, buffers = _compiled_variant("sum", view, dtype.itemsize, contiguous)
+        return made("compiled", variant, why + ": the accelerator's one pass beats the buffer", buffers)
+    path, buffers, reason = _blocked(view, dtype.itemsize, why)
+    return made(path, "", reason, buffers)
+
+
+def _plan_torch_scan(scan, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, index_strides,
+                     sharing, status, view):
+    """The plan of a scan torch computes (cumprod, cummax / cummin, logcumsumexp): the accelerator's loop where it
+    wins, else torch's scan straight into the output, or ``staged`` through a copy (flags, casts, shared memory)."""
+    loop = LOOPS[scan]
+    size = view[0] * view[1] * view[2]
+    src3, dst3 = strides_3d(shape, strides, axis), strides_3d(shape, out_strides, axis)
+    outputs = (out_strides, index_strides) if loop == "extremum" else (out_strides,)
+    if loop is None:
+        rule = "torch's is the only kernel"
+    elif status != "on":
+        rule = "the accelerator is " + status
+    elif not _takes(dtype, out_dtype):
+        rule = "{} -> {}: not the accelerator's dtypes".format(dtype, out_dtype)
+    elif size < tuning.SMALL_SIZE:
+        rule = "{} elements < SMALL_SIZE".format(size)
+    elif src3 is None or dst3 is None or (loop == "extremum" and strides_3d(shape, index_strides, axis) is None):
+        rule = "no (outer, length, inner) view describes this layout"
+    else:
+        wins, rule = compiled_wins(view, dtype, loop)
+        if wins:
+            contiguous = _contiguous(view, src3, dtype.itemsize) and _contiguous(view, dst3, out_dtype.itemsize)
+            if loop == "extremum":  # reversed lanes are scanned through flipped views
+                contiguous = contiguous and (not reverse or view[1] == 1) and _contiguous(
+                    view, strides_3d(shape, index_strides, axis), 8)
+            variant, buffers = _compiled_variant(loop, view, dtype.itemsize, contiguous)
+            one_call = not exclusive and not reverse and sharing == APART and contiguous and dtype == out_dtype
+            return Plan(scan, "compiled", variant, view, buffers, rule, status, one_call)
+    into = not (exclusive or reverse or dtype != out_dtype or sharing != APART
+                or min(sum(outputs, ()), default=0) < 0)
+    if into:
+        return Plan(scan, "torch", "out=", view, "", rule + ": torch's scan straight into the output", status, True)
+    return Plan(scan, "torch", "staged", view, "a copy of the input and of the result",
+                rule + ": torch's scan of a (cast, flipped) copy, copied into the output (shifted when exclusive)",
+                status)

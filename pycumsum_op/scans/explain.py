@@ -1,0 +1,80 @@
+"""`explain`: how a registered scan runs on an input of a given shape and dtype, and why, with the accelerator
+and without it (`pycumsum_op.explain`, ``pycumsum-op explain``).
+
+It asks the very plan the scan's forward follows (the entry's ``plans``, `pycumsum_op.kernels.plan.plan`), on
+an input of that shape (C-contiguous) into a new output.
+
+>>> print(explain((64, 4096), axis=0, dtype="float32", accelerator="on"))
+cumsum (PyCumSum) of float32 (64, 4096) along axis 0, inclusive, forward -> float32; seen as (outer, length, inner) = (1, 64, 4096)
+  with the accelerator:    compiled (row loops): rows of 4096 lanes >= COMPILED_NARROW; buffers: an accumulator row of 1024 lanes
+  without the accelerator: rows: torch's strided loop would miss the cache on lanes of 64 rows (CACHE_*); rows of 4096 lanes: numpy's row adds (ROWS_MIN_WIDTH, ALIASED_STRIDE); buffers: one block buffer of at most BUFFER_ELEMENTS elements and a carry row
+  accelerator: on (this process runs the first)
+"""
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from ..kernels import compiled
+from ..kernels.plan import c_strides
+from ..kernels.spec import ScanArgumentError, ScanSpec
+from .registry import SCANS, scan
+
+
+class Explanation(NamedTuple):
+    """A scan's plans with and without the accelerator, and the accelerator's status here; ``str()`` tells it."""
+    title: str
+    accelerated: object  # `pycumsum_op.kernels.plan.Plan`, or None for a scan without a planned kernel
+    plain: object
+    accelerator: str
+
+    @property
+    def plan(self):
+        """The plan this process follows."""
+        return self.accelerated if self.accelerator == "on" else self.plain
+
+    def __str__(self) -> str:
+        if self.accelerated is None:
+            return "{}\n  its own forward kernel (the entry declares no plan)".format(self.title)
+        view = "; seen as (outer, length, inner) = {}".format(self.plain.view) if self.plain.view else ""
+        runs = "the first" if self.accelerator == "on" else "the second"
+        return "{}{}\n  with the accelerator:    {}\n  without the accelerator: {}\n  accelerator: {} (this " \
+               "process runs {})".format(self.title, view, self.accelerated, self.plain, self.accelerator, runs)
+
+
+def _entry(op: str):
+    """The registered scan called ``op`` (its name, "cumprod", or its op name, "PyCumProd")."""
+    for entry in SCANS.values():
+        if op == entry.op_name:
+            return entry
+    return scan(op, "explain")
+
+
+def explain(shape, axis: int, dtype="float32", op: str = "cumsum", exclusive: bool = False, reverse: bool = False,
+            accelerator: Optional[str] = None) -> Explanation:
+    """The `Explanation` of scan ``op`` (a registered name or op name) over a C-contiguous input of ``shape`` /
+    ``dtype`` along ``axis`` with its flags, into a new output. ``accelerator``: the status to report (default:
+    this process's, `compiled.status`). Bad arguments raise `ScanArgumentError` naming explain and the argument."""
+    entry = _entry(op)
+    try:
+        shape = tuple(int(extent) for extent in shape)
+        dtype = np.dtype(dtype)
+    except (TypeError, ValueError) as error:
+        raise ScanArgumentError("explain: shape must be whole numbers and dtype a numpy dtype ({})".format(error))
+    if any(extent < 0 for extent in shape):
+        raise ScanArgumentError("explain: shape={} has a negative extent".format(shape))
+    for name, value in (("exclusive", exclusive), ("reverse", reverse)):
+        if value and name not in entry.arguments:
+            raise ScanArgumentError("explain: {} ({}) takes no {}".format(entry.name, entry.op_name, name))
+    spec = ScanSpec.checked(entry.op_name, axis, exclusive, reverse)
+    # an input of that layout for the plans, which read its shape, strides and dtype, never its memory
+    x = np.lib.stride_tricks.as_strided(np.empty(1, dtype), shape, c_strides(shape, dtype.itemsize), writeable=False)
+    checked = entry.plan(spec, x)  # the entry's dtype rule: the result dtype, and errors for what it refuses
+    status = compiled.status() if accelerator is None else accelerator
+    title = "{} ({}) of {} {} along axis {}, {}, {} -> {}".format(
+        entry.name, entry.op_name, dtype, shape, checked.axis, "exclusive" if exclusive else "inclusive",
+        "reverse" if reverse else "forward", checked.result_dtype)
+    if entry.plans is None:
+        return Explanation(title, None, None, status)
+    accelerated, plain = (entry.plans(x, spec, checked, None, on) for on in ("on", "off" if status == "on" else status))
+    return Explanation(title, accelerated, plain, status)
+
