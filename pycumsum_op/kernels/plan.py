@@ -22,7 +22,9 @@ shape by the op), `pycumsum_op.explain`, the benchmarks and the tests. A `Plan` 
 >>> plan("cumsum", (4096, 64), "float32", 1, accelerator=False).variant
 'out='
 """
+import functools
 import math
+import operator
 from typing import NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -65,10 +67,14 @@ def c_strides(shape: tuple, itemsize: int) -> tuple:
     return tuple(reversed(strides))
 
 
+def _product(extents) -> int:
+    """The product of ``extents`` in Python integers (np.prod on a tuple costs microseconds on every scan's path)."""
+    return functools.reduce(operator.mul, extents, 1)
+
+
 def shape_3d(shape: tuple, axis: int) -> tuple:
     """(outer, length, inner) around ``axis`` of ``shape``."""
-    return (int(np.prod(shape[:axis], dtype=np.int64)), shape[axis],
-            int(np.prod(shape[axis + 1:], dtype=np.int64)))
+    return _product(shape[:axis]), shape[axis], _product(shape[axis + 1:])
 
 
 def _merged(shape: tuple, strides: tuple):
