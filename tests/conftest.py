@@ -9,12 +9,22 @@ import torch
 from caffe2.python import workspace
 from hypothesis import HealthCheck, Verbosity, settings
 
+from pycumsum_op.kernels.plan import planned
 from pycumsum_op.torch_versions import has
 
 # Loaded after Caffe2's test utilities so that their verbose "dev" profile does not win.
 settings.register_profile("pycumsum_op", deadline=None, database=None, verbosity=Verbosity.normal,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("pycumsum_op")
+
+
+@pytest.fixture(autouse=True)
+def fresh_plans():
+    """No plan kept across tests: plans are kept per layout and read the `tuning` constants when made, and tests
+    retune those constants to reach every path."""
+    planned.cache_clear()
+    yield
+    planned.cache_clear()
 
 
 @pytest.fixture

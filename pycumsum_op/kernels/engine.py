@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from . import compiled, tuning
-from .plan import SAME, plan, sharing, view_3d
+from .plan import plan, sharing, view_3d
 from .spec import EXACT_DTYPES
 from .torch_scans import along
 
@@ -101,7 +101,7 @@ def run(found, src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, rev
             src, dst = np.flip(src, axis), np.flip(dst, axis)
         return _PATHS[found.path](src, dst, axis, exclusive, accumulate_dtype)
     src3 = view_3d(src, axis)
-    dst3 = src3 if sharing(src, dst) == SAME else view_3d(dst, axis)
+    dst3 = src3 if src is dst else view_3d(dst, axis)  # the same view of the same memory when shared
     if found.path == "compiled":
         return compiled.scan_rows(src3, dst3, compiled.SUM, exclusive, reverse, found.variant != "row loops")
     if reverse:

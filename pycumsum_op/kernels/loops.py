@@ -48,8 +48,10 @@ def _jit(function=None, **options):
 @_jit
 def sum_rows(src, dst, accumulator, identity, product, exclusive, reverse):
     """dst = the running sum (``product``: product) of src along axis 1 of the 3-D views, shifted by one with
-    ``identity`` first when ``exclusive``, each lane from its end when ``reverse``; dst may be src itself. The
-    flags are tested outside the inner loops, which LLVM then vectorises."""
+    ``identity`` first when ``exclusive``, each lane from its end when ``reverse``; dst may be src itself. The row
+    body is written here, not called per row: a call per row costs as much as the adds of a narrow row. Lanes
+    start..start + count of a row are indexed unsigned (0 <= start + j < inner), and the flags are loop-invariant,
+    so LLVM takes their tests out of the inner loop and vectorises it."""
     outer, length, inner = src.shape
     width = accumulator.shape[0]
     for o in range(outer):
@@ -58,46 +60,13 @@ def sum_rows(src, dst, accumulator, identity, product, exclusive, reverse):
             accumulator[:count] = identity
             for step in range(length):
                 i = length - 1 - step if reverse else step
-                if product:
-                    _multiply_row(src, dst, accumulator, o, i, start, count, exclusive)
-                else:
-                    _add_row(src, dst, accumulator, o, i, start, count, exclusive)
-
-
-@_jit
-def _add_row(src, dst, accumulator, o, i, start, count, exclusive):
-    """Row ``i`` of slice ``o``, lanes start..start + count (unsigned: 0 <= start + j < inner), added in."""
-    j = _ZERO
-    if exclusive:
-        while j < count:
-            before = accumulator[j]
-            accumulator[j] = before + src[o, i, start + j]
-            dst[o, i, start + j] = before
-            j += _ONE
-    else:
-        while j < count:
-            total = accumulator[j] + src[o, i, start + j]
-            accumulator[j] = total
-            dst[o, i, start + j] = total
-            j += _ONE
-
-
-@_jit
-def _multiply_row(src, dst, accumulator, o, i, start, count, exclusive):
-    """As `_add_row`, multiplied in."""
-    j = _ZERO
-    if exclusive:
-        while j < count:
-            before = accumulator[j]
-            accumulator[j] = before * src[o, i, start + j]
-            dst[o, i, start + j] = before
-            j += _ONE
-    else:
-        while j < count:
-            total = accumulator[j] * src[o, i, start + j]
-            accumulator[j] = total
-            dst[o, i, start + j] = total
-            j += _ONE
+                j = _ZERO
+                while j < count:
+                    before = accumulator[j]
+                    total = before * src[o, i, start + j] if product else before + src[o, i, start + j]
+                    accumulator[j] = total
+                    dst[o, i, start + j] = before if exclusive else total
+                    j += _ONE
 
 
 @_jit

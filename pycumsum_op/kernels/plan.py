@@ -111,10 +111,14 @@ def _contiguous(shape: tuple, strides: tuple, itemsize: int) -> bool:
 
 def sharing(src: np.ndarray, dst: np.ndarray) -> str:
     """`SAME` (dst is src, or the same view of its memory), `OVERLAP` (memory that may be shared) or `APART`."""
-    if src is dst or (src.__array_interface__["data"][0] == dst.__array_interface__["data"][0]
-                      and src.strides == dst.strides and src.dtype == dst.dtype):
+    if src is dst:
         return SAME
-    return OVERLAP if np.may_share_memory(src, dst) else APART
+    if not np.may_share_memory(src, dst):  # bounds only: cheap, and what most scans (into a new output) need
+        return APART
+    if (src.__array_interface__["data"][0] == dst.__array_interface__["data"][0] and src.strides == dst.strides
+            and src.dtype == dst.dtype):
+        return SAME
+    return OVERLAP
 
 
 def _status(accelerator) -> str:
@@ -204,19 +208,32 @@ def plan(scan: str, shape, dtype, axis: int, exclusive: bool = False, reverse: b
          strides=None, out_strides=None, index_strides=None, sharing: str = APART, accelerator=None) -> Plan:
     """The `Plan` of scan ``scan`` (a name of `LOOPS`) over an input of ``shape`` / ``dtype`` / ``strides`` (None:
     C-contiguous) along the normalised ``axis`` into an output of ``out_dtype`` (None: the input's) / ``out_strides``
-    related to the input as ``sharing`` says (cummax / cummin: also int64 indices of ``index_strides``). ``dtype`` is the dtype the kernel scans (cumprod's compute dtype,
-    cumsum's cast input). ``accelerator``: `compiled.status()` when None, or True / False, or a status string."""
-    shape, dtype = tuple(shape), np.dtype(dtype)
-    out_dtype = dtype if out_dtype is None else np.dtype(out_dtype)
-    strides = c_strides(shape, dtype.itemsize) if strides is None else tuple(strides)
-    out_strides = c_strides(shape, out_dtype.itemsize) if out_strides is None else tuple(out_strides)
-    status = _status(accelerator)
+    related to the input as ``sharing`` says (cummax / cummin: also int64 indices of ``index_strides``). ``dtype`` is
+    the dtype the kernel scans (cumprod's compute dtype, cumsum's cast input). ``accelerator``: `compiled.status()`
+    when None, or True / False, or a status string.
+
+    Plans are kept per arguments (`planned`), so that a scan run again on the same layout pays a lookup: the
+    `tuning` constants are read when a plan is first made (``planned.cache_clear()`` after changing one)."""
+    dtype = np.dtype(dtype)
+    return planned(scan, tuple(shape), dtype, axis, bool(exclusive), bool(reverse),
+                   dtype if out_dtype is None else np.dtype(out_dtype), None if strides is None else tuple(strides),
+                   None if out_strides is None else tuple(out_strides),
+                   None if index_strides is None else tuple(index_strides), sharing, _status(accelerator))
+
+
+@functools.lru_cache(maxsize=4096)
+def planned(scan: str, shape: tuple, dtype: np.dtype, axis: int, exclusive: bool, reverse: bool, out_dtype: np.dtype,
+            strides: Optional[tuple], out_strides: Optional[tuple], index_strides: Optional[tuple], sharing: str,
+            status: str) -> Plan:
+    """`plan` with its arguments normalised (``status``: the accelerator's, `compiled.status()`)."""
+    strides = c_strides(shape, dtype.itemsize) if strides is None else strides
+    out_strides = c_strides(shape, out_dtype.itemsize) if out_strides is None else out_strides
+    index_strides = c_strides(shape, 8) if index_strides is None else index_strides
     if scan not in LOOPS:
         return Plan(scan, "kernel", "", None, "", "a registered scan without a planned kernel: its own forward",
                     status)
     if 0 in shape:
         return Plan(scan, "empty", "", None, "", "no element to scan", status)
-    index_strides = c_strides(shape, 8) if index_strides is None else tuple(index_strides)
     scalar = not shape
     if scalar:  # a 0-d tensor is a scan of length 1
         shape, strides, out_strides, index_strides, axis = (1,), (dtype.itemsize,), (out_dtype.itemsize,), (8,), 0
