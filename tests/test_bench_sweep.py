@@ -113,3 +113,22 @@ def test_the_kernel_sweep_draws_rows_of_one_to_fifteen_lanes():
         for _, (outer, length, inner), _ in ours:
             assert inner in widths and length >= 8 and kernels.MIN_SIZE <= outer * length * inner <= kernels.MAX_SIZE
 
+
+
+def test_the_before_and_after_comparison_reads_the_class_tables():
+    """benchmarks/against.py reads each class's ratios out of the markdown `classes.py` prints."""
+    import against
+    import classes
+    times = {"torch_forward": 2.0, "torch_forward_backward": 4.0, "pycumsum_forward": 3.0,
+             "pycumsum_forward_plain": 5.0, "pycumsum_forward_backward": 2.0, "pycumsum_forward_backward_plain": 8.0,
+             "copy": 1.0, "floor": 2.5}
+    entry = {"shape": [4, 5], "axis": 0, "dtype": "float32", "size": 20, "paths": ["torch", "lanes"],
+             "warm": times, "cold": dict(times, torch_forward=1.0)}
+    result = {"seed": 7, "cumsum": {name: [entry] for name in classes.CLASSES},
+              "family": {name: [] for name in classes.CLASSES}}
+    found = against.summaries(classes.markdown(result))
+    assert set(found) == {(7, "warm"), (7, "cold")}
+    assert set(found[7, "warm"]) == set(classes.CLASSES)
+    assert found[7, "warm"]["1-D"] == {"forward with": "1.50x / 1.50x", "forward without": "2.50x / 2.50x",
+                                       "fwd+bwd with": "0.50x / 0.50x", "fwd+bwd without": "2.00x / 2.00x"}
+    assert found[7, "cold"]["non-last axes"]["forward with"] == "3.00x / 3.00x"

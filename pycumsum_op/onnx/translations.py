@@ -34,6 +34,8 @@ SCAN_DTYPES = {
 _FLOATS = (TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE)
 #: ONNX writes "to the end" of a Slice as a huge int64 (torch: 2**63 - 1); past this any dimension is reached.
 _HUGE = 2 ** 31 - 1
+#: ONNX's (and torch's) "to the end" of a Slice.
+_END = 2 ** 63 - 1
 
 
 def _op(op_type: str, inputs, outputs, name: str = "", **args) -> caffe2_pb2.OperatorDef:
@@ -110,41 +112,79 @@ def _onnx_range(start: int, end: int, step: int, dim: int) -> range:
 
 
 def _caffe2_bound(value: int, end: bool) -> int:
-    """An ONNX Slice start or end as Caffe2's Slice reads it (-1 is the end, so -k means dim + 1 - k; an end
-    past the dim is clamped, a start past it is a run-time error, never a wrong result)."""
+    """An ONNX Slice start or end as Caffe2's Slice reads it (-1 is the end, so -k means dim + 1 - k; a bound past
+    the dim is clamped)."""
     if end and value >= _HUGE:
         return -1
     return value if value >= 0 else value - 1
 
 
-def _runtime_bounds(node, facts, opset, fresh, position, axes, rank, end):
-    """(ops, blob): the full-rank int64 vector of Caffe2 Slice starts (or ends) from input ``position``, whose
-    values are known only at run time: a negative value v becomes v - 1 (``v - (v < 0)``)."""
+def _safe_on_any_length(start: int, end: int) -> bool:
+    """Whether Caffe2's Slice takes ONNX's [start, end) with step 1 as ONNX does whatever the axis' length: it
+    clamps a bound past the length, but refuses a start that counts back past the first element and an end before
+    the start, where ONNX clamps both (an empty slice)."""
+    return start >= 0 and (end >= start or end >= _HUGE)
+
+
+def _full_bounds(node, fresh, position, axes, rank, end):
+    """(ops, blob): the full-rank int64 vector of ONNX starts (or ends) of input ``position``, known only at run time,
+    at ``axes``; 0 (or the end) at the other axes."""
     name, ops = node.input[position], []
-    cast, as_int64 = fresh(), fresh()
-    ops += [_op("Cast", [name], [cast], node.name, to=caffe2_pb2.TensorProto.INT64),
-            # v - 1 must not wrap (INT64_MIN, torch's "from the start" going backwards): far below any dim,
-            # -2**31 makes Caffe2 refuse the slice at run time
-            _op("ATen", [cast], [as_int64], node.name, operator="clamp_min", min=-_HUGE - 1)]
-    zero = fresh()
-    ops.append(_op("ConstantFill", [], [zero], node.name, shape=[], dtype=caffe2_pb2.TensorProto.INT64, value=0))
-    negative, shift, shifted = fresh(), fresh(), fresh()
-    ops += [_op("LT", [as_int64, zero], [negative], node.name),
-            _op("Cast", [negative], [shift], node.name, to=caffe2_pb2.TensorProto.INT64),
-            _op("Sub", [as_int64, shift], [shifted], node.name)]
-    pieces = []
+    cast, pieces = fresh(), []
+    ops.append(_op("Cast", [name], [cast], node.name, to=caffe2_pb2.TensorProto.INT64))
     for axis in range(rank):
         if axis in axes:  # a Slice, not a Gather: Caffe2's Gather shape inference crashes on unknown shapes
-            picked, position = fresh(), axes.index(axis)
-            ops.append(_op("Slice", [shifted], [picked], node.name, starts=[position], ends=[position + 1]))
+            picked, index = fresh(), axes.index(axis)
+            ops.append(_op("Slice", [cast], [picked], node.name, starts=[index], ends=[index + 1]))
             pieces.append(picked)
         else:
-            default, fill = _constant_blob([-1 if end else 0], fresh)
+            default, fill = _constant_blob([_END if end else 0], fresh)
             ops.append(fill)
             pieces.append(default)
     full = fresh()
     ops.append(_op("Concat", pieces, [full, fresh()], node.name, axis=0))
     return ops, full
+
+
+def _cuts(node, data, out, bounds, fresh):
+    """Slices of ``data`` into ``out``, one per (axis, ops, starts blob, ends blob) of ``bounds`` (the ops make the
+    blobs): Caffe2's Slice cuts one axis at a time."""
+    ops, current = [], data
+    for number, (_, more, starts, ends) in enumerate(bounds):
+        target = out if number == len(bounds) - 1 else fresh()
+        ops += more + [_op("Slice", [current, starts, ends], [target], node.name)]
+        current = target
+    return ops
+
+
+def _clamped_slice(node, data, out, starts, ends, axes, rank, fresh):
+    """A Slice of ``data`` along ``axes`` by the full-rank int64 ONNX ``starts`` / ``ends`` blobs (step 1), clamped
+    at run time as ONNX clamps them, against the lengths of ``data``: a negative bound counts from the end, then
+    each is held to [0, length] and an end to at least its start, so that Caffe2's Slice reads them as they are."""
+    ops, lengths, zero = [], fresh(), fresh()
+    ops += [_op("Shape", [data], [lengths], node.name),
+            _op("ConstantFill", [], [zero], node.name, shape=[], dtype=caffe2_pb2.TensorProto.INT64, value=0)]
+    clamped = []
+    for bound in (starts, ends):
+        negative, shift, offset, counted, floor, held = (fresh() for _ in range(6))
+        ops += [_op("LT", [bound, zero], [negative], node.name),
+                _op("Cast", [negative], [shift], node.name, to=caffe2_pb2.TensorProto.INT64),
+                _op("Mul", [shift, lengths], [offset], node.name),
+                _op("Add", [bound, offset], [counted], node.name),  # no overflow: a length added to a negative
+                _op("ATen", [counted], [floor], node.name, operator="clamp_min", min=0),
+                _op("ATen", [floor, lengths], [held], node.name, operator="minimum")]
+        clamped.append(held)
+    first, last = clamped[0], fresh()
+    ops.append(_op("ATen", [clamped[1], first], [last], node.name, operator="maximum"))
+    cuts = []
+    for axis in axes:  # this axis' bounds; 0 and the end (clamped by Caffe2's Slice) elsewhere
+        (picked, pick), (others, fill) = (_constant_blob([int(a == axis) for a in range(rank)], fresh),
+                                          _constant_blob([0 if a == axis else _END for a in range(rank)], fresh))
+        start, masked, end = fresh(), fresh(), fresh()
+        cuts.append((axis, [pick, fill, _op("Mul", [first, picked], [start], node.name),
+                            _op("Mul", [last, picked], [masked], node.name),
+                            _op("Add", [masked, others], [end], node.name)], start, end))
+    return ops + _cuts(node, data, out, cuts, fresh)
 
 
 def _strided(node, data, out, axis, start_step, fresh):
@@ -179,16 +219,16 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
         for position, end in ((1, False), (2, True)):
             values = facts.constant(node.input[position])
             if values is None:
-                more, blob = _runtime_bounds(node, facts, opset, fresh, position, axes, rank, end)
+                more, blob = _full_bounds(node, fresh, position, axes, rank, end)
             else:
-                full = [-1 if end else 0] * rank
+                full = [_END if end else 0] * rank
                 for axis, value in zip(axes, values.reshape(-1).tolist()):
-                    full[axis] = _caffe2_bound(int(value), end)
+                    full[axis] = int(value)
                 blob, fill = _constant_blob(full, fresh)
                 more = [fill]
             ops += more
             bounds.append(blob)
-        return ops + [_op("Slice", [data] + bounds, [out], node.name)]
+        return ops + _clamped_slice(node, data, out, bounds[0], bounds[1], axes, rank, fresh)
     starts = _int_list(node, opset, facts, 1, "starts")
     ends = _int_list(node, opset, facts, 2, "ends")
     if not len(starts) == len(ends) == len(axes) == len(steps):
@@ -196,6 +236,8 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
     if 0 in steps:
         raise _refuse(node, opset, "a step is 0")
     c2_starts, c2_ends = [0] * rank, [-1] * rank  # Caffe2's Slice: -1 is the end, so -k means dim + 1 - k
+    onnx_starts, onnx_ends = [0] * rank, [_END] * rank  # the same bounds as ONNX reads them
+    clamped = False  # a bound only a run-time clamp takes as ONNX does (`_safe_on_any_length`)
     picks = []  # (axis, indices or None for a whole reversal)
     for axis, start, end, step in zip(axes, starts, ends, steps):
         dim = dims[axis]
@@ -206,14 +248,13 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
             picked = _onnx_range(start, end, step, dim)
             if step == 1:
                 c2_starts[axis], c2_ends[axis] = picked.start, max(picked.start, picked.stop)
+                onnx_starts[axis], onnx_ends[axis] = c2_starts[axis], c2_ends[axis]
             else:
                 picks.append((axis, list(picked)))
         elif step == 1:
-            start = max(start, 0) if start < -_HUGE else start
-            if end < -_HUGE or 0 <= end <= start or end < 0 and start < 0 and end <= start:
-                c2_starts[axis], c2_ends[axis] = 0, 0  # empty whatever the length
-            else:
-                c2_starts[axis], c2_ends[axis] = _caffe2_bound(start, False), _caffe2_bound(end, True)
+            c2_starts[axis], c2_ends[axis] = _caffe2_bound(start, False), _caffe2_bound(end, True)
+            onnx_starts[axis], onnx_ends[axis] = start, end
+            clamped = clamped or not _safe_on_any_length(start, end)
         elif step == -1 and (start == -1 or start >= _HUGE) and end < -_HUGE:
             picks.append((axis, None))
         elif step > 1 and start >= 0 and end >= _HUGE:  # every step-th from start to the end: Range at run time
@@ -221,10 +262,23 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
         else:
             raise _refuse(node, opset, "step {} (from {} to {}) over axis {}, whose length the model leaves "
                                        "symbolic: export with that length fixed".format(step, start, end, axis))
+    cut = [axis for axis, step in zip(axes, steps) if step == 1]
     ops, current = [], data
-    if c2_starts != [0] * rank or c2_ends != [-1] * rank:
+    if clamped:
         current = out if not picks else fresh()
-        ops.append(_op("Slice", [data], [current], node.name, starts=c2_starts, ends=c2_ends))
+        (first, fill_starts), (last, fill_ends) = _constant_blob(onnx_starts, fresh), _constant_blob(onnx_ends, fresh)
+        ops += [fill_starts, fill_ends] + _clamped_slice(node, data, current, first, last, cut, rank, fresh)
+    else:
+        cuts = []
+        for axis in cut:
+            if (c2_starts[axis], c2_ends[axis]) != (0, -1):
+                (first, fill_starts), (last, fill_ends) = (
+                    _constant_blob([c2_starts[axis] if a == axis else 0 for a in range(rank)], fresh),
+                    _constant_blob([c2_ends[axis] if a == axis else -1 for a in range(rank)], fresh))
+                cuts.append((axis, [fill_starts, fill_ends], first, last))
+        if cuts:
+            current = out if not picks else fresh()
+            ops += _cuts(node, data, current, cuts, fresh)
     for number, (axis, indices) in enumerate(picks):
         target = out if number == len(picks) - 1 else fresh()
         if indices is None:
