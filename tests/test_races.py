@@ -55,6 +55,8 @@ with open("/proc/self/status") as status:
     vm = next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmSize:"))
 resource.setrlimit(resource.RLIMIT_AS, (vm + 2 ** 30, vm + 2 ** 30))
 counter = os.path.join(spec["folder"], "swaps")
+# the run directory is opened before the swaps begin: opened while store/run1 may be the symlink, it is refused
+run = RunDirectory(spec["store"], "run1") if spec["door"] == "run_directory" else None
 pid = os.fork()
 if pid == 0:
     try:
@@ -73,7 +75,6 @@ try:
                 name = type(error).__name__ + ": " + str(error).split(": ", 1)[-1][:120]
                 report["outcomes"][name] = report["outcomes"].get(name, 0) + 1
     else:
-        run = RunDirectory(spec["store"], "run1")
         index = 0
         while time.monotonic() - start < 6 and (swaps(counter) < spec["swaps"] or index < 100):
             with run.create_log(index) as handle:
