@@ -2,7 +2,8 @@
 opsets 11, 13 and 14, static and dynamic (sequence, batch) axes, through pycumsum_op.onnx.prepare (Caffe2's
 RecurrentNetwork), ``lower="aten"`` and ``pycumsum-op onnx import``: every output (the cumsummed sequence, the
 last hidden and cell states) against onnxruntime, dynamic models at another sequence length and batch size
-than exported. The single-node forms and their refusals: tests/test_onnx_forms.py.
+than exported; onnx's own LSTM / GRU node tests. The single-node forms and their refusals:
+tests/test_onnx_forms.py.
 """
 import pytest
 from onnx_support import onnx_backend_refusal
@@ -18,11 +19,14 @@ import warnings
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 import torch
 from caffe2.python import workspace
 
 import pycumsum_op.onnx
+from pycumsum_op.onnx.forms import FormRefused
 from pycumsum_op.serialization import load_net
+from onnx_forms_support import outcome
 from onnx_support import onnxruntime_outputs
 
 TOLERANCE = 1e-4
@@ -141,3 +145,29 @@ def test_command_line_import_of_a_recurrent_export(tmp_path):
         finally:
             workspace.ResetWorkspace()
         assert difference(ours, onnxruntime_outputs(model, feed)) <= TOLERANCE
+
+
+NODE_TESTS = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node")
+#: onnx's node tests whose form has no translation -> what the refusal names
+REFUSED = {"test_gru_batchwise": "attribute layout=1 is not accepted",
+           "test_lstm_batchwise": "attribute layout=1 is not accepted",
+           "test_lstm_with_peepholes": "input 7 (P, the peephole weights) is given"}
+
+
+@pytest.mark.parametrize("name", sorted(name for name in os.listdir(NODE_TESTS)
+                                        if name.startswith(("test_lstm_", "test_gru_"))))
+def test_onnx_node_tests_equal_onnxruntime_or_are_refused(name):
+    folder = os.path.join(NODE_TESTS, name)
+    model = onnx.load(os.path.join(folder, "model.onnx"))
+    feeds = {}
+    for number, info in enumerate(model.graph.input):
+        tensor = onnx.TensorProto()
+        with open(os.path.join(folder, "test_data_set_0", "input_{}.pb".format(number)), "rb") as data:
+            tensor.ParseFromString(data.read())
+        feeds[info.name] = onnx.numpy_helper.to_array(tensor)
+    if name in REFUSED:  # onnxruntime has no layout=1 either
+        with pytest.raises(FormRefused) as refused:
+            prepared(model)
+        assert REFUSED[name] in str(refused.value) and len(str(refused.value).splitlines()) == 1, refused.value
+    else:
+        assert outcome(model, feeds) == ("match", None)

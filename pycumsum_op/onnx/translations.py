@@ -544,6 +544,9 @@ def _recurrent(node, facts, opset, fresh):
     x, w = node.input[:2]
     if facts.elem_type(x) != TensorProto.FLOAT:
         raise _refuse(node, opset, "input {!r} is not float (Caffe2's recurrent cells compute in float)".format(x))
+    if _given(node, 7):
+        raise _refuse(node, opset, "input 7 (P, the peephole weights) is given; Caffe2's LSTM cell has no "
+                                   "peepholes")
     w_dims, x_dims = facts.dims(w), facts.dims(x)
     input_size = w_dims[2] if w_dims and len(w_dims) == 3 else None
     if input_size is None and x_dims and len(x_dims) == 3:
