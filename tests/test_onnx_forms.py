@@ -133,9 +133,9 @@ def recurrent_cases(op, opset):
                   dict(outputs, order=["x", "w", "r", "b", "lengths"])))
     both = weights(2)
     initial = {"h{}".format(k): rng.standard_normal((2, 2, 4)).astype(np.float32) for k in range(states)}
-    cases.append((dict({"x": x, "w": both["w"], "r": both["r"]}, **initial), {},
-                  {"hidden_size": 4, "direction": "bidirectional"},
-                  dict(outputs, order=["x", "w", "r", "", ""] + sorted(initial))))
+    cases.append((dict({"x": x, "w": both["w"], "r": both["r"], "lengths": np.array([3, 5], np.int32)}, **initial),
+                  {}, {"hidden_size": 4, "direction": "bidirectional"},
+                  dict(outputs, order=["x", "w", "r", "", "lengths"] + sorted(initial))))
     return cases
 
 
@@ -191,6 +191,10 @@ def test_recurrent_values_without_a_translation_are_refused_or_fail_the_run():
     model = node_model("GRU", {"x": inputs["x"].astype(np.float64)},
                        {name: value.astype(np.float64) for name, value in constants.items()}, attrs, 13, outputs=2)
     with pytest.raises(FormRefused, match=r"^ONNX GRU node 'out0,out1' \(opset 13\): input 'x' is not float"):
+        pycumsum_op.onnx.prepare(model)
+    model = node_model("GRU", inputs, constants, dict(attrs, hidden_size=3), 13, **options)
+    with pytest.raises(FormRefused, match=r"W 'w' has dims \[1, 12, 3\], but hidden_size=3 and 1 direction\(s\) "
+                                          r"make them \[1, 9, input size\]$"):
         pycumsum_op.onnx.prepare(model)
     rep = pycumsum_op.onnx.prepare(node_model("GRU", inputs, constants, attrs, 13, **options))
     for lengths in ([6, 2], [-1, 2]):

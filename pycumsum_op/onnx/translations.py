@@ -548,6 +548,10 @@ def _recurrent(node, facts, opset, fresh):
         raise _refuse(node, opset, "input 7 (P, the peephole weights) is given; Caffe2's LSTM cell has no "
                                    "peepholes")
     w_dims, x_dims = facts.dims(w), facts.dims(x)
+    expected = [directions, gates * hidden_size]
+    if w_dims and len(w_dims) == 3 and any(dim is not None and dim != want for dim, want in zip(w_dims, expected)):
+        raise _refuse(node, opset, "W {!r} has dims {}, but hidden_size={} and {} direction(s) make them [{}, {}, "
+                                   "input size]".format(w, w_dims, hidden_size, directions, *expected))
     input_size = w_dims[2] if w_dims and len(w_dims) == 3 else None
     if input_size is None and x_dims and len(x_dims) == 3:
         input_size = x_dims[2]
