@@ -108,15 +108,15 @@ def form_cases(op, opset):
         return [({"c": MASK[:1], "a": F, "b": np.array(-1.0, np.float32)}, {}, {})]
     if op == "ScatterND":
         return [({"x": F, "i": i64(2, 0, 0, 3).reshape(2, 2), "u": i64(7, 8).astype(np.float32)}, {}, {})]
-    if op in ("LSTM", "GRU"):
+    if op in ("LSTM", "GRU", "RNN"):
         return recurrent_cases(op, opset)
     raise AssertionError("no cases for ONNX {}".format(op))
 
 
 def recurrent_cases(op, opset):
-    """LSTM / GRU cases (sequence 5, batch 2, input 3, hidden 4): weights constant or fed, bias, sequence lengths
-    and initial states given or absent, one direction or both, every output read."""
-    gates, states = {"LSTM": (4, 2), "GRU": (3, 1)}[op]
+    """LSTM / GRU / RNN cases (sequence 5, batch 2, input 3, hidden 4): weights constant or fed, bias, sequence
+    lengths and initial states given or absent, one direction or both, every output read."""
+    gates, states = {"LSTM": (4, 2), "GRU": (3, 1), "RNN": (1, 1)}[op]
     rng = np.random.default_rng(gates)
 
     def weights(directions):
@@ -126,15 +126,16 @@ def recurrent_cases(op, opset):
 
     x = rng.standard_normal((5, 2, 3)).astype(np.float32)
     outputs = {"outputs": states + 1}
-    variants = [{}, {"linear_before_reset": 1} if op == "GRU" else {"input_forget": 0}] + (
-        [{"layout": 0}] if opset >= 14 else [])
+    second = {"LSTM": {"input_forget": 0}, "GRU": {"linear_before_reset": 1}, "RNN": {"activations": ["Relu"]}}
+    variants = [{}, second[op]] + ([{"layout": 0}] if opset >= 14 else [])
     cases = [({"x": x}, weights(1), dict(attrs, hidden_size=4), outputs) for attrs in variants]
     cases.append(({"x": x, "lengths": np.array([5, 2], np.int32)}, weights(1), {"hidden_size": 4},
                   dict(outputs, order=["x", "w", "r", "b", "lengths"])))
     both = weights(2)
     initial = {"h{}".format(k): rng.standard_normal((2, 2, 4)).astype(np.float32) for k in range(states)}
     cases.append((dict({"x": x, "w": both["w"], "r": both["r"], "lengths": np.array([3, 5], np.int32)}, **initial),
-                  {}, {"hidden_size": 4, "direction": "bidirectional"},
+                  {}, dict({"hidden_size": 4, "direction": "bidirectional"},
+                           **({"activations": ["Relu", "Relu"]} if op == "RNN" else {})),
                   dict(outputs, order=["x", "w", "r", "", "lengths"] + sorted(initial))))
     return cases
 
@@ -168,8 +169,10 @@ def test_every_accepted_form_equals_onnxruntime(op, opset):
     (helper.make_node("GRU", ["x", "w", "r"], ["y"], hidden_size=2, direction="reverse"), 11,
      r"ONNX GRU node 'y' \(opset 11\): attribute direction='reverse' is not accepted \(accepted: 'bidirectional', "
      r"'forward'\)"),
-    (helper.make_node("RNN", ["x", "w", "r"], ["y"], hidden_size=2), 13,
-     r"ONNX RNN node 'y' \(opset 13\): the op has no form proven equal to onnxruntime"),
+    (helper.make_node("RNN", ["x", "w", "r"], ["y"], hidden_size=2, activations=["Tanh", "Relu"],
+                      direction="bidirectional"), 13,
+     r"ONNX RNN node 'y' \(opset 13\): attribute activations=\('Tanh', 'Relu'\) is not accepted \(accepted: "
+     r"\('Relu',\), \('Relu', 'Relu'\), \('Tanh',\), \('Tanh', 'Tanh'\)\)"),
     (helper.make_node("Reshape", ["x", "s"], ["y"], allowzero=1), 14,
      r"ONNX Reshape node 'y' \(opset 14\): attribute allowzero=1 is not accepted \(accepted: 0\)"),
     (helper.make_node("Relu", ["x"], ["y"]), 16, r"ONNX Relu node 'y' \(opset 16\): accepted only at opsets 7-15"),
@@ -192,6 +195,10 @@ def test_recurrent_values_without_a_translation_are_refused_or_fail_the_run():
                        {name: value.astype(np.float64) for name, value in constants.items()}, attrs, 13, outputs=2)
     with pytest.raises(FormRefused, match=r"^ONNX GRU node 'out0,out1' \(opset 13\): input 'x' is not float"):
         pycumsum_op.onnx.prepare(model)
+    rnn = node_model("RNN", {"x": inputs["x"]}, {"w": constants["w"][:, :4], "r": constants["r"][:, :4]},
+                     {"hidden_size": 4, "activations": ["Relu", "Relu"]}, 13, outputs=2)
+    with pytest.raises(FormRefused, match=r"^ONNX RNN node 'out0,out1' \(opset 13\): 2 activations for 1 direction"):
+        pycumsum_op.onnx.prepare(rnn)
     model = node_model("GRU", inputs, constants, dict(attrs, hidden_size=3), 13, **options)
     with pytest.raises(FormRefused, match=r"W 'w' has dims \[1, 12, 3\], but hidden_size=3 and 1 direction\(s\) "
                                           r"make them \[1, 9, input size\]$"):
@@ -330,7 +337,8 @@ def docs_table() -> str:
     for op in sorted(FORMS):
         for form in FORMS[op]:
             attributes = ", ".join(name if values is None else "{} ({})".format(
-                name, "/".join(str(v) for v in sorted(values))) for name, values in sorted(form.attributes.items()))
+                name, "/".join("[{}]".format(",".join(v)) if isinstance(v, tuple) else str(v) for v in sorted(values)))
+                for name, values in sorted(form.attributes.items()))
             rows.append("| {} | {}-{} | {} | {} | {} |".format(
                 op, form.opsets[0], form.opsets[1], attributes or "-",
                 ", ".join(str(position) for position in form.constants) or "-",

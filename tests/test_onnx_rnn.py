@@ -2,8 +2,8 @@
 opsets 11, 13 and 14, static and dynamic (sequence, batch) axes, through pycumsum_op.onnx.prepare (Caffe2's
 RecurrentNetwork), ``lower="aten"`` and ``pycumsum-op onnx import``: every output (the cumsummed sequence, the
 last hidden and cell states) against onnxruntime, dynamic models at another sequence length and batch size
-than exported; onnx's own LSTM / GRU node tests. The single-node forms and their refusals:
-tests/test_onnx_forms.py.
+than exported; nn.RNN (tanh, relu); onnx's own LSTM / GRU / RNN node tests. The single-node forms and their
+refusals: tests/test_onnx_forms.py.
 """
 import pytest
 from onnx_support import onnx_backend_refusal
@@ -39,11 +39,11 @@ OTHERS = [(9, 3, 3), (1, 1, 3)]
 class Recurrent(torch.nn.Module):
     """nn.LSTM / nn.GRU's output sequence, cumulatively summed over time, and its last states."""
 
-    def __init__(self, kind, layers, batch_first, bidirectional=False):
+    def __init__(self, kind, layers, batch_first, bidirectional=False, **options):
         super().__init__()
         torch.manual_seed(0)
         self.rnn = getattr(torch.nn, kind)(3, 4, num_layers=layers, batch_first=batch_first,
-                                           bidirectional=bidirectional)
+                                           bidirectional=bidirectional, **options)
 
     def forward(self, x):
         out, states = self.rnn(x)
@@ -51,16 +51,16 @@ class Recurrent(torch.nn.Module):
             states if isinstance(states, tuple) else (states,))
 
 
-def exported(kind, layers=1, batch_first=False, opset=13, dynamic=False, bidirectional=False):
-    module = Recurrent(kind, layers, batch_first, bidirectional).eval()
+def exported(kind, layers=1, batch_first=False, opset=13, dynamic=False, bidirectional=False, **options):
+    module = Recurrent(kind, layers, batch_first, bidirectional, **options).eval()
     names = ["y", "h"] + (["c"] if kind == "LSTM" else [])
     sequence, batch = (1, 0) if batch_first else (0, 1)
     axes = {"x": {sequence: "sequence", batch: "batch"}} if dynamic else None
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(module, torch.from_numpy(next(feeds(False, batch_first))["x"]), buffer, opset_version=opset, input_names=["x"],
-                          output_names=names, dynamic_axes=axes)
+        torch.onnx.export(module, torch.from_numpy(next(feeds(False, batch_first))["x"]), buffer,
+                          opset_version=opset, input_names=["x"], output_names=names, dynamic_axes=axes)
     return onnx.load_from_string(buffer.getvalue())
 
 
@@ -90,7 +90,7 @@ def prepared(model, lower=None):
 
 def check(model, dynamic, batch_first, lower=None):
     rep = prepared(model, lower)
-    recurrent = [node.op_type for node in model.graph.node if node.op_type in ("LSTM", "GRU")]
+    recurrent = [node.op_type for node in model.graph.node if node.op_type in ("LSTM", "GRU", "RNN")]
     assert recurrent and recurrent.count("LSTM") in (0, len(recurrent))
     assert "RecurrentNetwork" in [op.type for op in rep.predict_net.op]
     python_ops = [op for net in (rep.init_net, rep.predict_net) for op in net.op if op.type == "Python"]
@@ -123,6 +123,13 @@ def test_bidirectional_exports_equal_onnxruntime(kind):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("nonlinearity, bidirectional", [("tanh", False), ("relu", True)])
+def test_vanilla_rnn_exports_equal_onnxruntime(nonlinearity, bidirectional):
+    check(exported("RNN", 2, True, opset=13, dynamic=True, bidirectional=bidirectional, nonlinearity=nonlinearity),
+          True, True)
+
+
+@pytest.mark.slow
 def test_lowered_recurrent_export_has_no_python_op():
     check(exported("LSTM", 2, False, opset=13, dynamic=True), True, False, lower="aten")
 
@@ -151,11 +158,12 @@ NODE_TESTS = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "da
 #: onnx's node tests whose form has no translation -> what the refusal names
 REFUSED = {"test_gru_batchwise": "attribute layout=1 is not accepted",
            "test_lstm_batchwise": "attribute layout=1 is not accepted",
+           "test_simple_rnn_batchwise": "attribute layout=1 is not accepted",
            "test_lstm_with_peepholes": "input 7 (P, the peephole weights) is given"}
 
 
-@pytest.mark.parametrize("name", sorted(name for name in os.listdir(NODE_TESTS)
-                                        if name.startswith(("test_lstm_", "test_gru_"))))
+@pytest.mark.parametrize("name", sorted(name for name in os.listdir(NODE_TESTS) if name.startswith(
+    ("test_lstm_", "test_gru_", "test_rnn_", "test_simple_rnn_"))))
 def test_onnx_node_tests_equal_onnxruntime_or_are_refused(name):
     folder = os.path.join(NODE_TESTS, name)
     model = onnx.load(os.path.join(folder, "model.onnx"))

@@ -55,6 +55,9 @@ _REDUCE = {"axes": _ANY, "keepdims": frozenset([0, 1])}
 _LSTM = {"hidden_size": _ANY, "direction": frozenset(["forward", "bidirectional"]), "input_forget": frozenset([0])}
 _GRU = {"hidden_size": _ANY, "direction": frozenset(["forward", "bidirectional"]),
         "linear_before_reset": frozenset([0, 1])}
+#: Caffe2's BasicRNN takes one activation for both directions
+_RNN = {"hidden_size": _ANY, "direction": frozenset(["forward", "bidirectional"]),
+        "activations": frozenset([("Tanh",), ("Relu",), ("Tanh", "Tanh"), ("Relu", "Relu")])}
 
 #: ONNX op -> its accepted forms (the first one that fits is used).
 FORMS: Dict[str, Tuple[Form, ...]] = {
@@ -104,6 +107,8 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
                    Form((14, NEWEST), dict(_LSTM, layout=frozenset([0])), translation=OWN)),
     "GRU": _forms(Form((7, 13), _GRU, translation=OWN),
                   Form((14, NEWEST), dict(_GRU, layout=frozenset([0])), translation=OWN)),
+    "RNN": _forms(Form((7, 13), _RNN, translation=OWN),
+                  Form((14, NEWEST), dict(_RNN, layout=frozenset([0])), translation=OWN)),
 }
 
 #: Why a form that is not accepted would be wrong or fail in Caffe2's stock converter, where that is known.
@@ -112,7 +117,6 @@ WHY = {
              "pycumsum_op translates only constant axes and steps",
     "Reshape": "Caffe2's Reshape copies a 0 in the shape from the input (allowzero=0); allowzero=1 has no form",
     "ReduceSum": "noop_with_empty_axes=1 has no Caffe2 form",
-    "RNN": "Caffe2's RNN converter is not proven equal to onnxruntime",
 }
 _INPUT_NAMES = {"Slice": ("data", "starts", "ends", "axes", "steps"), "Unsqueeze": ("data", "axes"),
                 "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes")}
@@ -153,6 +157,15 @@ def check_node(node, opset: Optional[int], is_constant=lambda name: False) -> Fo
     raise _refused(node, opset, problems[0])
 
 
+def _comparable(value):
+    """An attribute's value as the forms list it: strings decoded, lists as tuples."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, list):
+        return tuple(_comparable(item) for item in value)
+    return value
+
+
 def _mismatch(node, form: Form, is_constant) -> Optional[str]:
     """Why ``node`` does not fit ``form``, or None."""
     for attr in node.attribute:
@@ -161,8 +174,7 @@ def _mismatch(node, form: Form, is_constant) -> Optional[str]:
                 attr.name, ", ".join(sorted(form.attributes)) or "none")
         allowed = form.attributes[attr.name]
         if allowed is not None:
-            value = helper.get_attribute_value(attr)
-            value = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+            value = _comparable(helper.get_attribute_value(attr))
             if value not in allowed:
                 return "attribute {}={!r} is not accepted (accepted: {})".format(
                     attr.name, value, ", ".join(repr(v) for v in sorted(allowed)))

@@ -492,8 +492,8 @@ def _constant_of_shape(node, facts, opset, fresh):
                 dtype=_FILL_TYPES[elem_type], value=number)]
 
 
-#: ONNX LSTM / GRU -> (gates per direction, initial states, outputs)
-_RECURRENT = {"LSTM": (4, 2, 3), "GRU": (3, 1, 2)}
+#: ONNX LSTM / GRU / RNN -> (gates per direction, initial states, outputs)
+_RECURRENT = {"LSTM": (4, 2, 3), "GRU": (3, 1, 2), "RNN": (1, 1, 2)}
 
 
 def _given(node, position: int) -> bool:
@@ -524,10 +524,10 @@ def _checked_lengths(node, opset, x: str, lengths: str, fresh) -> list:
 
 
 def _recurrent(node, facts, opset, fresh):
-    """ONNX LSTM and GRU as Caffe2's C++ ``RecurrentNetwork`` operator, built by Caffe2's own RNN converter
-    (``Caffe2Backend._create_rnn_variant``: ``rnn_cell.LSTM`` / ``gru_cell.GRU``, ONNX's gates reordered into
-    Caffe2's: LSTM i o f c -> i f o c, GRU z r h -> r z h), which cannot take torch.onnx.export's nodes as they
-    are written:
+    """ONNX LSTM, GRU and RNN as Caffe2's C++ ``RecurrentNetwork`` operator, built by Caffe2's own RNN converter
+    (``Caffe2Backend._create_rnn_variant``: ``rnn_cell.LSTM`` / ``gru_cell.GRU`` / ``rnn_cell.BasicRNN``, ONNX's
+    gates reordered into Caffe2's: LSTM i o f c -> i f o c, GRU z r h -> r z h), which cannot take
+    torch.onnx.export's nodes as they are written:
 
     - it finds the input size only in a graph input or value info named like W, and torch's W is an
       initializer that is neither: the size is given from the model's facts (W's dims, else X's last dim);
@@ -544,6 +544,9 @@ def _recurrent(node, facts, opset, fresh):
     x, w = node.input[:2]
     if facts.elem_type(x) != TensorProto.FLOAT:
         raise _refuse(node, opset, "input {!r} is not float (Caffe2's recurrent cells compute in float)".format(x))
+    activations = _attribute(node, "activations")
+    if activations is not None and len(activations) != directions:
+        raise _refuse(node, opset, "{} activations for {} direction(s)".format(len(activations), directions))
     if _given(node, 7):
         raise _refuse(node, opset, "input 7 (P, the peephole weights) is given; Caffe2's LSTM cell has no "
                                    "peepholes")
@@ -668,7 +671,8 @@ TRANSLATIONS: Dict[str, Callable] = {
     "ReduceSum": _reduce, "ReduceMean": _reduce, "ReduceMax": _reduce, "ReduceMin": _reduce,
     "Pow": _pow, "Reshape": _reshape, "Gather": _gather, "Where": _where, "Softmax": _softmax,
     "Max": _extremum, "Min": _extremum, "ScatterND": _scatter_nd, "ConstantOfShape": _constant_of_shape,
-    "Expand": _expand, "Clip": _clip, "Abs": _sign_op, "Neg": _sign_op, "LSTM": _recurrent, "GRU": _recurrent,
+    "Expand": _expand, "Clip": _clip, "Abs": _sign_op, "Neg": _sign_op,
+    "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent,
 }
 
 
