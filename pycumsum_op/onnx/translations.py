@@ -539,6 +539,8 @@ def _recurrent(node, facts, opset, fresh):
       export reshapes Y back to (seq, batch, 2 * hidden) and hides it): its Reshape is corrected.
     """
     gates, states, outputs = _RECURRENT[node.op_type]
+    if _attribute(node, "hidden_size") is None:
+        raise _refuse(node, opset, "attribute hidden_size is not given")
     hidden_size = int(_attribute(node, "hidden_size"))
     directions = 2 if _attribute(node, "direction", b"forward") == b"bidirectional" else 1
     x, w = node.input[:2]
@@ -561,7 +563,8 @@ def _recurrent(node, facts, opset, fresh):
     if input_size is None:
         raise _refuse(node, opset, "the input size is unknown (neither W {!r} nor X {!r} has a known last "
                                    "dim)".format(w, x))
-    ops, inputs = _checked_lengths(node, opset, x, node.input[4], fresh) if _given(node, 4) else [], [x]
+    ops = _checked_lengths(node, opset, x, node.input[4], fresh) if _given(node, 4) else []
+    inputs = [x]
     for position in (1, 2, 3):
         copy = fresh()
         if _given(node, position):
