@@ -102,7 +102,8 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Min": _forms(Form((8, NEWEST), translation=OWN)),
     "ConstantOfShape": _forms(Form((9, NEWEST), {"value": _ANY}, translation=OWN)),  # C++: no bool
     "ScatterND": _forms(Form((11, 15), translation=OWN)),  # opset 16 adds reduction
-    # Caffe2's RecurrentNetwork, built by its own RNN converter: ONNX's default activations, no clip
+    # Caffe2's RecurrentNetwork, built by its own RNN converter: ONNX's default activations (RNN: Tanh or Relu),
+    # no clip, no peepholes (refused by the translation)
     "LSTM": _forms(Form((7, 13), _LSTM, translation=OWN),
                    Form((14, NEWEST), dict(_LSTM, layout=frozenset([0])), translation=OWN)),
     "GRU": _forms(Form((7, 13), _GRU, translation=OWN),

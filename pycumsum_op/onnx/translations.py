@@ -7,7 +7,8 @@ naming the node. Where Caffe2 has a portable operator with ONNX's meaning it is 
 ``wrap_indices``, ExpandDims, Squeeze, Reduce*, Reshape, Softmax, Pow with a constant exponent);
 otherwise Caffe2's ``ATen`` operator runs torch's kernel (``flip`` for a reversed axis of symbolic
 length, ``where``, ``pow`` with a tensor exponent, ``maximum`` / ``minimum``, ``index_put`` for
-ScatterND), whose broadcasting is ONNX's. Registered scans whose entry names an ONNX operator
+ScatterND), whose broadcasting is ONNX's. LSTM, GRU and RNN become Caffe2's ``RecurrentNetwork``, built by
+Caffe2's own RNN converter (`_recurrent`). Registered scans whose entry names an ONNX operator
 (`pycumsum_op.scans`, ``onnx=``) become their Caffe2 op (`scan_operator`).
 """
 from typing import Callable, Dict, List
