@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import helper
 
+import pycumsum_op.onnx
 from pycumsum_op.onnx.forms import FORMS, OWN, FormRefused, check_node
 from onnx_forms_support import node_model, outcome
 
@@ -107,7 +108,36 @@ def form_cases(op, opset):
         return [({"c": MASK[:1], "a": F, "b": np.array(-1.0, np.float32)}, {}, {})]
     if op == "ScatterND":
         return [({"x": F, "i": i64(2, 0, 0, 3).reshape(2, 2), "u": i64(7, 8).astype(np.float32)}, {}, {})]
+    if op in ("LSTM", "GRU", "RNN"):
+        return recurrent_cases(op, opset)
     raise AssertionError("no cases for ONNX {}".format(op))
+
+
+def recurrent_cases(op, opset):
+    """LSTM / GRU / RNN cases (sequence 5, batch 2, input 3, hidden 4): weights constant or fed, bias, sequence
+    lengths and initial states given or absent, one direction or both, every output read."""
+    gates, states = {"LSTM": (4, 2), "GRU": (3, 1), "RNN": (1, 1)}[op]
+    rng = np.random.default_rng(gates)
+
+    def weights(directions):
+        return {"w": rng.standard_normal((directions, gates * 4, 3)).astype(np.float32),
+                "r": rng.standard_normal((directions, gates * 4, 4)).astype(np.float32),
+                "b": rng.standard_normal((directions, 2 * gates * 4)).astype(np.float32)}
+
+    x = rng.standard_normal((5, 2, 3)).astype(np.float32)
+    outputs = {"outputs": states + 1}
+    second = {"LSTM": {"input_forget": 0}, "GRU": {"linear_before_reset": 1}, "RNN": {"activations": ["Relu"]}}
+    variants = [{}, second[op]] + ([{"layout": 0}] if opset >= 14 else [])
+    cases = [({"x": x}, weights(1), dict(attrs, hidden_size=4), outputs) for attrs in variants]
+    cases.append(({"x": x, "lengths": np.array([5, 2], np.int32)}, weights(1), {"hidden_size": 4},
+                  dict(outputs, order=["x", "w", "r", "b", "lengths"])))
+    both = weights(2)
+    initial = {"h{}".format(k): rng.standard_normal((2, 2, 4)).astype(np.float32) for k in range(states)}
+    cases.append((dict({"x": x, "w": both["w"], "r": both["r"], "lengths": np.array([3, 5], np.int32)}, **initial),
+                  {}, dict({"hidden_size": 4, "direction": "bidirectional"},
+                           **({"activations": ["Relu", "Relu"]} if op == "RNN" else {})),
+                  dict(outputs, order=["x", "w", "r", "", "lengths"] + sorted(initial))))
+    return cases
 
 
 def _form_params():
@@ -120,8 +150,8 @@ def _form_params():
 
 @pytest.mark.parametrize("op, opset", list(_form_params()))
 def test_every_accepted_form_equals_onnxruntime(op, opset):
-    for inputs, constants, attrs in form_cases(op, opset):
-        model = node_model(op, inputs, constants, attrs, opset, out_rank=1)
+    for inputs, constants, attrs, *options in form_cases(op, opset):
+        model = node_model(op, inputs, constants, attrs, opset, out_rank=1, **dict(*options))
         assert check_node(model.graph.node[0], opset, lambda name: name in constants).translation  # accepted
         assert outcome(model, inputs) == ("match", None), (op, opset, attrs)
 
@@ -129,8 +159,20 @@ def test_every_accepted_form_equals_onnxruntime(op, opset):
 @pytest.mark.parametrize("node, opset, message", [
     (helper.make_node("Slice", ["x", "s", "e", "a"], ["y"]), 13, r"ONNX Slice node 'y' \(opset 13\): input 3 \(axes\) "
                                                                   r"is not a constant; Caffe2's stock Slice converter"),
-    (helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=2), 14,
-     r"ONNX LSTM node 'y' \(opset 14\): the op has no form proven equal to onnxruntime; Caffe2's RNN converter"),
+    (helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=2, clip=1.0), 14,
+     r"ONNX LSTM node 'y' \(opset 14\): attribute 'clip' is not accepted \(accepted: direction, hidden_size, "
+     r"input_forget, layout\)"),
+    (helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=2, layout=1), 14,
+     r"ONNX LSTM node 'y' \(opset 14\): attribute layout=1 is not accepted \(accepted: 0\)"),
+    (helper.make_node("GRU", ["x", "w", "r"], ["y"], hidden_size=2, activations=["Relu", "Tanh"]), 13,
+     r"ONNX GRU node 'y' \(opset 13\): attribute 'activations' is not accepted"),
+    (helper.make_node("GRU", ["x", "w", "r"], ["y"], hidden_size=2, direction="reverse"), 11,
+     r"ONNX GRU node 'y' \(opset 11\): attribute direction='reverse' is not accepted \(accepted: 'bidirectional', "
+     r"'forward'\)"),
+    (helper.make_node("RNN", ["x", "w", "r"], ["y"], hidden_size=2, activations=["Tanh", "Relu"],
+                      direction="bidirectional"), 13,
+     r"ONNX RNN node 'y' \(opset 13\): attribute activations=\('Tanh', 'Relu'\) is not accepted \(accepted: "
+     r"\('Relu',\), \('Relu', 'Relu'\), \('Tanh',\), \('Tanh', 'Tanh'\)\)"),
     (helper.make_node("Reshape", ["x", "s"], ["y"], allowzero=1), 14,
      r"ONNX Reshape node 'y' \(opset 14\): attribute allowzero=1 is not accepted \(accepted: 0\)"),
     (helper.make_node("Relu", ["x"], ["y"]), 16, r"ONNX Relu node 'y' \(opset 16\): accepted only at opsets 7-15"),
@@ -141,6 +183,30 @@ def test_other_forms_are_refused_in_one_line(node, opset, message):
     with pytest.raises(FormRefused, match=message) as caught:
         check_node(node, opset)
     assert len(str(caught.value).splitlines()) == 1
+
+
+def test_recurrent_values_without_a_translation_are_refused_or_fail_the_run():
+    """A double LSTM is refused by node; sequence lengths outside [0, sequence length], which onnxruntime refuses
+    and Caffe2's recurrent ops do not check (one past the end is read as the end, a negative one corrupts the
+    process' memory), fail the run."""
+    inputs, constants, attrs, options = recurrent_cases("GRU", 13)[-2]
+    assert options["order"][-1] == "lengths"
+    model = node_model("GRU", {"x": inputs["x"].astype(np.float64)},
+                       {name: value.astype(np.float64) for name, value in constants.items()}, attrs, 13, outputs=2)
+    with pytest.raises(FormRefused, match=r"^ONNX GRU node 'out0,out1' \(opset 13\): input 'x' is not float"):
+        pycumsum_op.onnx.prepare(model)
+    rnn = node_model("RNN", {"x": inputs["x"]}, {"w": constants["w"][:, :4], "r": constants["r"][:, :4]},
+                     {"hidden_size": 4, "activations": ["Relu", "Relu"]}, 13, outputs=2)
+    with pytest.raises(FormRefused, match=r"^ONNX RNN node 'out0,out1' \(opset 13\): 2 activations for 1 direction"):
+        pycumsum_op.onnx.prepare(rnn)
+    model = node_model("GRU", inputs, constants, dict(attrs, hidden_size=3), 13, **options)
+    with pytest.raises(FormRefused, match=r"W 'w' has dims \[1, 12, 3\], but hidden_size=3 and 1 direction\(s\) "
+                                          r"make them \[1, 9, input size\]$"):
+        pycumsum_op.onnx.prepare(model)
+    rep = pycumsum_op.onnx.prepare(node_model("GRU", inputs, constants, attrs, 13, **options))
+    for lengths in ([6, 2], [-1, 2]):
+        with pytest.raises(RuntimeError, match=r"input 4 \(sequence_lens\) 'lengths' holds a length outside"):
+            rep.run(dict(inputs, lengths=np.array(lengths, np.int32)))
 
 
 def test_the_stock_slice_of_inputs_is_refused_not_silently_wrong():
@@ -264,7 +330,8 @@ def docs_table() -> str:
     for op in sorted(FORMS):
         for form in FORMS[op]:
             attributes = ", ".join(name if values is None else "{} ({})".format(
-                name, "/".join(str(v) for v in sorted(values))) for name, values in sorted(form.attributes.items()))
+                name, "/".join("[{}]".format(",".join(v)) if isinstance(v, tuple) else str(v) for v in sorted(values)))
+                for name, values in sorted(form.attributes.items()))
             rows.append("| {} | {}-{} | {} | {} | {} |".format(
                 op, form.opsets[0], form.opsets[1], attributes or "-",
                 ", ".join(str(position) for position in form.constants) or "-",

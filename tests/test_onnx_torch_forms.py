@@ -3,6 +3,7 @@ Pow, Reshape, Expand, Where, Range, Concat, Cast, ...), exported at opsets 11, 1
 axes, through pycumsum_op.onnx.prepare against onnxruntime: each matches, or is refused in one line naming the
 ONNX op; none is wrong. Among them the slices Caffe2's stock converter returned unchanged (``x[:, 1:]``,
 ``x[:, :-1]``, ``x[:, ::2]``, ``x[:, -2:]``, ``torch.flip``) and the reverse and exclusive cumsums written with them.
+nn.LSTM / nn.GRU exports: tests/test_onnx_rnn.py.
 """
 import pytest
 from onnx_support import onnx_backend_refusal
@@ -114,32 +115,3 @@ def test_at_least_nine_in_ten_forms_match():
     matched = sum(outcome == "match" for outcome in outcomes)
     assert matched >= 0.9 * len(outcomes), [outcome for outcome in outcomes if outcome != "match"]
 
-
-class Recurrent(torch.nn.Module):
-    """nn.LSTM / nn.GRU's output sequence, cumulatively summed over time."""
-
-    def __init__(self, kind, layers, batch_first):
-        super().__init__()
-        torch.manual_seed(0)
-        self.rnn = getattr(torch.nn, kind)(3, 4, num_layers=layers, batch_first=batch_first)
-
-    def forward(self, x):
-        return torch.cumsum(self.rnn(x)[0], 1 if self.rnn.batch_first else 0)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("batch_first", [False, True])
-@pytest.mark.parametrize("layers", [1, 2])
-@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
-def test_recurrent_exports_are_refused_in_one_line(kind, layers, batch_first):
-    """Caffe2's RNN converter fails on torch's exports: refused by name, never run."""
-    buffer = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(Recurrent(kind, layers, batch_first).eval(), torch.randn(2, 5, 3), buffer, opset_version=13,
-                          input_names=["x"], output_names=["y"])
-    model = onnx.load_from_string(buffer.getvalue())
-    with pytest.raises(FormRefused, match=r"^ONNX {} node '\w+' \(opset 13\): the op has no form proven equal to "
-                                          r"onnxruntime; Caffe2's RNN converter fails".format(kind)) as refused:
-        pycumsum_op.onnx.prepare(model)
-    assert len(str(refused.value).splitlines()) == 1

@@ -52,6 +52,12 @@ _ANY = None
 _UNARY = _forms(Form((7, NEWEST)))
 _BINARY = _forms(Form((7, NEWEST)))  # Caffe2's elementwise ops broadcast as numpy does (no legacy broadcast=1)
 _REDUCE = {"axes": _ANY, "keepdims": frozenset([0, 1])}
+_LSTM = {"hidden_size": _ANY, "direction": frozenset(["forward", "bidirectional"]), "input_forget": frozenset([0])}
+_GRU = {"hidden_size": _ANY, "direction": frozenset(["forward", "bidirectional"]),
+        "linear_before_reset": frozenset([0, 1])}
+#: Caffe2's BasicRNN takes one activation for both directions
+_RNN = {"hidden_size": _ANY, "direction": frozenset(["forward", "bidirectional"]),
+        "activations": frozenset([("Tanh",), ("Relu",), ("Tanh", "Tanh"), ("Relu", "Relu")])}
 
 #: ONNX op -> its accepted forms (the first one that fits is used).
 FORMS: Dict[str, Tuple[Form, ...]] = {
@@ -96,6 +102,14 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Min": _forms(Form((8, NEWEST), translation=OWN)),
     "ConstantOfShape": _forms(Form((9, NEWEST), {"value": _ANY}, translation=OWN)),  # C++: no bool
     "ScatterND": _forms(Form((11, 15), translation=OWN)),  # opset 16 adds reduction
+    # Caffe2's RecurrentNetwork, built by its own RNN converter: ONNX's default activations (RNN: Tanh or Relu),
+    # no clip, no peepholes (refused by the translation)
+    "LSTM": _forms(Form((7, 13), _LSTM, translation=OWN),
+                   Form((14, NEWEST), dict(_LSTM, layout=frozenset([0])), translation=OWN)),
+    "GRU": _forms(Form((7, 13), _GRU, translation=OWN),
+                  Form((14, NEWEST), dict(_GRU, layout=frozenset([0])), translation=OWN)),
+    "RNN": _forms(Form((7, 13), _RNN, translation=OWN),
+                  Form((14, NEWEST), dict(_RNN, layout=frozenset([0])), translation=OWN)),
 }
 
 #: Why a form that is not accepted would be wrong or fail in Caffe2's stock converter, where that is known.
@@ -104,11 +118,6 @@ WHY = {
              "pycumsum_op translates only constant axes and steps",
     "Reshape": "Caffe2's Reshape copies a 0 in the shape from the input (allowzero=0); allowzero=1 has no form",
     "ReduceSum": "noop_with_empty_axes=1 has no Caffe2 form",
-    "LSTM": "Caffe2's RNN converter fails shape inference on torch's exports (and at run time with the "
-            "initializers declared as inputs)",
-    "GRU": "Caffe2's RNN converter fails shape inference on torch's exports (and at run time with the "
-           "initializers declared as inputs)",
-    "RNN": "Caffe2's RNN converter is not proven equal to onnxruntime",
 }
 _INPUT_NAMES = {"Slice": ("data", "starts", "ends", "axes", "steps"), "Unsqueeze": ("data", "axes"),
                 "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes")}
@@ -149,6 +158,15 @@ def check_node(node, opset: Optional[int], is_constant=lambda name: False) -> Fo
     raise _refused(node, opset, problems[0])
 
 
+def _comparable(value):
+    """An attribute's value as the forms list it: strings decoded, lists as tuples."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, list):
+        return tuple(_comparable(item) for item in value)
+    return value
+
+
 def _mismatch(node, form: Form, is_constant) -> Optional[str]:
     """Why ``node`` does not fit ``form``, or None."""
     for attr in node.attribute:
@@ -157,7 +175,7 @@ def _mismatch(node, form: Form, is_constant) -> Optional[str]:
                 attr.name, ", ".join(sorted(form.attributes)) or "none")
         allowed = form.attributes[attr.name]
         if allowed is not None:
-            value = helper.get_attribute_value(attr)
+            value = _comparable(helper.get_attribute_value(attr))
             if value not in allowed:
                 return "attribute {}={!r} is not accepted (accepted: {})".format(
                     attr.name, value, ", ".join(repr(v) for v in sorted(allowed)))

@@ -7,7 +7,8 @@ naming the node. Where Caffe2 has a portable operator with ONNX's meaning it is 
 ``wrap_indices``, ExpandDims, Squeeze, Reduce*, Reshape, Softmax, Pow with a constant exponent);
 otherwise Caffe2's ``ATen`` operator runs torch's kernel (``flip`` for a reversed axis of symbolic
 length, ``where``, ``pow`` with a tensor exponent, ``maximum`` / ``minimum``, ``index_put`` for
-ScatterND), whose broadcasting is ONNX's. Registered scans whose entry names an ONNX operator
+ScatterND), whose broadcasting is ONNX's. LSTM, GRU and RNN become Caffe2's ``RecurrentNetwork``, built by
+Caffe2's own RNN converter (`_recurrent`). Registered scans whose entry names an ONNX operator
 (`pycumsum_op.scans`, ``onnx=``) become their Caffe2 op (`scan_operator`).
 """
 from typing import Callable, Dict, List
@@ -16,6 +17,7 @@ import numpy as np
 import onnx.numpy_helper
 from caffe2.proto import caffe2_pb2
 from caffe2.python import core, utils
+from caffe2.python.onnx.backend import Caffe2Backend, OnnxNode  # torch >= 1.10: checked by __init__
 from onnx import TensorProto, helper
 
 from ..ops.net_ops import add_scan_op
@@ -545,6 +547,120 @@ def _constant_of_shape(node, facts, opset, fresh):
                 dtype=_FILL_TYPES[elem_type], value=number)]
 
 
+#: ONNX LSTM / GRU / RNN -> (gates per direction, initial states, outputs)
+_RECURRENT = {"LSTM": (4, 2, 3), "GRU": (3, 1, 2), "RNN": (1, 1, 2)}
+
+
+def _given(node, position: int) -> bool:
+    return position < len(node.input) and bool(node.input[position])
+
+
+def _zero_states(node, x: str, directions: int, hidden_size: int, fresh) -> tuple:
+    """(ops, blob): zeros of shape (directions, batch, hidden_size), the batch read off ``x`` on every run."""
+    shape, batch, dims, zeros = fresh(), fresh(), fresh(), fresh()
+    front, front_fill = _constant_blob([directions], fresh)
+    back, back_fill = _constant_blob([hidden_size], fresh)
+    return [_op("Shape", [x], [shape], node.name), _op("Slice", [shape], [batch], node.name, starts=[1], ends=[2]),
+            front_fill, back_fill, _op("Concat", [front, batch, back], [dims, fresh()], node.name, axis=0),
+            _op("ConstantFill", [dims], [zeros], node.name, input_as_shape=1, value=0.0)], zeros
+
+
+def _checked_lengths(node, opset, x: str, lengths: str, fresh) -> list:
+    """Ops that fail the net unless every sequence length lies in [0, seq_length]: Caffe2's recurrent ops do not
+    check them (a negative one corrupts the process' memory; one past the end is read as the end)."""
+    length, wide, zero, low, high, valid = (fresh() for _ in range(6))
+    return [_op("Shape", [x], [length], node.name, axes=[0]),
+            _op("Cast", [lengths], [wide], node.name, to=caffe2_pb2.TensorProto.INT64),
+            _op("ConstantFill", [], [zero], node.name, shape=[], dtype=caffe2_pb2.TensorProto.INT64, value=0),
+            _op("GE", [wide, zero], [low], node.name), _op("LE", [wide, length], [high], node.name),
+            _op("And", [low, high], [valid], node.name),
+            _op("Assert", [valid], [], node.name, error_msg="{}: input 4 (sequence_lens) {!r} holds a length "
+                "outside [0, sequence length]".format(label(node, opset), lengths))]
+
+
+def _recurrent(node, facts, opset, fresh):
+    """ONNX LSTM, GRU and RNN as Caffe2's C++ ``RecurrentNetwork`` operator, built by Caffe2's own RNN converter
+    (``Caffe2Backend._create_rnn_variant``: ``rnn_cell.LSTM`` / ``gru_cell.GRU`` / ``rnn_cell.BasicRNN``, ONNX's
+    gates reordered into Caffe2's: LSTM i o f c -> i f o c, GRU z r h -> r z h), which cannot take
+    torch.onnx.export's nodes as they are written:
+
+    - it finds the input size only in a graph input or value info named like W, and torch's W is an
+      initializer that is neither: the size is given from the model's facts (W's dims, else X's last dim);
+    - it reshapes W, R and B in place (to drop the direction axis), so a second run of the net would fail and
+      the model's own weights would change: it is given copies, made on every run;
+    - it takes every input and output by position: an absent B becomes zeros, absent initial states zeros of
+      the run's batch size, and the outputs the model does not read get fresh names (their ops are dropped);
+    - with both directions its Y is (seq, hidden, batch, 2), not ONNX's (seq, 2, batch, hidden) (torch's own
+      export reshapes Y back to (seq, batch, 2 * hidden) and hides it): its Reshape is corrected.
+    """
+    gates, states, outputs = _RECURRENT[node.op_type]
+    if _attribute(node, "hidden_size") is None:
+        raise _refuse(node, opset, "attribute hidden_size is not given")
+    hidden_size = int(_attribute(node, "hidden_size"))
+    directions = 2 if _attribute(node, "direction", b"forward") == b"bidirectional" else 1
+    x, w = node.input[:2]
+    if facts.elem_type(x) != TensorProto.FLOAT:
+        raise _refuse(node, opset, "input {!r} is not float (Caffe2's recurrent cells compute in float)".format(x))
+    activations = _attribute(node, "activations")
+    if activations is not None and len(activations) != directions:
+        raise _refuse(node, opset, "{} activations for {} direction(s)".format(len(activations), directions))
+    if _given(node, 7):
+        raise _refuse(node, opset, "input 7 (P, the peephole weights) is given; Caffe2's LSTM cell has no "
+                                   "peepholes")
+    w_dims, x_dims = facts.dims(w), facts.dims(x)
+    expected = [directions, gates * hidden_size]
+    if w_dims and len(w_dims) == 3 and any(dim is not None and dim != want for dim, want in zip(w_dims, expected)):
+        raise _refuse(node, opset, "W {!r} has dims {}, but hidden_size={} and {} direction(s) make them [{}, {}, "
+                                   "input size]".format(w, w_dims, hidden_size, directions, *expected))
+    input_size = w_dims[2] if w_dims and len(w_dims) == 3 else None
+    if input_size is None and x_dims and len(x_dims) == 3:
+        input_size = x_dims[2]
+    if input_size is None:
+        raise _refuse(node, opset, "the input size is unknown (neither W {!r} nor X {!r} has a known last "
+                                   "dim)".format(w, x))
+    ops = _checked_lengths(node, opset, x, node.input[4], fresh) if _given(node, 4) else []
+    inputs = [x]
+    for position in (1, 2, 3):
+        copy = fresh()
+        if _given(node, position):
+            ops.append(_op("Copy", [node.input[position]], [copy], node.name))
+        else:  # B
+            ops.append(_op("ConstantFill", [], [copy], node.name, shape=[directions, 2 * gates * hidden_size],
+                           value=0.0))
+        inputs.append(copy)
+    inputs.append(node.input[4] if _given(node, 4) else "")  # sequence_lens
+    zeros = None
+    for position in range(5, 5 + states):
+        if _given(node, position):
+            inputs.append(node.input[position])
+            continue
+        if zeros is None:
+            more, zeros = _zero_states(node, x, directions, hidden_size, fresh)
+            ops += more
+        inputs.append(zeros)
+    wanted = [name for name in node.output[:outputs] if name]
+    names = [name or fresh() for name in list(node.output[:outputs]) + [""] * (outputs - len(node.output))]
+    stock_node = OnnxNode(node)
+    stock_node.inputs, stock_node.outputs = inputs, names
+    for default in ("layout", "input_forget"):  # 0, the forms' only value: the converter knows neither
+        stock_node.attrs.pop(default, None)
+    stand_in = helper.make_model(helper.make_graph([], "stand_in", [], [], value_info=[
+        helper.make_tensor_value_info(inputs[1], TensorProto.FLOAT, [directions, gates * hidden_size, input_size])]))
+    with core.NameScope("", reset=True):
+        converted = Caffe2Backend._create_rnn_variant(stand_in, stand_in, stock_node, opset)
+    for op in list(converted.init_ops) + list(converted.ops):
+        if op.output and op.output[0] in names and op.output[0] not in wanted:
+            continue  # an output the model does not read
+        if op.type == "Reshape" and [list(arg.ints) for arg in op.arg if arg.name == "shape"] == [[0, 0, -1, 2]]:
+            # both directions' outputs, concatenated as (seq, batch, 2 * hidden), go to (seq, 2, batch, hidden)
+            # through (seq, batch, 2, hidden); the converter's (seq, batch, hidden, 2) gives (seq, hidden, batch, 2)
+            del op.arg[:]
+            op.arg.extend([utils.MakeArgument("shape", [0, 0, 2, -1])])
+        op.name = node.name
+        ops.append(op)
+    return ops
+
+
 _PROTOTYPES: Dict[tuple, caffe2_pb2.OperatorDef] = {}
 
 
@@ -614,6 +730,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "Pow": _pow, "Reshape": _reshape, "Gather": _gather, "Where": _where, "Softmax": _softmax,
     "Max": _extremum, "Min": _extremum, "ScatterND": _scatter_nd, "ConstantOfShape": _constant_of_shape,
     "Expand": _expand, "Clip": _clip, "Abs": _sign_op, "Neg": _sign_op,
+    "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent,
 }
 
 
