@@ -14,9 +14,10 @@ import os
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from onnx import helper
+from onnx import TensorProto, helper
 
 import pycumsum_op.onnx
+from pycumsum_op.input_limits import InputTooLarge
 from pycumsum_op.onnx.forms import FORMS, OWN, FormRefused, check_node
 from onnx_forms_support import node_model, outcome
 
@@ -203,6 +204,19 @@ def test_recurrent_values_without_a_translation_are_refused_or_fail_the_run():
     with pytest.raises(FormRefused, match=r"W 'w' has dims \[1, 12, 3\], but hidden_size=3 and 1 direction\(s\) "
                                           r"make them \[1, 9, input size\]$"):
         pycumsum_op.onnx.prepare(model)
+    # W and R fed at run time, of unknown dims: what the translated net allocates from hidden_size alone is bounded
+    # (the produced net's fills are charged to its budget before it is created)
+    def fed(hidden_size):
+        return helper.make_model(helper.make_graph(
+            [helper.make_node("LSTM", ["x", "w", "r"], ["y"], hidden_size=hidden_size)], "fed",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["s", "b", 3])] + [
+                helper.make_tensor_value_info(name, TensorProto.FLOAT, ["d", "g", "i"]) for name in ("w", "r")],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["s", "d", "b", "h"])]),
+            opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(InputTooLarge, match=r"\(ConstantFill\) output of shape \(1, 8796093022208\) takes more "):
+        pycumsum_op.onnx.prepare(fed(2 ** 40))
+    with pytest.raises(FormRefused, match=r"^ONNX LSTM node 'y' \(opset 13\): hidden_size 0 is not positive$"):
+        pycumsum_op.onnx.prepare(fed(0))
     rep = pycumsum_op.onnx.prepare(node_model("GRU", inputs, constants, attrs, 13, **options))
     for lengths in ([6, 2], [-1, 2]):
         with pytest.raises(RuntimeError, match=r"input 4 \(sequence_lens\) 'lengths' holds a length outside"):

@@ -598,6 +598,8 @@ def _recurrent(node, facts, opset, fresh):
         raise _refuse(node, opset, "attribute hidden_size is not given")
     hidden_size = int(_attribute(node, "hidden_size"))
     directions = 2 if _attribute(node, "direction", b"forward") == b"bidirectional" else 1
+    if hidden_size < 1:
+        raise _refuse(node, opset, "hidden_size {} is not positive".format(hidden_size))
     x, w = node.input[:2]
     if facts.elem_type(x) != TensorProto.FLOAT:
         raise _refuse(node, opset, "input {!r} is not float (Caffe2's recurrent cells compute in float)".format(x))
