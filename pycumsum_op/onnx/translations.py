@@ -149,10 +149,10 @@ def _full_bounds(node, fresh, position, axes, rank, end):
 
 
 def _cuts(node, data, out, bounds, fresh):
-    """Slices of ``data`` into ``out``, one per (axis, ops, starts blob, ends blob) of ``bounds`` (the ops make the
+    """Slices of ``data`` into ``out``, one per (ops, starts blob, ends blob) of ``bounds`` (the ops make the
     blobs): Caffe2's Slice cuts one axis at a time."""
     ops, current = [], data
-    for number, (_, more, starts, ends) in enumerate(bounds):
+    for number, (more, starts, ends) in enumerate(bounds):
         target = out if number == len(bounds) - 1 else fresh()
         ops += more + [_op("Slice", [current, starts, ends], [target], node.name)]
         current = target
@@ -183,9 +183,9 @@ def _clamped_slice(node, data, out, starts, ends, axes, rank, fresh):
         (picked, pick), (others, fill) = (_constant_blob([int(a == axis) for a in range(rank)], fresh),
                                           _constant_blob([0 if a == axis else _END for a in range(rank)], fresh))
         start, masked, end = fresh(), fresh(), fresh()
-        cuts.append((axis, [pick, fill, _op("Mul", [first, picked], [start], node.name),
-                            _op("Mul", [last, picked], [masked], node.name),
-                            _op("Add", [masked, others], [end], node.name)], start, end))
+        cuts.append(([pick, fill, _op("Mul", [first, picked], [start], node.name),
+                      _op("Mul", [last, picked], [masked], node.name), _op("Add", [masked, others], [end], node.name)],
+                     start, end))
     return ops + _cuts(node, data, out, cuts, fresh)
 
 
@@ -277,7 +277,7 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
                 (first, fill_starts), (last, fill_ends) = (
                     _constant_blob([c2_starts[axis] if a == axis else 0 for a in range(rank)], fresh),
                     _constant_blob([c2_ends[axis] if a == axis else -1 for a in range(rank)], fresh))
-                cuts.append((axis, [fill_starts, fill_ends], first, last))
+                cuts.append(([fill_starts, fill_ends], first, last))
         if cuts:
             current = out if not picks else fresh()
             ops += _cuts(node, data, current, cuts, fresh)
