@@ -81,9 +81,16 @@ def main(argv=None):
     parser.add_argument("--clock", choices=("wall", "cpu"), default="cpu",
                         help="this thread's CPU time (default: the two trees' processes may meet other jobs) or wall")
     args = parser.parse_args(argv)
-    seeds = [int(seed) for seed in args.seeds.split(",")]
+    try:
+        seeds = [int(seed) for seed in args.seeds.split(",")]
+    except ValueError:
+        parser.error("--seeds {!r}: comma-separated whole numbers".format(args.seeds))
     if min(seeds) < 0 or args.count < 1:
         parser.error("seeds must be >= 0 and --count >= 1")
+    found = subprocess.run(["git", "rev-parse", "--verify", "--quiet", args.commit + "^{commit}"], cwd=ROOT,
+                           stdout=subprocess.DEVNULL)
+    if found.returncode != 0:
+        parser.error("{!r} names no commit of the repository at {}".format(args.commit, ROOT))
     print(compare(args.commit, seeds, ["--count", str(args.count), "--clock", args.clock, "--statistic", "min"]))
 
 

@@ -132,3 +132,13 @@ def test_the_before_and_after_comparison_reads_the_class_tables():
     assert found[7, "warm"]["1-D"] == {"forward with": "1.50x / 1.50x", "forward without": "2.50x / 2.50x",
                                        "fwd+bwd with": "0.50x / 0.50x", "fwd+bwd without": "2.00x / 2.00x"}
     assert found[7, "cold"]["non-last axes"]["forward with"] == "3.00x / 3.00x"
+
+
+@pytest.mark.parametrize("argv, message", [(["no-such-revision"], "'no-such-revision' names no commit"),
+                                           (["HEAD", "--seeds", "1,x"], "--seeds '1,x': comma-separated"),
+                                           (["HEAD", "--count", "0"], "--count >= 1")])
+def test_the_comparison_refuses_what_it_cannot_run_in_one_line(argv, message, capsys):
+    import against
+    with pytest.raises(SystemExit) as exit_info:
+        against.main(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
