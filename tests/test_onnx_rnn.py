@@ -1,6 +1,6 @@
 """torch 1.10.2's nn.LSTM / nn.GRU exports (one or two layers, batch_first or not, one direction or both) at
 opsets 11, 13 and 14, static and dynamic (sequence, batch) axes, through pycumsum_op.onnx.prepare (Caffe2's
-RecurrentNetwork), ``lower="aten"`` and ``pycumsum-op onnx import``: every output (the cumsummed sequence, the
+RecurrentNetwork), ``lower="aten"``, ``lower="portable"`` (static shapes) and ``pycumsum-op onnx import``: every output (the cumsummed sequence, the
 last hidden and cell states) against onnxruntime, dynamic models at another sequence length and batch size
 than exported; nn.RNN (tanh, relu); onnx's own LSTM / GRU / RNN node tests. The single-node forms and their
 refusals: tests/test_onnx_forms.py.
@@ -132,6 +132,13 @@ def test_vanilla_rnn_exports_equal_onnxruntime(nonlinearity, bidirectional):
 @pytest.mark.slow
 def test_lowered_recurrent_export_has_no_python_op():
     check(exported("LSTM", 2, False, opset=13, dynamic=True), True, False, lower="aten")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_portable_lowering_of_a_static_recurrent_export(kind):
+    """``lower="portable"`` (static shapes): the CumSum as Caffe2's own operators, the layers as RecurrentNetwork."""
+    check(exported(kind, 2, True, opset=13, dynamic=False), False, True, lower="portable")
 
 
 @pytest.mark.slow  # a subprocess
