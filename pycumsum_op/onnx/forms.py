@@ -128,6 +128,11 @@ def label(node, opset) -> str:
     return "ONNX {} node {!r} (opset {})".format(node.op_type, node.name or ",".join(node.output), opset)
 
 
+def given(node, position: int) -> bool:
+    """Whether the node has input ``position`` (ONNX leaves an optional input out, or names it "")."""
+    return position < len(node.input) and bool(node.input[position])
+
+
 def _refused(node, opset, why: str) -> FormRefused:
     extra = WHY.get(node.op_type)
     return FormRefused("{}: {}{}".format(label(node, opset), why, "; " + extra if extra and extra not in why else ""))
@@ -181,7 +186,7 @@ def _mismatch(node, form: Form, is_constant) -> Optional[str]:
                     attr.name, value, ", ".join(repr(v) for v in sorted(allowed)))
     names = _INPUT_NAMES.get(node.op_type, ())
     for position in form.constants:
-        if position < len(node.input) and node.input[position] and not is_constant(node.input[position]):
+        if given(node, position) and not is_constant(node.input[position]):
             return "input {}{} is not a constant".format(
                 position, " ({})".format(names[position]) if position < len(names) else "")
     return None

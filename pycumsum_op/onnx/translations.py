@@ -22,7 +22,7 @@ from onnx import TensorProto, helper
 
 from ..ops.net_ops import add_scan_op
 from ..scans import SCANS, Refused
-from .forms import FormRefused, label
+from .forms import FormRefused, given, label
 
 #: ONNX element types a scan's import may get -> the dtype= that keeps the result in that type (ONNX scans
 #: keep their input's type; PyCumSum, like torch, would give int64 for int32).
@@ -60,9 +60,14 @@ def _attribute(node, name: str, default=None):
     return default
 
 
+def _int64_scalar(node, name: str, value: int) -> caffe2_pb2.OperatorDef:
+    """The op filling blob ``name`` with the int64 scalar ``value``."""
+    return _op("ConstantFill", [], [name], node.name, shape=[], dtype=caffe2_pb2.TensorProto.INT64, value=value)
+
+
 def _int_list(node, opset, facts, position: int, what: str):
     """The constant int vector at input ``position`` (None when the input is absent or empty)."""
-    if position >= len(node.input) or not node.input[position]:
+    if not given(node, position):
         return None
     value = facts.constant(node.input[position])
     if value is None:
@@ -165,7 +170,7 @@ def _clamped_slice(node, data, out, starts, ends, axes, rank, fresh):
     each is held to [0, length] and an end to at least its start, so that Caffe2's Slice reads them as they are."""
     ops, lengths, zero = [], fresh(), fresh()
     ops += [_op("Shape", [data], [lengths], node.name),
-            _op("ConstantFill", [], [zero], node.name, shape=[], dtype=caffe2_pb2.TensorProto.INT64, value=0)]
+            _int64_scalar(node, zero, 0)]
     clamped = []
     for bound in (starts, ends):
         negative, shift, offset, counted, floor, held = (fresh() for _ in range(6))
@@ -195,8 +200,8 @@ def _strided(node, data, out, axis, start_step, fresh):
     shape, length, first, stride, indices = fresh(), fresh(), fresh(), fresh(), fresh()
     ops += [_op("Shape", [data], [shape], node.name, axes=[axis]),
             _op("Squeeze", [shape], [length], node.name, dims=[0]),
-            _op("ConstantFill", [], [first], node.name, shape=[], dtype=caffe2_pb2.TensorProto.INT64, value=start),
-            _op("ConstantFill", [], [stride], node.name, shape=[], dtype=caffe2_pb2.TensorProto.INT64, value=step),
+            _int64_scalar(node, first, start),
+            _int64_scalar(node, stride, step),
             _op("Range", [first, length, stride], [indices], node.name),
             _op("Gather", [data, indices], [out], node.name, axis=axis)]
     return ops
@@ -376,7 +381,7 @@ def _reshape(node, facts, opset, fresh):
             _op("Concat", [data_dims, padding], [padded, fresh()], node.name, axis=0),
             _op("Slice", [padded], [prefix], node.name, starts=[0], ends=[count])]
     zero, is_zero, new_shape = fresh(), fresh(), fresh()
-    ops += [_op("ConstantFill", [], [zero], node.name, shape=[], dtype=caffe2_pb2.TensorProto.INT64, value=0),
+    ops += [_int64_scalar(node, zero, 0),
             _op("EQ", [shape, zero], [is_zero], node.name),
             _op("ATen", [is_zero, prefix, shape], [new_shape], node.name, operator="where"),
             _op("Reshape", [data, new_shape], out, node.name)]
@@ -411,7 +416,7 @@ def _clip(node, facts, opset, fresh):
     for position, name in ((1, "min"), (2, "max")):
         if opset < 11:
             value = _attribute(node, name)
-        elif position < len(node.input) and node.input[position]:
+        elif given(node, position):
             value = facts.constant(node.input[position])
             if value is None:
                 raise _refuse(node, opset, "input {} ({}) is not a constant".format(position, name))
@@ -551,10 +556,6 @@ def _constant_of_shape(node, facts, opset, fresh):
 _RECURRENT = {"LSTM": (4, 2, 3), "GRU": (3, 1, 2), "RNN": (1, 1, 2)}
 
 
-def _given(node, position: int) -> bool:
-    return position < len(node.input) and bool(node.input[position])
-
-
 def _zero_states(node, x: str, directions: int, hidden_size: int, fresh) -> tuple:
     """(ops, blob): zeros of shape (directions, batch, hidden_size), the batch read off ``x`` on every run."""
     shape, batch, dims, zeros = fresh(), fresh(), fresh(), fresh()
@@ -571,7 +572,7 @@ def _checked_lengths(node, opset, x: str, lengths: str, fresh) -> list:
     length, wide, zero, low, high, valid = (fresh() for _ in range(6))
     return [_op("Shape", [x], [length], node.name, axes=[0]),
             _op("Cast", [lengths], [wide], node.name, to=caffe2_pb2.TensorProto.INT64),
-            _op("ConstantFill", [], [zero], node.name, shape=[], dtype=caffe2_pb2.TensorProto.INT64, value=0),
+            _int64_scalar(node, zero, 0),
             _op("GE", [wide, zero], [low], node.name), _op("LE", [wide, length], [high], node.name),
             _op("And", [low, high], [valid], node.name),
             _op("Assert", [valid], [], node.name, error_msg="{}: input 4 (sequence_lens) {!r} holds a length "
@@ -606,7 +607,7 @@ def _recurrent(node, facts, opset, fresh):
     activations = _attribute(node, "activations")
     if activations is not None and len(activations) != directions:
         raise _refuse(node, opset, "{} activations for {} direction(s)".format(len(activations), directions))
-    if _given(node, 7):
+    if given(node, 7):
         raise _refuse(node, opset, "input 7 (P, the peephole weights) is given; Caffe2's LSTM cell has no "
                                    "peepholes")
     w_dims, x_dims = facts.dims(w), facts.dims(x)
@@ -620,20 +621,20 @@ def _recurrent(node, facts, opset, fresh):
     if input_size is None:
         raise _refuse(node, opset, "the input size is unknown (neither W {!r} nor X {!r} has a known last "
                                    "dim)".format(w, x))
-    ops = _checked_lengths(node, opset, x, node.input[4], fresh) if _given(node, 4) else []
+    ops = _checked_lengths(node, opset, x, node.input[4], fresh) if given(node, 4) else []
     inputs = [x]
     for position in (1, 2, 3):
         copy = fresh()
-        if _given(node, position):
+        if given(node, position):
             ops.append(_op("Copy", [node.input[position]], [copy], node.name))
         else:  # B
             ops.append(_op("ConstantFill", [], [copy], node.name, shape=[directions, 2 * gates * hidden_size],
                            value=0.0))
         inputs.append(copy)
-    inputs.append(node.input[4] if _given(node, 4) else "")  # sequence_lens
+    inputs.append(node.input[4] if given(node, 4) else "")  # sequence_lens
     zeros = None
     for position in range(5, 5 + states):
-        if _given(node, position):
+        if given(node, position):
             inputs.append(node.input[position])
             continue
         if zeros is None:
