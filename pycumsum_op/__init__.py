@@ -17,70 +17,56 @@ array([1, 3, 6], dtype=int64)
 when it is missing) and installs ``net.PyCumSum`` and ``brew.cumsum``. In the ``pycumsum-op``
 command the same happens on first use, so that ``--help`` and ``--version`` need no Caffe2.
 """
-import importlib
+import sys
 
 from ._runtime import require_caffe2, started_as_command
 
 __version__ = "0.2.0"
-#: The public names besides the registered scans' functions (``pycumsum_op.<scan name>``, one per `scans` entry).
+#: The public names besides the registered scans' functions (``pycumsum_op.<scan name>``, one per `scans` entry,
+#: bound and unbound as scans are registered: `_bind_scan`).
 _NAMES = ["cumsum_fwd", "cumsum_bwd", "ScanArgumentError", "UnsafeNetError", "load_net", "save_net", "verify_net",
           "lower", "LoweringError", "explain", "__version__"]
-__all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp"] + _NAMES
-_api = {}  # name -> value, filled by `_load`
-_scan_functions = {}  # scan name -> (its entry, the function made from it)
+__all__ = list(_NAMES)
+_package = sys.modules[__name__]
 
 
-def _load_api() -> dict:
-    """Import Caffe2 and the public API, install net.PyCumSum / brew.cumsum; the package's names."""
-    require_caffe2()
-    doctor = importlib.import_module(__name__ + ".doctor")  # not `from . import`: that would call __getattr__
-    ops = importlib.import_module(__name__ + ".ops")
-    from .kernels import ScanArgumentError
-    from .serialization import UnsafeNetError, load_net, save_net, verify_net
-    from .lowering import LoweringError, lower  # also registers the ATen gradient
-    from .scans.explain import explain
-    ops.install()
-    return {"cumsum_fwd": ops.cumsum_fwd, "cumsum_bwd": ops.cumsum_bwd, "ScanArgumentError": ScanArgumentError,
-            "UnsafeNetError": UnsafeNetError, "load_net": load_net, "save_net": save_net, "verify_net": verify_net,
-            "lower": lower, "LoweringError": LoweringError, "explain": explain, "doctor": doctor,
-            "scan_function": ops.scan_function}
+def _bind_scan(entry, registered: bool) -> None:
+    """``pycumsum_op.<name>``: the function of a registered scan (`ops.scan_function`), made again when a scan is
+    registered again, removed with it. Plain module attributes, not a module ``__getattr__``: CPython 3.6 has none
+    (PEP 562)."""
+    from .ops import scan_function
+
+    if registered:
+        if entry.name in vars(_package):
+            from .kernels import ScanArgumentError
+
+            raise ScanArgumentError("register: scan {!r}: pycumsum_op already has an attribute {!r}; choose another "
+                                    "name".format(entry.name, entry.name))
+        setattr(_package, entry.name, scan_function(entry.name))
+        __all__.append(entry.name)
+    elif entry.name in __all__:
+        delattr(_package, entry.name)
+        __all__.remove(entry.name)
 
 
 def _load() -> None:
-    """What ``import pycumsum_op`` does (outside the command line: at import); idempotent."""
-    if not _api:
-        _api.update(_load_api())
+    """What ``import pycumsum_op`` does (in the ``pycumsum-op`` command: before a command that needs it): import
+    Caffe2 and the public API, install net.PyCumSum / brew.cumsum and siblings; idempotent."""
+    global cumsum_fwd, cumsum_bwd, ScanArgumentError, UnsafeNetError, load_net, save_net, verify_net, lower
+    global LoweringError, explain, doctor
+    if "lower" in vars(_package):
+        return
+    require_caffe2()
+    from . import doctor, ops
+    from .kernels import ScanArgumentError
+    from .serialization import UnsafeNetError, load_net, save_net, verify_net
+    from .lowering import LoweringError, lower  # also registers the ATen gradient
+    from .scans import listen
+    from .scans.explain import explain
 
-
-def _scan_function(name: str):
-    """``pycumsum_op.<name>`` of registered scan ``name``: its function (`ops.scan_function`), made once per entry
-    (a scan registered again gets a new one)."""
-    from .scans import SCANS
-
-    entry = SCANS[name]
-    known = _scan_functions.get(name)
-    if known is None or known[0] is not entry:
-        known = _scan_functions[name] = entry, _api["scan_function"](name)
-    return known[1]
-
-
-def __getattr__(name):  # PEP 562: the API (loaded on first use in the command line) and every registered scan
-    if name.startswith("__"):
-        raise AttributeError("module 'pycumsum_op' has no attribute {!r}".format(name))
-    _load()
-    if name in _api and name != "scan_function":
-        return _api[name]
-    from .scans import SCANS
-
-    if name in SCANS:
-        return _scan_function(name)
-    raise AttributeError("module 'pycumsum_op' has no attribute {!r}".format(name))
-
-
-def __dir__():
-    from .scans import SCANS
-
-    return sorted(set(globals()) | set(_NAMES) | {"doctor"} | set(SCANS))
+    cumsum_fwd, cumsum_bwd = ops.cumsum_fwd, ops.cumsum_bwd
+    ops.install()
+    listen(_bind_scan)
 
 
 if not started_as_command():

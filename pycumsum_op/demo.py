@@ -20,7 +20,7 @@ from .doctor.diagnose import caffe2_error_summary
 from .doctor.draw import DrawingUnavailable, draw_findings, draw_repairs
 from .examples import Caffe2OrdinalEMD, TorchOrdinalEMD, init_params, make_ordinal_data
 from .idioms import add_sparse_lengths_cumsum
-from .ops import cumsum
+from .ops import add_scan_op
 from .progress import ProgressBar
 
 ROWS, COLUMNS = 256, 128           # the legacy net's `prediction`: (N, C)
@@ -63,7 +63,7 @@ def _pycumsum_net():
     """torch.cumsum(prediction, 1) as one net.PyCumSum."""
     net = core.Net("demo_pycumsum")
     net.AddExternalInput("prediction", "weights")
-    pred_cdist = cumsum(net, "prediction", "pred_cdist", axis=1)
+    pred_cdist = add_scan_op(net, "cumsum", "prediction", "pred_cdist", axis=1)
     net.SumElements(net.Mul([pred_cdist, "weights"], "weighted"), "loss")
     return net
 

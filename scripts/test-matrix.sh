@@ -22,8 +22,9 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 MATRIX="$ROOT/.matrix"
 # torch:python:numpy — an older numpy where the test tools allow it (the package's floor, 1.17, on torch 1.4;
-# onnxruntime 1.19.2, the 3.9 oracle, needs numpy >= 1.21.6).
-COMBINATIONS="1.4.0:3.6:1.17.5 1.6.0:3.7:1.18.5 1.8.1:3.9:1.21.6 1.9.1:3.9:1.21.6 1.10.2:3.6:1.19.5 1.10.2:3.9:1.23.5"
+# onnxruntime 1.19.2, the 3.9 oracle, needs numpy >= 1.21.6; 1.4.0 on 3.7 runs the `fast` extra, whose numba needs
+# numpy >= 1.18).
+COMBINATIONS="1.4.0:3.6:1.17.5 1.4.0:3.7:1.18.5 1.6.0:3.7:1.18.5 1.8.1:3.9:1.21.6 1.9.1:3.9:1.21.6 1.10.2:3.6:1.19.5 1.10.2:3.9:1.23.5"
 
 python_for() {  # python_for 3.6 -> an interpreter path, or nothing
   local root candidate

@@ -36,6 +36,16 @@ def assert_matches_torch(y, grad_x, axis):
     np.testing.assert_allclose(grad_x, torch_grad, rtol=1e-6)
 
 
+def test_public_names_are_plain_module_attributes():
+    """CPython 3.6 never calls a module ``__getattr__`` (PEP 562): each public name, every registered scan's
+    function among them, must be an attribute of the module itself."""
+    from pycumsum_op.scans import SCANS
+
+    assert set(pycumsum_op.__all__) == set(pycumsum_op._NAMES) | set(SCANS)
+    assert [name for name in pycumsum_op.__all__ if name not in vars(pycumsum_op)] == []
+    assert "__getattr__" not in vars(pycumsum_op)
+
+
 def test_token_form_from_the_design_card(clean_workspace):
     """net.Python(cumsum_fwd, grad_f=cumsum_bwd)(["x"], ["y"]): last axis, inclusive, with gradient."""
     net = core.Net("token_form")

@@ -216,7 +216,11 @@ def test_registering_checks_the_entry_and_clashes():
     assert brew.has_helper("fc") and not hasattr(core.Net, "PyCumMean")  # nothing half-registered stays
     model = model_helper.ModelHelper(name="brew_fc_kept")
     assert brew.fc(model, "in", "out", dim_in=2, dim_out=3) == "out"  # brew's own fc, untouched
-    assert "cummean" not in scans.SCANS and "fc" not in scans.SCANS
+    lower = pycumsum_op.lower
+    with pytest.raises(ScanArgumentError, match=r"pycumsum_op already has an attribute 'lower'"):
+        scans.register(CUMMEAN._replace(name="lower", op_name="PyCumMean"))
+    assert pycumsum_op.lower is lower and not hasattr(core.Net, "PyCumMean") and not brew.has_helper("lower")
+    assert "cummean" not in scans.SCANS and "fc" not in scans.SCANS and "lower" not in scans.SCANS
 
 
 def test_save_load_verify_round_trip_and_only_registered_scans_load(new_scans, tmp_path):

@@ -145,10 +145,11 @@ def _insert_ensure_dense(netdef, findings) -> caffe2_pb2.NetDef:
 
 def _pycumsum_op(idiom, like) -> caffe2_pb2.OperatorDef:
     """The PyCumSum OperatorDef equal to ``idiom``, on ``like``'s device."""
-    from ..ops import cumsum  # numpy/torch kernels: loaded only when an idiom is replaced
+    from ..ops import add_scan_op  # numpy/torch kernels: loaded only when an idiom is replaced
     scratch = core.Net("doctor_pycumsum")
     source = [idiom.blob_in, idiom.axis_blob] if idiom.axis_blob else idiom.blob_in
-    cumsum(scratch, source, idiom.blob_out, axis=idiom.axis, exclusive=idiom.exclusive, reverse=idiom.reverse)
+    add_scan_op(scratch, "cumsum", source, idiom.blob_out, axis=idiom.axis, exclusive=idiom.exclusive,
+                reverse=idiom.reverse)
     op = scratch.Proto().op[0]
     _same_device(op, like)
     return op

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from caffe2.python import core, workspace
 
-from ..ops import cumsum
+from ..ops import add_scan_op
 
 PARAMETERS = ("fc1_w", "fc1_b", "fc2_w", "fc2_b")
 _net_ids = itertools.count()
@@ -88,8 +88,8 @@ def add_ordinal_emd_loss(net: core.Net, features, one_hot, params: Dict[str, obj
     p = prefix
     hidden = net.Tanh(net.FC([features, params["fc1_w"], params["fc1_b"]], p + "fc1"), p + "hidden")
     probabilities = net.Softmax(net.FC([hidden, params["fc2_w"], params["fc2_b"]], p + "logits"), p + "probs")
-    cdf = cumsum(net, probabilities, p + "cdf", axis=1)
-    target = net.StopGradient(cumsum(net, one_hot, p + "target_cdf", axis=1), p + "target_cdf")
+    cdf = add_scan_op(net, "cumsum", probabilities, p + "cdf", axis=1)
+    target = net.StopGradient(add_scan_op(net, "cumsum", one_hot, p + "target_cdf", axis=1), p + "target_cdf")
     distance = net.SquaredL2Distance([cdf, target], p + "distance")
     return net.AveragedLoss(distance, p + "loss")
 

@@ -1,7 +1,7 @@
 """The Caffe2 binding: Python-op builders, ``net.PyCumSum`` and its siblings, and their brew helpers."""
 from . import brew_helpers, net_ops
 from .builders import cumsum_bwd, cumsum_fwd, scan_backward, scan_forward
-from .net_ops import add_scan_op, cummax, cummin, cumprod, cumsum, logcumsumexp, scan_function
+from .net_ops import add_scan_op, scan_function
 
 
 def install():
@@ -11,5 +11,5 @@ def install():
     brew_helpers.install()
 
 
-__all__ = ["cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "cumsum_fwd", "cumsum_bwd", "scan_forward",
+__all__ = ["cumsum_fwd", "cumsum_bwd", "scan_forward",
            "scan_backward", "add_scan_op", "scan_function", "install"]

@@ -157,13 +157,6 @@ def scan_function(scan: str):
     return function
 
 
-cumsum = scan_function("cumsum")
-cumprod = scan_function("cumprod")
-cummax = scan_function("cummax")
-cummin = scan_function("cummin")
-logcumsumexp = scan_function("logcumsumexp")
-
-
 #: op name -> the function installed as ``core.Net.<op name>`` (Caffe2's own attributes are never touched).
 _NET_METHODS = {}
 
