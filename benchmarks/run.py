@@ -50,7 +50,7 @@ SHAPES = [(1, 1), (64, 10), (1024, 1024), (4096, 1024), (16, 262144), (262144, 1
 TORCH_TARGET_MIN_SIZE = 1 << 16   # PyCumSum <= 1.0x torch on every shape and axis of >= 64K elements
 COPY_TARGET_MIN_SIZE = 10 ** 6    # PyCumSum <= 2.5x the copy at >= 10^6 elements
 COPY_TARGET = 2.5
-OVERHEAD_TARGET_US = 6.0
+OVERHEAD_TARGET_US = 5.0
 ACCURACY_TARGET = 1e-7
 ACCURACY_LENGTH = 10 ** 6
 MIB = 1 << 20

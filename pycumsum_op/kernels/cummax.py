@@ -29,7 +29,7 @@ import torch
 
 from ..torch_versions import has
 from . import compiled
-from .plan import APART, OVERLAP, SAME, sharing, view_3d
+from .plan import APART, OVERLAP, SAME, Plan, sharing, view_3d
 from .plan import plan as kernel_plan
 from .torch_scans import along, as_lanes, as_tensor, gradient_compute_dtype
 from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out, takes_lead_elementwise
@@ -67,23 +67,24 @@ TORCH_CUMMAX = torch.cummax if has("torch.cummax") else partial(sequential_extre
 TORCH_CUMMIN = torch.cummin if has("torch.cummax") else partial(sequential_extremum, False)
 
 
-def _extremum_forward(torch_scan: Callable, x: np.ndarray, spec: ScanSpec,
-                      out: Optional[Tuple[np.ndarray, np.ndarray]] = None,
-                      plan: Optional[ScanPlan] = None) -> Tuple[np.ndarray, np.ndarray]:
+def _extremum_forward(torch_scan: Callable, maximum: bool, x: np.ndarray, spec: ScanSpec,
+                      out: Optional[Tuple[np.ndarray, np.ndarray]] = None, plan: Optional[ScanPlan] = None,
+                      route: Optional[Plan] = None) -> Tuple[np.ndarray, np.ndarray]:
     if plan is None:
         plan = DTYPES.plan(spec, x)
     values, indices = out if out is not None else (np.empty(x.shape, x.dtype), np.empty(x.shape, np.int64))
     if x.size == 0:
         return values, indices
     axis, lanes_values, lanes_indices = plan.axis, as_lanes(values), as_lanes(indices)
-    found = _extremum_plan("cummax" if torch_scan is TORCH_CUMMAX else "cummin", x, spec, plan, (values, indices))
+    if route is None:
+        route = _extremum_plan("cummax" if maximum else "cummin", x, spec, plan, (values, indices))
     source = as_lanes(x).astype(COMPUTE_DTYPES.get(x.dtype, x.dtype), copy=False)
     if spec.reverse:  # scan the reversed lanes; write back through reversed views, indices counted from the end
         source, lanes_values, lanes_indices = (np.flip(a, axis) for a in (source, lanes_values, lanes_indices))
-    if found.path == "compiled":  # the accelerator: whole rows compared at once, torch's rule in each lane
+    if route.path == "compiled":  # the accelerator: whole rows compared at once, torch's rule in each lane
         compiled.extremum_rows(view_3d(source, axis), view_3d(lanes_values, axis), view_3d(lanes_indices, axis),
-                               torch_scan is torch.cummax, found.variant != "row loops")
-    elif found.variant == "out=":
+                               maximum, route.variant != "row loops")
+    elif route.variant == "out=":
         torch_scan(as_tensor(source), axis, out=(torch.from_numpy(lanes_values), torch.from_numpy(lanes_indices)))
     else:
         found_values, found_indices = torch_scan(as_tensor(source), axis)
@@ -110,9 +111,9 @@ def _extremum_plan(name: str, x: np.ndarray, spec: ScanSpec, plan: ScanPlan,
 
 
 def _extremum_direct(torch_scan: Callable, maximum: bool, spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
-    """The one call ``_extremum_forward(torch_scan, x, spec, out, plan)`` amounts to for a C-contiguous ``x`` and
-    separate C-contiguous outputs where its plan is one call (the accelerator's loop, or torch's scan), else None
-    (reversed scans, dtypes torch scans in another: `COMPUTE_DTYPES`). The function found takes a torch tensor
+    """The one call ``_extremum_forward(torch_scan, maximum, x, spec, out, plan)`` amounts to for a C-contiguous
+    ``x`` and separate C-contiguous outputs where its plan is one call (the accelerator's loop, or torch's scan), else
+    None (reversed scans, dtypes torch scans in another: `COMPUTE_DTYPES`). The function found takes a torch tensor
     viewing x, the (values, indices) tensors and the axis."""
     if x.dtype in COMPUTE_DTYPES:
         return None
@@ -164,15 +165,17 @@ def _extremum_backward(forward: Callable, grad_y: np.ndarray, x: np.ndarray, spe
 
 
 def cummax_forward(x: np.ndarray, spec: ScanSpec, out: Optional[Tuple[np.ndarray, np.ndarray]] = None,
-                   plan: Optional[ScanPlan] = None) -> Tuple[np.ndarray, np.ndarray]:
-    """(values, indices) = torch.cummax(x) along ``spec.axis``, into ``out`` (allocated when None)."""
-    return _extremum_forward(TORCH_CUMMAX, x, spec, out, plan)
+                   plan: Optional[ScanPlan] = None, route: Optional[Plan] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """(values, indices) = torch.cummax(x) along ``spec.axis``, into ``out`` (allocated when None); ``route``:
+    ``cummax_plan(x, spec, plan, out)`` when the caller has it."""
+    return _extremum_forward(TORCH_CUMMAX, True, x, spec, out, plan, route)
 
 
 def cummin_forward(x: np.ndarray, spec: ScanSpec, out: Optional[Tuple[np.ndarray, np.ndarray]] = None,
-                   plan: Optional[ScanPlan] = None) -> Tuple[np.ndarray, np.ndarray]:
-    """(values, indices) = torch.cummin(x) along ``spec.axis``, into ``out`` (allocated when None)."""
-    return _extremum_forward(TORCH_CUMMIN, x, spec, out, plan)
+                   plan: Optional[ScanPlan] = None, route: Optional[Plan] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """(values, indices) = torch.cummin(x) along ``spec.axis``, into ``out`` (allocated when None); ``route``:
+    ``cummin_plan(x, spec, plan, out)`` when the caller has it."""
+    return _extremum_forward(TORCH_CUMMIN, False, x, spec, out, plan, route)
 
 
 cummax_plan = partial(_extremum_plan, "cummax")

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from . import compiled, engine
-from .plan import APART, sharing, view_3d
+from .plan import APART, Plan, sharing, view_3d
 from .plan import plan as kernel_plan
 from .torch_scans import reversed_cumsum, run_gradient, scan_forward
 from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
@@ -39,8 +39,9 @@ IDENTITY = 1.0
 
 
 def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
-                    plan: Optional[ScanPlan] = None) -> np.ndarray:
-    """y = cumprod(x) along ``spec.axis`` into ``out`` (allocated when None; may overlap ``x``)."""
+                    plan: Optional[ScanPlan] = None, route: Optional[Plan] = None) -> np.ndarray:
+    """y = cumprod(x) along ``spec.axis`` into ``out`` (allocated when None; may overlap ``x``); ``route``:
+    ``cumprod_plan(x, spec, plan, out)`` when the caller has it."""
     if plan is None:
         plan = DTYPES.plan(spec, x)
     if out is None:
@@ -48,7 +49,7 @@ def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = N
     compute = COMPUTE_DTYPES.get(plan.result_dtype, plan.result_dtype)
     if x.dtype != plan.result_dtype:  # torch casts first (dtype= narrowing included), then multiplies
         x = x.astype(plan.result_dtype)
-    found = cumprod_plan(x, spec, plan, out)
+    found = cumprod_plan(x, spec, plan, out) if route is None else route
     x = x.astype(compute, copy=False)
     if found.path == "compiled":  # the accelerator: rows multiplied into a float64 (int64) row, as torch's lanes
         compiled.scan_rows(view_3d(x, plan.axis), view_3d(out, plan.axis), compiled.PRODUCT, spec.exclusive,

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import engine
 from .engine import scan
-from .plan import APART, SAME, sharing
+from .plan import APART, SAME, Plan, sharing
 from .plan import plan as kernel_plan
 from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
 
@@ -30,16 +30,17 @@ DTYPES = DtypeRule()
 
 
 def cumsum_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
-                   plan: Optional[ScanPlan] = None) -> np.ndarray:
+                   plan: Optional[ScanPlan] = None, route: Optional[Plan] = None) -> np.ndarray:
     """y = cumsum(x) along ``spec.axis``, into ``out`` (allocated when None; may be ``x``).
 
-    ``out`` must have the result dtype; ``plan`` is ``spec.plan(x)`` when the caller has it.
+    ``out`` must have the result dtype; ``plan`` is ``spec.plan(x)`` and ``route`` is ``cumsum_plan(x, spec, plan,
+    out)`` when the caller has them.
     """
     if plan is None:
         plan = DTYPES.plan(spec, x)
     if out is None:
         out = np.empty(x.shape, plan.result_dtype)
-    found = cumsum_plan(x, spec, plan, out)
+    found = cumsum_plan(x, spec, plan, out) if route is None else route
     if x.dtype != plan.result_dtype:  # torch casts first, then sums (dtype= narrowing included)
         np.copyto(out, x, casting="unsafe")
         x = out

@@ -32,7 +32,7 @@ import torch
 
 from ..torch_versions import has
 from .plan import plan as kernel_plan
-from .plan import APART, sharing
+from .plan import APART, Plan, sharing
 from .torch_scans import flip, reversed_cumsum, run_gradient, scan_forward
 from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
 
@@ -54,13 +54,14 @@ def inclusive_logcumsumexp(tensor: torch.Tensor, axis: int, out: Optional[torch.
 
 
 def logcumsumexp_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
-                         plan: Optional[ScanPlan] = None) -> np.ndarray:
-    """y = logcumsumexp(x) along ``spec.axis`` into ``out`` (allocated when None; may overlap ``x``)."""
+                         plan: Optional[ScanPlan] = None, route: Optional[Plan] = None) -> np.ndarray:
+    """y = logcumsumexp(x) along ``spec.axis`` into ``out`` (allocated when None; may overlap ``x``); ``route``:
+    ``logcumsumexp_plan(x, spec, plan, out)`` when the caller has it."""
     if plan is None:
         plan = DTYPES.plan(spec, x)
     if out is None:
         out = np.empty(x.shape, plan.result_dtype)
-    found = logcumsumexp_plan(x, spec, plan, out)
+    found = logcumsumexp_plan(x, spec, plan, out) if route is None else route
     source = x if x.dtype != np.float16 else x.astype(np.float64)
     return scan_forward(inclusive_logcumsumexp, source, out, plan.axis, spec.exclusive, spec.reverse, IDENTITY,
                         found.variant == "staged")

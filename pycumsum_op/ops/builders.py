@@ -58,7 +58,6 @@ _from_numpy = torch.from_numpy
 _INDEX_TYPE = caffe2_pb2.TensorProto.INT64
 #: Shapes whose direct-call decision a forward op keeps per (dtype, rank, axis); a "not yet decided" marker.
 _DIRECT_SHAPES = 64
-_UNKNOWN = object()
 
 
 def in_place_error(op_name: str, blobs: str) -> ScanArgumentError:
@@ -123,9 +122,10 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
     kernel_forward, kernel_direct, output_count = kernel.forward, kernel.direct, len(kernel.outputs)
     spec = checked_spec(kernel.op_name, axis, exclusive, reverse, dtype, axis_input)
     input_count = 2 if axis_input else 1
-    plans = {}  # (input dtype, rank, axis) -> (ScanPlan, Caffe2 types of the outputs, {shape: call or None})
+    plans = {}  # (input dtype, rank, axis) -> (ScanPlan, Caffe2 types of the outputs, {shape: (call, route)})
     directs = {}  # (torch dtype, shape) -> (`_direct_call`, its run, first output's type, axis, dims): checked
     remember = kernel_direct is not None and not axis_input
+    per_shape = kernel_direct is not None or kernel.plans is not None
 
     def forward(inputs, outputs):
         if len(inputs) != input_count or len(outputs) != output_count:
@@ -153,19 +153,22 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
             tensor_types = [_CAFFE2_TENSOR_TYPES[plan.result_dtype]] + [_INDEX_TYPE] * (output_count - 1)
             shapes = {}
             plans[x.dtype, x.ndim, axis] = plan, tensor_types, shapes
-        if kernel_direct is not None and not in_place:
-            call = shapes.get(x.shape, _UNKNOWN)
-            if call is _UNKNOWN:  # first run with this shape (a few shapes per op are kept)
+        route = None
+        if per_shape and not in_place:
+            known = shapes.get(x.shape)
+            if known is None:  # first run with this shape (a few shapes per op are kept)
                 if len(shapes) >= _DIRECT_SHAPES:
                     shapes.clear()
-                run = kernel_direct(spec, plan, x)
-                call = shapes[x.shape] = None if run is None else _direct_call(run, list(x.shape), tensor_types,
-                                                                              plan.axis)
+                run, route = _shape_route(kernel, spec, plan, x)
+                call = None if run is None else _direct_call(run, list(x.shape), tensor_types, plan.axis)
+                shapes[x.shape] = call, route
                 if call is not None and remember:
                     if len(directs) >= _DIRECT_SHAPES:
                         directs.clear()
                     directs[_TORCH_DTYPES[x.dtype], torch.Size(x.shape)] = (call, run, tensor_types[0], plan.axis,
                                                                             list(x.shape))
+            else:
+                call, route = known
             if call is not None:  # one call from the input's memory into the outputs'
                 return call(_from_numpy(x), outputs)
         if in_place:
@@ -175,12 +178,25 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
                 x = x.copy()  # sizing an output frees (or reuses) the memory being read
         for output, tensor_type in zip(outputs, tensor_types):
             output.init(x.shape, tensor_type)
-        if output_count == 1:
-            kernel_forward(x, spec, outputs[0].data, plan)
+        out = outputs[0].data if output_count == 1 else tuple(output.data for output in outputs)
+        if route is None:
+            kernel_forward(x, spec, out, plan)
         else:
-            kernel_forward(x, spec, tuple(output.data for output in outputs), plan)
+            kernel_forward(x, spec, out, plan, route)
 
     return forward
+
+
+def _shape_route(kernel, spec, plan, x: np.ndarray) -> tuple:
+    """(direct, route) of the op's first run on ``x``'s shape (the Caffe2 op's outputs are new C-contiguous
+    arrays): the scan's one call into them (``Scan.direct``), else None and the route its forward follows
+    (``Scan.plans``), kept so that a repeated call skips planning. A compiled route is not kept: the
+    accelerator's switch is read on every run, so that turning it off takes effect at once."""
+    run = None if kernel.direct is None else kernel.direct(spec, plan, x)
+    if run is not None or kernel.plans is None:
+        return run, None
+    route = kernel.plans(x, spec, plan)
+    return None, (None if route.path == "compiled" else route)
 
 
 def scan_backward(scan, axis=None, exclusive=False, reverse=False, dtype=None, axis_input=False):

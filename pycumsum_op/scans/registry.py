@@ -57,7 +57,8 @@ class Scan(NamedTuple):
     """One scan op: its kernels, its Caffe2 face and its converter forms (see the module doc)."""
     name: str        # registry key and the function API's name ("cumsum"; brew.<name>)
     op_name: str     # the net method and the Caffe2 op's name ("PyCumSum")
-    #: forward(x, spec, out=None, plan=None) -> y (a tuple of arrays when several outputs)
+    #: forward(x, spec, out=None, plan=None) -> y (a tuple of arrays when several outputs); with ``plans``, also
+    #: forward(x, spec, out, plan, route): ``route`` is ``plans(x, spec, plan, out)``, which the op keeps per shape
     forward: Callable
     #: backward(grad_y, x, spec, out=None, plan=None, **saved) -> grad_x; ``saved`` maps the output
     #: names in ``saves`` to the forward's outputs (x is passed for its shape and dtype in any case)
