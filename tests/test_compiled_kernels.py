@@ -8,6 +8,7 @@ scan takes is one table (`PATH_TABLE`) whose shapes are made from the `tuning` c
 with the accelerator and without, each case run and held against torch, the path run recorded. Speed is
 `make bench`'s job; nothing here is timed.
 """
+import functools
 import os
 import subprocess
 import sys
@@ -383,6 +384,80 @@ def test_the_op_remembers_direct_calls_per_shape_and_dtype(monkeypatch):
         expected = torch.cumsum(torch.from_numpy(x), -1).numpy()
         assert_same(workspace.FetchBlob("ck_y"), expected)
     assert calls == [1, 1, 1, 0, 1]  # int32 is no direct call; axis -1 normalised
+
+
+@pytest.mark.parametrize("scan", ["cumsum", "cumprod", "cummax", "logcumsumexp"])
+def test_the_op_keeps_the_route_of_each_shape(clean_workspace, torch_scan, scan, monkeypatch):
+    """A repeated run on a shape the op has met plans nothing (its route is kept): the planner is asked on the first
+    run of each shape and dtype only, and every run still equals torch, small shapes (not one call) and new dtypes
+    included."""
+    monkeypatch.setenv(compiled.SWITCH, "0")
+    kernel = registered_scan(scan)
+    asked = []
+    module = sys.modules[kernel.forward.__module__]
+    monkeypatch.setattr(module, "kernel_plan", lambda *args, **kwargs: asked.append(args[1]) or plan(*args, **kwargs))
+    net = core.Net("kept_routes")
+    outputs = ["kept_v", "kept_i"][:len(kernel.outputs)]
+    getattr(net, kernel.op_name)("kept_x", outputs, axis=0, reverse=True)
+    workspace.FeedBlob("kept_x", np.zeros((3, 2), np.float32))
+    workspace.CreateNet(net)
+    planned = []  # per run: whether the planner was asked
+    for seed, shape, dtype in [(1, (3, 2), np.float32), (2, (3, 2), np.float32), (3, (5,), np.float32),
+                               (4, (3, 2), np.float64), (5, (5,), np.float32), (6, (3, 2), np.float32)]:
+        x = values(shape, dtype, seed)
+        workspace.FeedBlob("kept_x", x)
+        before = len(asked)
+        workspace.RunNet(net.Proto().name)
+        planned.append(len(asked) > before)
+        expected = torch_scan(torch.from_numpy(x), 0, reverse=True, scan=scan)
+        for name, want in zip(outputs, expected if len(outputs) > 1 else [expected]):
+            assert_same(workspace.FetchBlob(name), want.numpy())
+    assert planned == [True, False, True, True, False, False]
+
+
+@NEEDS_NUMBA
+def test_turning_the_accelerator_off_takes_effect_at_once(clean_workspace, monkeypatch):
+    """A route through the accelerator is not kept: an op that ran it turns to torch's paths on its next run once
+    the switch says off."""
+    monkeypatch.setenv(compiled.SWITCH, "1")
+    shape = (tuning.SMALL_SIZE // tuning.COMPILED_NARROW, tuning.COMPILED_NARROW)
+    assert plan("cumsum", shape, np.float32, 0, reverse=True).path == "compiled"
+    taken = record_paths(monkeypatch)
+    net = core.Net("switched_off")
+    net.PyCumSum("switch_x", "switch_y", axis=0, reverse=True)
+    x = values(shape, np.float32)
+    workspace.FeedBlob("switch_x", x)
+    workspace.CreateNet(net)
+    expected = torch.flip(torch.cumsum(torch.flip(torch.from_numpy(x), [0]), 0), [0]).numpy()
+    for setting in ("1", "0"):
+        monkeypatch.setenv(compiled.SWITCH, setting)
+        workspace.RunNet(net.Proto().name)
+        np.testing.assert_allclose(workspace.FetchBlob("switch_y"), expected, rtol=1e-5, atol=1e-30)
+    assert taken[0] == "compiled" and taken[1:] and "compiled" not in taken[1:]
+
+
+@NEEDS_NUMBA
+@pytest.mark.parametrize("maximum", [True, False])
+def test_the_accelerated_extremum_does_not_depend_on_torchs_cummax(maximum, torch_scan, monkeypatch):
+    """Before torch 1.5 there is no torch.cummax and the scans use their numpy forms: the accelerator's loop must
+    still compute the maximum (minimum) it was asked for."""
+    from pycumsum_op.kernels import cummax as extremum
+
+    monkeypatch.setenv(compiled.SWITCH, "1")
+    monkeypatch.setattr(extremum, "TORCH_CUMMAX", functools.partial(extremum.sequential_extremum, True))
+    monkeypatch.setattr(extremum, "TORCH_CUMMIN", functools.partial(extremum.sequential_extremum, False))
+    scan = "cummax" if maximum else "cummin"
+    x = values((tuning.SMALL_SIZE // tuning.COMPILED_EXTREMUM_MIN_WIDTH, tuning.COMPILED_EXTREMUM_MIN_WIDTH),
+               np.float32, seed=3)
+    spec = ScanSpec("PyCumMax" if maximum else "PyCumMin", 0)
+    kernel = registered_scan(scan)
+    assert kernel.plans(x, spec, kernel.plan(spec, x)).path == "compiled"
+    taken = record_paths(monkeypatch)
+    found_values, found_indices = kernel.forward(x, spec)
+    want_values, want_indices = torch_scan(torch.from_numpy(x), 0, scan=scan)
+    assert taken == ["compiled"]
+    assert_same(found_values, want_values.numpy())
+    assert_same(found_indices, want_indices.numpy())
 
 
 # --- switching it on and off, the cache, a broken numba
