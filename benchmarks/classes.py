@@ -102,7 +102,7 @@ def time_cumsum(shape, axis, dtype, budget_s, statistic=median, clock=time.perf_
         candidates["pycumsum_forward_backward" + suffix] = switched(nets.pycumsum(axis, backward=True), on)
     if shape_class(shape, axis) != "1-D":  # the memory floor: a scan with cold caches is close to a copy
         candidates["copy"] = nets.copy()
-    call = engine.one_call(plan("cumsum", x.shape, x.dtype, axis % x.ndim, accelerator=True))  # as PyCumSum makes it
+    call = engine.direct_call(plan("cumsum", x.shape, x.dtype, axis % x.ndim, accelerator=True))  # as PyCumSum makes it
     if call is not None:  # the accelerator's loop makes torch's call when switched off: switched on for it
         candidates["floor"] = switched(nets.python_floor(axis, call), True if accelerated else None)
     os.environ[compiled.SWITCH] = "1"

@@ -100,7 +100,7 @@ FLOOR_TYPES = {torch.float32: caffe2_pb2.TensorProto.FLOAT, torch.float64: caffe
 
 def python_floor(axis, call=engine.torch_scan):
     """A net with the least a Caffe2 Python op making a scan's one call can do: size the output, then ``call`` (one
-    `engine.one_call` returns: torch's ``torch.cumsum(out=)`` by default, or the accelerator's loop) between torch
+    `engine.direct_call` returns: torch's ``torch.cumsum(out=)`` by default, or the accelerator's loop) between torch
     tensors wrapping the blobs (float32 / float64). No check, no plan: with torch's call, the floor of any
     Python-op scan wherever torch's own kernel is the fastest exact one (1-D, last axis); with the call PyCumSum
     makes for a shape, what PyCumSum would cost if the op were nothing but that call."""

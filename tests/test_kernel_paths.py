@@ -386,7 +386,7 @@ def test_caffe2_op_rechecks_when_the_input_dtype_or_rank_changes():
                                          ((80, 44, 28), 2)])
 def test_caffe2_op_direct_call_is_torchs(paths_taken, shape, axis, dtype):
     """Where the plan is torch's one call, the op's forward is one torch.cumsum between the blobs: torch's bits."""
-    assert engine.one_call(plan("cumsum", shape, dtype, axis)) is engine.torch_scan
+    assert engine.direct_call(plan("cumsum", shape, dtype, axis)) is engine.torch_scan
     workspace.ResetWorkspace()
     net = core.Net("kernel_paths_direct")
     net.PyCumSum("kp_x", "kp_y", axis=axis)

@@ -29,7 +29,7 @@ import torch
 
 from ..torch_versions import has
 from . import compiled
-from .plan import APART, OVERLAP, SAME, Plan, sharing, view_3d
+from .plan import APART, OVERLAP, SAME, Route, sharing, view_3d
 from .plan import plan as kernel_plan
 from .torch_scans import along, as_lanes, as_tensor, gradient_compute_dtype
 from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out, takes_lead_elementwise
@@ -69,7 +69,7 @@ TORCH_CUMMIN = torch.cummin if has("torch.cummax") else partial(sequential_extre
 
 def _extremum_forward(torch_scan: Callable, maximum: bool, x: np.ndarray, spec: ScanSpec,
                       out: Optional[Tuple[np.ndarray, np.ndarray]] = None, plan: Optional[ScanPlan] = None,
-                      route: Optional[Plan] = None) -> Tuple[np.ndarray, np.ndarray]:
+                      route: Optional[Route] = None) -> Tuple[np.ndarray, np.ndarray]:
     if plan is None:
         plan = DTYPES.plan(spec, x)
     values, indices = out if out is not None else (np.empty(x.shape, x.dtype), np.empty(x.shape, np.int64))
@@ -97,7 +97,7 @@ def _extremum_forward(torch_scan: Callable, maximum: bool, x: np.ndarray, spec: 
 
 def _extremum_plan(name: str, x: np.ndarray, spec: ScanSpec, plan: ScanPlan,
                    out: Optional[Tuple[np.ndarray, np.ndarray]] = None, accelerator=None):
-    """The `kernels.plan.Plan` of cummax's / cummin's forward of ``x`` into ``out`` (values, indices; None: new
+    """The `kernels.plan.Route` of cummax's / cummin's forward of ``x`` into ``out`` (values, indices; None: new
     C-contiguous arrays): the scan runs in `COMPUTE_DTYPES`, on a cast copy where x has another dtype."""
     compute = COMPUTE_DTYPES.get(x.dtype, x.dtype)
     copied = compute != x.dtype
@@ -118,7 +118,7 @@ def _extremum_direct(torch_scan: Callable, maximum: bool, spec: ScanSpec, plan: 
     if x.dtype in COMPUTE_DTYPES:
         return None
     found = _extremum_plan("cummax" if maximum else "cummin", x, spec, plan)
-    if not found.one_call:
+    if not found.direct:
         return None
     if found.path == "compiled":
         return partial(_compiled_extremum, found.view, torch_scan, maximum, found.variant != "row loops")
@@ -165,14 +165,14 @@ def _extremum_backward(forward: Callable, grad_y: np.ndarray, x: np.ndarray, spe
 
 
 def cummax_forward(x: np.ndarray, spec: ScanSpec, out: Optional[Tuple[np.ndarray, np.ndarray]] = None,
-                   plan: Optional[ScanPlan] = None, route: Optional[Plan] = None) -> Tuple[np.ndarray, np.ndarray]:
+                   plan: Optional[ScanPlan] = None, route: Optional[Route] = None) -> Tuple[np.ndarray, np.ndarray]:
     """(values, indices) = torch.cummax(x) along ``spec.axis``, into ``out`` (allocated when None); ``route``:
     ``cummax_plan(x, spec, plan, out)`` when the caller has it."""
     return _extremum_forward(TORCH_CUMMAX, True, x, spec, out, plan, route)
 
 
 def cummin_forward(x: np.ndarray, spec: ScanSpec, out: Optional[Tuple[np.ndarray, np.ndarray]] = None,
-                   plan: Optional[ScanPlan] = None, route: Optional[Plan] = None) -> Tuple[np.ndarray, np.ndarray]:
+                   plan: Optional[ScanPlan] = None, route: Optional[Route] = None) -> Tuple[np.ndarray, np.ndarray]:
     """(values, indices) = torch.cummin(x) along ``spec.axis``, into ``out`` (allocated when None); ``route``:
     ``cummin_plan(x, spec, plan, out)`` when the caller has it."""
     return _extremum_forward(TORCH_CUMMIN, False, x, spec, out, plan, route)

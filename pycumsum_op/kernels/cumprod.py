@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from . import compiled, engine
-from .plan import APART, Plan, sharing, view_3d
+from .plan import APART, Route, sharing, view_3d
 from .plan import plan as kernel_plan
 from .torch_scans import reversed_cumsum, run_gradient, scan_forward
 from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
@@ -39,7 +39,7 @@ IDENTITY = 1.0
 
 
 def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
-                    plan: Optional[ScanPlan] = None, route: Optional[Plan] = None) -> np.ndarray:
+                    plan: Optional[ScanPlan] = None, route: Optional[Route] = None) -> np.ndarray:
     """y = cumprod(x) along ``spec.axis`` into ``out`` (allocated when None; may overlap ``x``); ``route``:
     ``cumprod_plan(x, spec, plan, out)`` when the caller has it."""
     if plan is None:
@@ -60,7 +60,7 @@ def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = N
 
 
 def cumprod_plan(x: np.ndarray, spec: ScanSpec, plan: ScanPlan, out: Optional[np.ndarray] = None, accelerator=None):
-    """The `kernels.plan.Plan` of ``cumprod_forward(x, spec, out, plan)`` (``out`` None: a new C-contiguous array):
+    """The `kernels.plan.Route` of ``cumprod_forward(x, spec, out, plan)`` (``out`` None: a new C-contiguous array):
     the product runs in `COMPUTE_DTYPES`, on a cast copy where the input has another dtype."""
     compute = COMPUTE_DTYPES.get(plan.result_dtype, plan.result_dtype)
     copied = x.dtype != plan.result_dtype or compute != plan.result_dtype
@@ -81,7 +81,7 @@ def cumprod_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
     """
     if x.dtype != plan.result_dtype or x.dtype in COMPUTE_DTYPES:
         return None
-    return engine.one_call(cumprod_plan(x, spec, plan), compiled.PRODUCT)
+    return engine.direct_call(cumprod_plan(x, spec, plan), compiled.PRODUCT)
 
 
 def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int,

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import engine
 from .engine import scan
-from .plan import APART, SAME, Plan, sharing
+from .plan import APART, SAME, Route, sharing
 from .plan import plan as kernel_plan
 from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
 
@@ -30,7 +30,7 @@ DTYPES = DtypeRule()
 
 
 def cumsum_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
-                   plan: Optional[ScanPlan] = None, route: Optional[Plan] = None) -> np.ndarray:
+                   plan: Optional[ScanPlan] = None, route: Optional[Route] = None) -> np.ndarray:
     """y = cumsum(x) along ``spec.axis``, into ``out`` (allocated when None; may be ``x``).
 
     ``out`` must have the result dtype; ``plan`` is ``spec.plan(x)`` and ``route`` is ``cumsum_plan(x, spec, plan,
@@ -50,7 +50,7 @@ def cumsum_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = No
 
 
 def cumsum_plan(x: np.ndarray, spec: ScanSpec, plan: ScanPlan, out: Optional[np.ndarray] = None, accelerator=None):
-    """The `kernels.plan.Plan` of ``cumsum_forward(x, spec, out, plan)`` (``out`` None: a new C-contiguous array):
+    """The `kernels.plan.Route` of ``cumsum_forward(x, spec, out, plan)`` (``out`` None: a new C-contiguous array):
     an input of another dtype is cast into the output and scanned there, in place.
 
     >>> x, spec = np.ones((64, 4096), np.int32), ScanSpec("PyCumSum", 0, exclusive=True)
@@ -78,7 +78,7 @@ def cumsum_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
     """
     if spec.reverse or x.dtype != plan.result_dtype:
         return None
-    return engine.one_call(cumsum_plan(x, spec, plan))
+    return engine.direct_call(cumsum_plan(x, spec, plan))
 
 
 def cumsum_backward(grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,

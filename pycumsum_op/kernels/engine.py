@@ -67,10 +67,10 @@ def compiled_scan(shape: tuple, operation: int, chains: bool, src: torch.Tensor,
     compiled.scan_rows(src.numpy().reshape(shape), dst.numpy().reshape(shape), operation, False, False, chains)
 
 
-def one_call(found, operation: int = compiled.SUM):
-    """The function making the one call ``found`` (a `plan.Plan` with ``one_call``) amounts to, on torch tensors
+def direct_call(found, operation: int = compiled.SUM):
+    """The function making the one call ``found`` (a `plan.Route` with ``direct``) amounts to, on torch tensors
     viewing the input and the output and the axis; None where the plan is not one call."""
-    if not found.one_call:
+    if not found.direct:
         return None
     if found.path == "compiled":
         return functools.partial(compiled_scan, found.view, operation, found.variant != "row loops")

@@ -32,7 +32,7 @@ import torch
 
 from ..torch_versions import has
 from .plan import plan as kernel_plan
-from .plan import APART, Plan, sharing
+from .plan import APART, Route, sharing
 from .torch_scans import flip, reversed_cumsum, run_gradient, scan_forward
 from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
 
@@ -54,7 +54,7 @@ def inclusive_logcumsumexp(tensor: torch.Tensor, axis: int, out: Optional[torch.
 
 
 def logcumsumexp_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
-                         plan: Optional[ScanPlan] = None, route: Optional[Plan] = None) -> np.ndarray:
+                         plan: Optional[ScanPlan] = None, route: Optional[Route] = None) -> np.ndarray:
     """y = logcumsumexp(x) along ``spec.axis`` into ``out`` (allocated when None; may overlap ``x``); ``route``:
     ``logcumsumexp_plan(x, spec, plan, out)`` when the caller has it."""
     if plan is None:
@@ -69,7 +69,7 @@ def logcumsumexp_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray
 
 def logcumsumexp_plan(x: np.ndarray, spec: ScanSpec, plan: ScanPlan, out: Optional[np.ndarray] = None,
                       accelerator=None):
-    """The `kernels.plan.Plan` of ``logcumsumexp_forward(x, spec, out, plan)`` (``out`` None: a new C-contiguous
+    """The `kernels.plan.Route` of ``logcumsumexp_forward(x, spec, out, plan)`` (``out`` None: a new C-contiguous
     array): float16 is scanned as a float64 copy."""
     copied = x.dtype == np.float16
     return kernel_plan("logcumsumexp", x.shape, np.float64 if copied else x.dtype, plan.axis, spec.exclusive,

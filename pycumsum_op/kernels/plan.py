@@ -2,7 +2,7 @@
 
 Every caller asks it and nothing else decides a path: the scans' kernels (`engine.scan` for cumsum, cumprod's,
 cummax's / cummin's and logcumsumexp's forwards), the Caffe2 op's one-call fast path (``Scan.direct``, kept per
-shape by the op), `pycumsum_op.explain`, the benchmarks and the tests. A `Plan` names:
+shape by the op), `pycumsum_op.explain`, the benchmarks and the tests. A `Route` names:
 
 - ``path``: ``trivial`` (a lane of one element: a copy), ``numpy`` (``np.add.accumulate``: small inputs, layouts
   no (outer, length, inner) view describes), ``torch`` (torch's own scan), ``compiled`` (the accelerator's loops,
@@ -12,10 +12,10 @@ shape by the op), `pycumsum_op.explain`, the benchmarks and the tests. A `Plan` 
   accelerator's ``row loops``, ``chains of four`` or ``one chain``);
 - ``view``: the (outer, length, inner) shape the path sees around the axis; ``buffers``: what it allocates;
 - ``reason``: one line naming the rule and the `tuning` constants that chose it;
-- ``one_call``: the scan is one call from the input's memory into the output's (the Caffe2 op makes it itself).
+- ``direct``: the scan is one call from the input's memory into the output's (the Caffe2 op makes it itself).
 
 >>> p = plan("cumsum", (64, 4096), "float32", 0, accelerator=True)
->>> p.path, p.variant, p.view, p.one_call
+>>> p.path, p.variant, p.view, p.direct
 ('compiled', 'row loops', (1, 64, 4096), True)
 >>> plan("cumsum", (64, 4096), "float32", 0, accelerator=False).path
 'rows'
@@ -41,7 +41,7 @@ PATHS = ("empty", "trivial", "numpy", "torch", "compiled", "lanes", "rows")
 APART, SAME, OVERLAP = "apart", "same", "overlap"
 
 
-class Plan(NamedTuple):
+class Route(NamedTuple):
     """How one scan runs (see the module doc)."""
     scan: str
     path: str
@@ -50,7 +50,7 @@ class Plan(NamedTuple):
     buffers: str
     reason: str
     accelerator: str
-    one_call: bool = False
+    direct: bool = False
 
     def __str__(self) -> str:
         variant = " ({})".format(self.variant) if self.variant else ""
@@ -205,8 +205,8 @@ def _blocked(view: tuple, itemsize: int, why: str) -> Tuple[str, str, str]:
 
 
 def plan(scan: str, shape, dtype, axis: int, exclusive: bool = False, reverse: bool = False, *, out_dtype=None,
-         strides=None, out_strides=None, index_strides=None, sharing: str = APART, accelerator=None) -> Plan:
-    """The `Plan` of scan ``scan`` (a name of `LOOPS`) over an input of ``shape`` / ``dtype`` / ``strides`` (None:
+         strides=None, out_strides=None, index_strides=None, sharing: str = APART, accelerator=None) -> Route:
+    """The `Route` of scan ``scan`` (a name of `LOOPS`) over an input of ``shape`` / ``dtype`` / ``strides`` (None:
     C-contiguous) along the normalised ``axis`` into an output of ``out_dtype`` (None: the input's) / ``out_strides``
     related to the input as ``sharing`` says (cummax / cummin: also int64 indices of ``index_strides``). ``dtype`` is
     the dtype the kernel scans (cumprod's compute dtype, cumsum's cast input). ``accelerator``: `compiled.status()`
@@ -224,16 +224,16 @@ def plan(scan: str, shape, dtype, axis: int, exclusive: bool = False, reverse: b
 @functools.lru_cache(maxsize=4096)
 def planned(scan: str, shape: tuple, dtype: np.dtype, axis: int, exclusive: bool, reverse: bool, out_dtype: np.dtype,
             strides: Optional[tuple], out_strides: Optional[tuple], index_strides: Optional[tuple], sharing: str,
-            status: str) -> Plan:
+            status: str) -> Route:
     """`plan` with its arguments normalised (``status``: the accelerator's, `compiled.status()`)."""
     strides = c_strides(shape, dtype.itemsize) if strides is None else strides
     out_strides = c_strides(shape, out_dtype.itemsize) if out_strides is None else out_strides
     index_strides = c_strides(shape, 8) if index_strides is None else index_strides
     if scan not in LOOPS:
-        return Plan(scan, "kernel", "", None, "", "a registered scan without a planned kernel: its own forward",
+        return Route(scan, "kernel", "", None, "", "a registered scan without a planned kernel: its own forward",
                     status)
     if 0 in shape:
-        return Plan(scan, "empty", "", None, "", "no element to scan", status)
+        return Route(scan, "empty", "", None, "", "no element to scan", status)
     scalar = not shape
     if scalar:  # a 0-d tensor is a scan of length 1
         shape, strides, out_strides, index_strides, axis = (1,), (dtype.itemsize,), (out_dtype.itemsize,), (8,), 0
@@ -243,13 +243,13 @@ def planned(scan: str, shape: tuple, dtype: np.dtype, axis: int, exclusive: bool
                          view)
     found = _plan_torch_scan(scan, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides,
                              index_strides, sharing, status, view)
-    return found._replace(one_call=False) if scalar else found
+    return found._replace(direct=False) if scalar else found
 
 
 def _plan_sum(shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, sharing, status, view):
     """cumsum's plan (`engine`'s paths)."""
-    def made(path, variant, reason, buffers="", one_call=False):
-        return Plan("cumsum", path, variant, view, buffers, reason, status, one_call)
+    def made(path, variant, reason, buffers="", direct=False):
+        return Route("cumsum", path, variant, view, buffers, reason, status, direct)
 
     outer, length, inner = view
     if length == 1:
@@ -286,12 +286,12 @@ def _plan_sum(shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_st
         torch_may_run, why_not = False, "shifted in place (torch would read what it wrote)"
     else:
         torch_may_run, why_not = True, ""
-    one_call = not exclusive and sharing == APART and contiguous and torch_may_run
+    direct = not exclusive and sharing == APART and contiguous and torch_may_run
     if accelerated:
         wins, rule = compiled_wins(view, dtype, "sum")
         if wins:
             variant, buffers = _compiled_variant("sum", view, dtype.itemsize, contiguous)
-            return made("compiled", variant, rule, buffers, one_call)
+            return made("compiled", variant, rule, buffers, direct)
     else:
         rule = "the accelerator is " + status if status != "on" else "{} -> {}: not the accelerator's dtypes".format(
             dtype, out_dtype)
@@ -299,7 +299,7 @@ def _plan_sum(shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_st
     if torch_may_run and not slow:
         return made("torch", "out=, shifted" if exclusive else "out=",
                     "{}; torch's strided loop keeps the lanes in cache (CACHE_*, STREAM_CACHE_BYTES)".format(rule),
-                    one_call=one_call)
+                    direct=direct)
     why = why_not or "torch's strided loop would miss the cache on lanes of {} rows (CACHE_*)".format(length)
     if accelerated and inner > 1:  # a dtype change or a shifted scan in place, off the last axis: one pass
         variant, buffers = _compiled_variant("sum", view, dtype.itemsize, contiguous)
@@ -334,12 +334,12 @@ def _plan_torch_scan(scan, shape, dtype, axis, exclusive, reverse, out_dtype, st
                 contiguous = contiguous and (not reverse or view[1] == 1) and _contiguous(
                     view, strides_3d(shape, index_strides, axis), 8)
             variant, buffers = _compiled_variant(loop, view, dtype.itemsize, contiguous)
-            one_call = not exclusive and not reverse and sharing == APART and contiguous and dtype == out_dtype
-            return Plan(scan, "compiled", variant, view, buffers, rule, status, one_call)
+            direct = not exclusive and not reverse and sharing == APART and contiguous and dtype == out_dtype
+            return Route(scan, "compiled", variant, view, buffers, rule, status, direct)
     into = not (exclusive or reverse or dtype != out_dtype or sharing != APART
                 or min(sum(outputs, ()), default=0) < 0)
     if into:
-        return Plan(scan, "torch", "out=", view, "", rule + ": torch's scan straight into the output", status, True)
-    return Plan(scan, "torch", "staged", view, "a copy of the input and of the result",
+        return Route(scan, "torch", "out=", view, "", rule + ": torch's scan straight into the output", status, True)
+    return Route(scan, "torch", "staged", view, "a copy of the input and of the result",
                 rule + ": torch's scan of a (cast, flipped) copy, copied into the output (shifted when exclusive)",
                 status)

@@ -23,7 +23,7 @@ from .registry import SCANS, scan
 class Explanation(NamedTuple):
     """A scan's plans with and without the accelerator, and the accelerator's status here; ``str()`` tells it."""
     title: str
-    accelerated: object  # `pycumsum_op.kernels.plan.Plan`, or None for a scan without a planned kernel
+    accelerated: object  # `pycumsum_op.kernels.plan.Route`, or None for a scan without a planned kernel
     plain: object
     accelerator: str
 

@@ -80,7 +80,7 @@ class Scan(NamedTuple):
     #: C-contiguous ``out`` of the result dtype (a tuple of them, one per output, for several outputs; all
     #: given as torch tensors viewing their memory), or None (then forward): the Caffe2 op's fast path
     direct: Optional[Callable] = None
-    #: plan(x, spec, plan, out=None, accelerator=None) -> the `kernels.plan.Plan` forward follows (None: the scan
+    #: plan(x, spec, plan, out=None, accelerator=None) -> the `kernels.plan.Route` forward follows (None: the scan
     #: has no planned kernel; `explain` says so)
     plans: Optional[Callable] = None
     #: the gradient is the same scan of the output's gradient, run in the other direction (cumsum):
