@@ -229,7 +229,7 @@ def _net_cumsum(self, blob_in, blob_out=None, axes=None, axis=None, exclusive=Fa
         if value not in (0, 1, True, False):
             raise ScanArgumentError("CumSum: {}={!r}: expected 0 or 1 (or a bool)".format(name, value))
         flags[name] = bool(value)
-    return cumsum(self, blob_in, blob_out, axis=_one_axis(axes, axis), dim=dim, **flags)
+    return add_scan_op(self, "cumsum", blob_in, blob_out, axis=_one_axis(axes, axis), dim=dim, **flags)
 
 
 _net_cumsum.__name__ = _net_cumsum.__qualname__ = "CumSum"
