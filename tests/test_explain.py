@@ -71,7 +71,13 @@ def test_the_command_prints_both_plans_and_the_accelerators_state(monkeypatch):
                                                                          "exclusive"),
     (["--shape", "4,5", "--axis", "0", "--op", "logcumsumexp", "--dtype", "int32"], "PyLogCumSumExp: input of "
                                                                                     "shape (4, 5) has dtype int32"),
-    (["--shape", "4,5", "--axis", "0", "--dtype", "float7"], "explain: shape must be whole numbers and dtype")])
+    (["--shape", "4,5", "--axis", "0", "--dtype", "float7"], "explain: shape must be whole numbers and dtype"),
+    (["--shape", "4,5", "--axis", "0", "--dtype", "(3,)f4"], "explain: dtype=\"('<f4', (3,))\" is not a bool, "
+                                                             "integer or floating dtype"),
+    (["--shape", "4,5", "--axis", "0", "--dtype", "complex64"], "explain: dtype='complex64' is not a bool"),
+    (["--shape", "4611686018427387904,2", "--axis", "0", "--dtype", "int8"], "explain: shape=(4611686018427387904, "
+                                                                             "2) of int8 spans more than "
+                                                                             "9223372036854775807 bytes")])
 def test_bad_input_is_one_line(capsys, argv, message):
     assert main(["explain"] + argv) == 2
     err = capsys.readouterr().err

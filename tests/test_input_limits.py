@@ -74,6 +74,7 @@ API = {
     "lower": lambda path: lower(load_net(path, verify=False), "aten"),
     "export": lambda path: onnx_export(load_net(path, verify=False), value_info={"x": (np.float32, (3,))}),
     "prepare": lambda path: onnx_prepare(onnx.load_model_from_string(open(path, "rb").read())),
+    "explain": pycumsum_op.explain,
 }
 spec = json.loads(sys.argv[1])
 limit = address_space() + spec["budget"]
@@ -669,3 +670,34 @@ def test_a_sparse_tensor_is_charged_at_its_dense_shape():
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     with pytest.raises(InputTooLarge, match=r"ONNX sparse tensor 'v' of shape \(1048576, 1048576\) takes more than"):
         check_tensors(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+
+
+#: shapes and dtypes no array can have, given to explain: (name, shape text, dtype, the reason's words)
+IMPOSSIBLE_LAYOUTS = [
+    ("one_huge_extent", "100000000000000000000", "float32", "the most a numpy array can address"),
+    ("two_large_extents", "1000000000000000000,1000000000000000000", "float32", "the most a numpy array can address"),
+    ("large_extents_and_a_zero", "0,1000000000000000000,1000000000000000000", "int8", "the most a numpy array can"),
+    ("rank_33", ",".join(["1"] * 33), "float32", "rank 33; numpy arrays have at most 32"),
+    ("object_subarray", "4", "(200000000,)O", "is not a bool, integer or floating dtype"),
+    ("structured_subarray", "4", "i4,(200000000,)O", "is not a bool, integer or floating dtype"),
+    ("float_subarray", "4", "(2,)f4", "is not a bool, integer or floating dtype"),
+]
+
+
+def test_explain_refuses_impossible_layouts_within_10_s_and_1_gib():
+    """Checked on the numbers before the stand-in input is made: one line from the command,
+    ScanArgumentError from `pycumsum_op.explain`; an addressable shape of 2**62 bytes is explained."""
+    cases = []
+    for name, shape, dtype, _ in IMPOSSIBLE_LAYOUTS:
+        cases.append(("cli_" + name, "cli", ["explain", "--shape", shape, "--axis", "0", "--dtype", dtype]))
+        cases.append(("api_" + name, "explain", [[int(extent) for extent in shape.split(",")], 0, dtype]))
+    cases.append(("addressable", "explain", [[2 ** 62 - 1, 2], 1, "int8"]))
+    report = run_child(cases, budget=2 ** 30)
+    assert_cli_refusals(report, {"cli_" + name: words for name, _, _, words in IMPOSSIBLE_LAYOUTS})
+    for name, _, _, words in IMPOSSIBLE_LAYOUTS:
+        entry = report["api_" + name]
+        assert entry["outcome"] == "ScanArgumentError" and words in entry["message"], (name, entry)
+        assert entry["message"].startswith("explain: ") and "\n" not in entry["message"]
+    assert report["addressable"]["outcome"] == "accepted", report["addressable"]
+    for entry in report.values():
+        assert entry["grew_kib"] < 2 ** 20, entry  # +1 GiB at most over the imports (RLIMIT_AS holds it too)
