@@ -22,5 +22,5 @@ def add_parser(subparsers) -> None:
                       help="random seed (default: %(default)s)")
     demo.add_argument("--draw", metavar="DIR",
                       help="draw the legacy net around its finding and the fixed net (before.svg, after.svg) in DIR "
-                           "with Caffe2's net_drawer (needs pydot and graphviz)")
+                           "with graphviz (needs its dot program)")
     demo.set_defaults(run=_run)

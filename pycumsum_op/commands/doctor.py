@@ -2,10 +2,11 @@
 
 Exit 0 when the net is healthy, 1 when it has findings (also when ``--fix`` wrote a
 repaired net), 2 on bad input (unreadable or unparsable file, a net `verify_net` refuses,
-unknown blob, a failure no net edit can cure, drawing without pydot or graphviz), with a one-line reason on
+unknown blob, a failure no net edit can cure, drawing without graphviz or a drawing refused), with a one-line reason on
 stderr. Needs Caffe2 only: torch and pycumsum_op's kernels load only when ``--fix`` replaces an idiom by
 PyCumSum. ``--draw`` / ``--draw-fixed`` draw the net around each finding / the fixed net around each repair
-(SVG, Caffe2's net_drawer).
+(SVG laid out by graphviz's dot: bounded, every name shown as text, no link or script; see
+`pycumsum_op.doctor.draw`).
 """
 from ._common import _BadInput, _first_line, read_net, require_ops, write_file
 
@@ -68,9 +69,13 @@ def _run(args) -> int:
 
 
 def _draw(path: str, what: str, make) -> None:
-    """Write the SVG ``make(pycumsum_op.doctor.draw)`` returns to ``path``."""
+    """Write the SVG ``make(pycumsum_op.doctor.draw)`` returns to ``path``; a drawing refused is `_BadInput`."""
     from ..doctor import draw
-    write_file(make(draw), path, "drawing of the " + what)
+    try:
+        svg = make(draw)
+    except draw.DrawingRefused as error:
+        raise _BadInput("--draw: {}".format(_first_line(error)))
+    write_file(svg, path, "drawing of the " + what)
     print("\ndrew the {} to {}".format(what, path))
 
 
@@ -94,7 +99,7 @@ def add_parser(subparsers) -> None:
                              "recognised cumsum idiom (SparseLengthsSum, triangular MatMul/FC/BatchMatMul) by one "
                              "PyCumSum, checked equal on a random input; lowered: the same in C++ operators")
     doctor.add_argument("--draw", metavar="SVG",
-                        help="draw the net around each finding (Caffe2's net_drawer: needs pydot and graphviz): "
+                        help="draw the net around each finding (SVG; needs graphviz's dot): "
                              "the op that refuses the sparse gradient red, the op that makes it sparse orange")
     doctor.add_argument("--draw-fixed", metavar="SVG", help="with --fix: draw the fixed net around what was put in")
     doctor.set_defaults(run=_run, needs="caffe2")
