@@ -33,7 +33,7 @@ MAX_DRAWN_OPS = 60
 #: At most this many inputs, and as many outputs, of each op drawn (the label counts the rest).
 MAX_OP_BLOBS = 16
 #: Names longer than this are cut in the picture (the label says by how much).
-MAX_NAME_CHARS = 80
+MAX_NAME_CHARS = 120
 #: ``dot``'s wall-clock limit and address-space limit: a bounded graph is laid out in well under a second.
 DOT_SECONDS = 10.0
 DOT_MEMORY_BYTES = 2 ** 30
