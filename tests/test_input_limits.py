@@ -701,3 +701,41 @@ def test_explain_refuses_impossible_layouts_within_10_s_and_1_gib():
     assert report["addressable"]["outcome"] == "accepted", report["addressable"]
     for entry in report.values():
         assert entry["grew_kib"] < 2 ** 20, entry  # +1 GiB at most over the imports (RLIMIT_AS holds it too)
+
+
+def widely_read_finding_net(readers=1000, inputs=20000) -> caffe2_pb2.NetDef:
+    """Transpose -> SparseLengthsSum -> Transpose (a sparse-gradient finding) whose first blob is read by
+    ``readers`` Relu ops and by one Sum of ``inputs`` inputs: drawn ops and blobs fan out from the finding."""
+    net = caffe2_pb2.NetDef(name="widely_read")
+    net.op.add(type="Transpose", input=["x"], output=["x_T"])
+    net.op.add(type="SparseLengthsSum", input=["x_T", "idx", "len"], output=["s"])
+    net.op.add(type="Transpose", input=["s"], output=["y"])
+    net.op.add(type="Sum", input=["x_T"] * inputs, output=["many"])
+    for index in range(readers):
+        net.op.add(type="Relu", input=["x_T"], output=["r{}".format(index)])
+    net.op.add(type="SumElements", input=["y"], output=["loss"])
+    return net
+
+
+@pytest.mark.slow  # a child process drawing with graphviz
+@pytest.mark.skipif(__import__("shutil").which("dot") is None, reason="graphviz's dot is not installed")
+def test_a_drawing_around_a_widely_read_blob_is_bounded_within_10_s_and_1_gib(tmp_path):
+    """A blob read by 1,000 ops (net_drawer with pydot took minutes): the doctor draws at most MAX_DRAWN_OPS ops
+    and MAX_OP_BLOBS inputs of each, says so in the picture, and returns within 10 s and +1 GiB."""
+    from xml.etree import ElementTree
+    from pycumsum_op.doctor.draw import MAX_DRAWN_OPS, MAX_OP_BLOBS
+    net, svg = tmp_path / "wide.pb", tmp_path / "wide.svg"
+    for readers in (1000, 20):
+        net.write_bytes(widely_read_finding_net(readers).SerializeToString())
+        report = run_child([("draw", "cli", ["doctor", str(net), "--loss", "loss", "--draw", str(svg)])], budget=2 ** 30)
+        assert report["draw"]["outcome"] == 1 and report["draw"]["grew_kib"] < 2 ** 20, report
+        root = ElementTree.fromstring(svg.read_bytes())
+        groups = [element.get("class") for element in root.iter() if element.get("class") in ("node", "edge")]
+        texts = ["".join(element.itertext()) for element in root.iter() if element.tag.endswith("}text")]
+        ops = [text for text in texts if text.startswith("#")]
+        within = 3 + 1 + readers + 1  # every op is within two steps of the finding's Transpose and SparseLengthsSum
+        assert len(ops) == min(within, MAX_DRAWN_OPS), ops
+        assert ("{} of the {} ops within 2 steps of the marked ops drawn (MAX_DRAWN_OPS)".format(MAX_DRAWN_OPS, within)
+                in texts) == (within > MAX_DRAWN_OPS)
+        assert "#3 Sum" in ops and "(19984 more inputs and 0 more outputs not drawn)" in texts
+        assert groups.count("edge") <= MAX_DRAWN_OPS * 2 * MAX_OP_BLOBS
