@@ -737,3 +737,33 @@ def test_the_doctor_draws_a_hostile_net_or_refuses_it_in_one_line(tmp_path):
     assert refused.returncode == 2 and not (tmp_path / "r.svg").exists()
     assert own_stderr_lines(refused.stderr) == [
         "pycumsum-op doctor: error: --draw: graphviz's dot failed (exit 3): Error: out of cheese"]
+
+
+def test_a_dot_past_its_time_limit_is_refused_in_one_line(tmp_path, monkeypatch):
+    """A dot that never finishes (here a script whose child holds the pipes) is killed with its process group."""
+    import time
+    from pycumsum_op.doctor import draw
+    fake = tmp_path / "dot"
+    fake.write_text("#!/bin/sh\nsleep 60 &\nsleep 60\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", "{}:{}".format(tmp_path, os.environ["PATH"]))
+    monkeypatch.setattr(draw, "DOT_SECONDS", 0.5)
+    netdef = sparse_gradient_netdef()
+    start = time.monotonic()
+    with pytest.raises(draw.DrawingRefused, match=r"^graphviz's dot did not lay out the drawing within 0.5 s "
+                                                  r"\(DOT_SECONDS\)$"):
+        draw.draw_findings(netdef, diagnose(netdef, ["loss"]))
+    assert time.monotonic() - start < 5
+
+
+def test_dot_runs_with_its_address_space_capped(tmp_path, monkeypatch):
+    """The limit dot runs under, as dot's process sees it (a stand-in that reports it and fails)."""
+    from pycumsum_op.doctor import draw
+    fake = tmp_path / "dot"
+    fake.write_text("#!/bin/sh\nexec {} -c 'import resource, sys; print(resource.getrlimit(resource.RLIMIT_AS)[0], "
+                    "file=sys.stderr); sys.exit(4)'\n".format(sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", "{}:{}".format(tmp_path, os.environ["PATH"]))
+    netdef = sparse_gradient_netdef()
+    with pytest.raises(draw.DrawingRefused, match=r"^graphviz's dot failed \(exit 4\): {}$".format(2 ** 30)):
+        draw.draw_findings(netdef, diagnose(netdef, ["loss"]))

@@ -17,8 +17,10 @@ characters escaped (shown as text, cut to `MAX_NAME_CHARS`); ``dot`` runs under 
 `DOT_MEMORY_BYTES`; and the SVG it returns is read back and refused (`DrawingRefused`) if it holds a link,
 a script or an event handler.
 """
+import os
 import resource
 import shutil
+import signal
 import subprocess
 import unicodedata
 import xml.etree.ElementTree as ElementTree
@@ -182,17 +184,21 @@ def _limit_dot() -> None:
 def _layout(dot_text: str) -> bytes:
     """``dot -Tsvg`` of ``dot_text`` within `DOT_SECONDS` and `DOT_MEMORY_BYTES`, else `DrawingRefused`."""
     drawing_tools()
-    try:
-        done = subprocess.run([shutil.which("dot"), "-Tsvg"], input=dot_text.encode("utf-8", "backslashreplace"),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=DOT_SECONDS,
-                              preexec_fn=_limit_dot)
-    except subprocess.TimeoutExpired:
-        raise DrawingRefused("graphviz's dot did not lay out the drawing within {} s (DOT_SECONDS)".format(
-            DOT_SECONDS)) from None
-    if done.returncode != 0:
-        reason = (done.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[0][:300]
-        raise DrawingRefused("graphviz's dot failed (exit {}): {}".format(done.returncode, reason))
-    return done.stdout
+    # its own session, so that the whole group is killed on time out: a wrapper's children would keep the
+    # pipes open, and communicate() would wait for them
+    with subprocess.Popen([shutil.which("dot"), "-Tsvg"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, preexec_fn=_limit_dot, start_new_session=True) as process:
+        try:
+            svg, errors = process.communicate(dot_text.encode("utf-8", "backslashreplace"), timeout=DOT_SECONDS)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise DrawingRefused("graphviz's dot did not lay out the drawing within {} s (DOT_SECONDS)".format(
+                DOT_SECONDS)) from None
+    if process.returncode != 0:
+        reason = (errors.decode("utf-8", "replace").strip().splitlines() or ["no message"])[0][:300]
+        raise DrawingRefused("graphviz's dot failed (exit {}): {}".format(process.returncode, reason))
+    return svg
 
 
 def check_inert(svg: bytes) -> None:
