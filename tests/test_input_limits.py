@@ -684,6 +684,7 @@ IMPOSSIBLE_LAYOUTS = [
 ]
 
 
+@pytest.mark.slow  # a child process
 def test_explain_refuses_impossible_layouts_within_10_s_and_1_gib():
     """Checked on the numbers before the stand-in input is made: one line from the command,
     ScanArgumentError from `pycumsum_op.explain`; an addressable shape of 2**62 bytes is explained."""
