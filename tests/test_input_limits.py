@@ -5,6 +5,7 @@ verdict their expanded size says."""
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 
@@ -719,7 +720,7 @@ def widely_read_finding_net(readers=1000, inputs=20000) -> caffe2_pb2.NetDef:
 
 
 @pytest.mark.slow  # a child process drawing with graphviz
-@pytest.mark.skipif(__import__("shutil").which("dot") is None, reason="graphviz's dot is not installed")
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot is not installed")
 def test_a_drawing_around_a_widely_read_blob_is_bounded_within_10_s_and_1_gib(tmp_path):
     """A blob read by 1,000 ops (net_drawer with pydot took minutes): the doctor draws at most MAX_DRAWN_OPS ops
     and MAX_OP_BLOBS inputs of each, says so in the picture, and returns within 10 s and +1 GiB."""

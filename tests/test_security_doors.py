@@ -8,8 +8,10 @@ with torch.
 """
 import os
 import pickle
+import shutil
 import subprocess
 import sys
+from xml.etree import ElementTree
 
 import numpy as np
 import onnx
@@ -637,14 +639,12 @@ def sparse_gradient_netdef(name="drawn", op_name="", blobs=("x", "x_T", "idx", "
 
 def svg_texts(svg: bytes) -> list:
     """The text of every <text> element of ``svg``, as a browser shows it."""
-    from xml.etree import ElementTree
     return ["".join(element.itertext()) for element in ElementTree.fromstring(svg).iter()
             if element.tag.rpartition("}")[2] == "text"]
 
 
 def assert_inert(svg: bytes):
     """No link, script, event handler or URL anywhere in the SVG's markup (its text may spell anything)."""
-    from xml.etree import ElementTree
     for element in ElementTree.fromstring(svg).iter():
         assert element.tag.rpartition("}")[2] not in ("a", "script", "foreignObject", "image", "use"), element.tag
         for attribute, value in element.attrib.items():
@@ -652,7 +652,7 @@ def assert_inert(svg: bytes):
             assert "javascript" not in value.lower() and "url" not in attribute.lower(), (attribute, value)
 
 
-needs_dot = pytest.mark.skipif(__import__("shutil").which("dot") is None, reason="graphviz's dot is not installed")
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot is not installed")
 
 
 @needs_dot
@@ -726,6 +726,7 @@ def test_the_doctor_draws_a_hostile_net_or_refuses_it_in_one_line(tmp_path):
     assert result.returncode == 1 and own_stderr_lines(result.stderr) == [], result.stderr
     drawn = svg.read_bytes()
     assert_inert(drawn)
+    assert sorted(os.listdir(str(tmp_path))) == ["drawn.svg", "p.pb"]  # nothing but the named output
     assert "#0 Transpose relu\\" in svg_texts(drawn) and INJECTED_NAME in svg_texts(drawn)
     fake = tmp_path / "bin"
     fake.mkdir()
