@@ -671,7 +671,7 @@ def test_a_drawn_net_name_cannot_write_dot_or_links_into_the_picture():
 @pytest.mark.parametrize("name, seen", [
     ("relu\\", "relu\\"), ("a\\nb\\l\\N\\G", "a\\nb\\l\\N\\G"), ('q"uote', 'q"uote'),
     ("&#60;script&#62;&amp;", "&#60;script&#62;&amp;"), ("</text><script>alert(1)</script>", None),
-    ("line\nbreak\x00\u202eevil", "line\\x0abreak\\x00\\u202eevil"), ("{ } [ ] ; -> --", None),
+    ("line\nbreak\x00\u202eevil\u2028", "line\\x0abreak\\x00\\u202eevil\\u2028"), ("{ } [ ] ; -> --", None),
     ("n" * 300, "n" * 120 + "...(+180 chars)")])
 def test_names_are_escaped_for_dot_and_shown_as_text(name, seen):
     """In an op's name, a blob's name and the net's name alike: drawn, inert, and shown as the text itself

@@ -44,6 +44,9 @@ REFUSES, MAKES_SPARSE, IDIOM, CURE, CHANGED, CONTEXT = ("#DB4437", "#F4B400", "#
                                                        "#B0BEC5")
 _ROLE_TEXT = {REFUSES: "refuses the sparse gradient", MAKES_SPARSE: "makes the gradient sparse",
               IDIOM: "", CURE: "put in by fix", CHANGED: "its inputs changed by fix", CONTEXT: ""}
+#: Unicode categories shown as escapes: control, format (bidirectional overrides), surrogate, private use,
+#: unassigned, line and paragraph separators
+_UNSEEN = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
 #: SVG elements and attributes that link, load or run something: none may be in a picture.
 _ACTIVE_ELEMENTS = {"a", "script", "foreignObject", "iframe", "image", "use", "animate", "set", "animateMotion",
                     "animateTransform", "handler", "listener", "feImage"}
@@ -113,11 +116,12 @@ def shown(name: str, limit: int = MAX_NAME_CHARS) -> str:
     ('relu\\\\', 'a\\\\x0ab', 'xxxxxxxxxx...(+80 chars)')
     """
     text = name[:limit] + ("...(+{} chars)".format(len(name) - limit) if len(name) > limit else "")
-    return "".join(_escaped(char) if unicodedata.category(char).startswith("C") else char for char in text)
+    return "".join(_escaped(char) if unicodedata.category(char) in _UNSEEN else char for char in text)
 
 
 def _escaped(char: str) -> str:
-    """A control, format, surrogate or unassigned character as its escape, so that it is seen."""
+    """A control, format, surrogate, private, unassigned or line-separating character as its escape, so that it
+    is seen."""
     return "\\x{:02x}".format(ord(char)) if ord(char) < 0x100 else "\\u{:04x}".format(ord(char))
 
 
