@@ -65,7 +65,7 @@ def _check_layout(shape: tuple, dtype: np.dtype) -> None:
         raise ScanArgumentError("explain: shape has rank {}; numpy arrays have at most {} dimensions".format(
             len(shape), MAX_RANK))
     if any(extent < 0 for extent in shape):
-        raise ScanArgumentError("explain: shape={} has a negative extent".format(shape))
+        raise ScanArgumentError("explain: shape={} has a negative extent".format(_short(shape)))
     span = dtype.itemsize  # as numpy counts it: an empty extent counts as 1, so an empty array has strides too
     for extent in shape:
         span *= max(extent, 1)
@@ -75,8 +75,17 @@ def _check_layout(shape: tuple, dtype: np.dtype) -> None:
 
 
 def _short(shape: tuple) -> str:
-    """``shape`` as text, cut to 200 characters."""
-    text = str(shape)
+    """``shape`` as text, cut to 200 characters; an extent past 64 bits by its size (Python refuses to write an
+    integer of more than 4,300 digits, and one of fewer could still fill the message).
+
+    >>> print(_short((3, 10 ** 5000, -2 ** 70)))
+    (3, a 16610-bit number, a 71-bit negative number)
+    """
+    def extent(value: int) -> str:
+        if value.bit_length() <= 64:
+            return str(value)
+        return "a {}-bit {}number".format(value.bit_length(), "negative " if value < 0 else "")
+    text = "({}{})".format(", ".join(extent(value) for value in shape[:40]), "," if len(shape) == 1 else "")
     return text if len(text) <= 200 else text[:200] + "...)"
 
 
