@@ -69,7 +69,7 @@ $(STAMP): pyproject.toml setup.cfg setup.py build_hooks.py requirements-dev.txt 
 	fi
 	$(VPY) -m pip install --quiet --upgrade pip "setuptools<80" wheel
 	$(VPY) -m pip install --quiet -r requirements-dev.txt
-	@# graphviz's dot: the doctor's --draw runs it through pydot (tests draw SVGs)
+	@# graphviz's dot: the doctor's --draw runs it (tests draw SVGs)
 	@command -v dot >/dev/null 2>&1 || { echo "installing graphviz"; \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq graphviz; \
 	  else sudo apt-get update -qq && sudo apt-get install -y -qq graphviz; fi; }

@@ -1,12 +1,15 @@
-"""Write output files whole or not at all, never through a symlink, each path once per command.
+"""Write output files whole or not at all, never through a symlink, each path once per command: the one
+module of the package that opens a file for writing (`tests/test_one_writer.py` reads every other module's
+source to hold it to that).
 
 `write_atomically` writes into a new temporary file in the target's folder (created with
 O_EXCL, never a symlink), flushes it to disk and renames it over the target: a reader sees the
 old file or the new one, never half of one, and a failed write leaves the old file and no
 temporary behind. A target that is a symlink is refused (the rename would replace the link, a
 plain write would follow it), as is a directory. `distinct_outputs` refuses one path given twice
-as outputs of one command (the second write would silently replace the first). Refusals are
-OSErrors whose ``strerror`` says why, like any other failed write.
+as outputs of one command (the second write would silently replace the first). `create_new` makes a new
+file in a folder held open by its descriptor, for files written as they go (a training run's logs, claims
+and drafts). Refusals are OSErrors whose ``strerror`` says why, like any other failed write.
 """
 import errno
 import os
@@ -61,3 +64,11 @@ def write_atomically(path: str, write) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def create_new(folder: int, name: str, mode: str = "wb"):
+    """A new file ``name`` in the open directory ``folder`` (O_EXCL: never an existing file, O_NOFOLLOW: never
+    through a symlink), private (0600), open as ``mode``; FileExistsError if anything (a symlink included) is
+    there."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    return os.fdopen(os.open(name, flags, 0o600, dir_fd=folder), mode)

@@ -1,5 +1,5 @@
 """``pycumsum-op demo`` (``make demo``): the legacy SparseLengthsSum cumsum net, its error, the diagnosis
-(drawn with Caffe2's net_drawer when asked: ``--draw DIR``), both fixes, then an ordinal classifier trained
+(drawn with graphviz when asked: ``--draw DIR``), both fixes, then an ordinal classifier trained
 with an Earth Mover's Distance loss through PyCumSum.
 
 Every number is checked against PyTorch in the same process; `run_demo` returns 0
@@ -15,9 +15,10 @@ import numpy as np
 import torch
 from caffe2.python import core, workspace
 
+from ._atomic_files import check_target, write_atomically
 from .doctor import diagnose, fix
 from .doctor.diagnose import caffe2_error_summary
-from .doctor.draw import DrawingUnavailable, draw_findings, draw_repairs
+from .doctor.draw import DrawingRefused, DrawingUnavailable, draw_findings, draw_repairs
 from .examples import Caffe2OrdinalEMD, TorchOrdinalEMD, init_params, make_ordinal_data
 from .idioms import add_sparse_lengths_cumsum
 from .ops import add_scan_op
@@ -131,21 +132,35 @@ def _diagnosis(out, net) -> Check:
         len(findings) == 1 and findings[0].idiom is not None)
 
 
+#: the files ``--draw DIR`` writes in DIR
+DRAWINGS = ("before.svg", "after.svg")
+
+
+def check_drawing_targets(directory: str) -> None:
+    """OSError when a drawing's path in ``directory`` is a symlink or anything but a regular file, checked before
+    the demo runs (`write_atomically` checks again when it writes)."""
+    for name in DRAWINGS:
+        check_target(os.path.join(directory, name))
+
+
 def _drawings(out, net, directory: str) -> List[Check]:
     """The legacy net around its finding and the PyCumSum-fixed net, as SVGs in ``directory`` (none, with the
-    reason, where pydot or graphviz is missing)."""
+    reason, where graphviz is missing or the drawing is refused)."""
     netdef = net.Proto()
     try:
-        drawings = {"before.svg": draw_findings(netdef, diagnose(netdef, ["loss"])),
-                    "after.svg": draw_repairs(netdef, fix(netdef, ["loss"], strategy="pycumsum"))}
-    except DrawingUnavailable as missing:
-        out.write("not drawn: {}\n".format(missing))
+        drawings = dict(zip(DRAWINGS, (draw_findings(netdef, diagnose(netdef, ["loss"])),
+                                       draw_repairs(netdef, fix(netdef, ["loss"], strategy="pycumsum")))))
+    except (DrawingUnavailable, DrawingRefused) as reason:
+        out.write("not drawn: {}\n".format(reason))
         return []
-    os.makedirs(directory, exist_ok=True)
-    for name, svg in drawings.items():
-        with open(os.path.join(directory, name), "wb") as handle:
-            handle.write(svg)
-    out.write("drawn with Caffe2's net_drawer: {} (red: the op that refuses the sparse gradient, orange: the op "
+    try:
+        os.makedirs(directory, exist_ok=True)
+        for name, svg in drawings.items():
+            write_atomically(os.path.join(directory, name), lambda handle, svg=svg: handle.write(svg))
+    except OSError as error:  # a symlink or a folder where a drawing goes, a folder that cannot be made
+        out.write("not drawn: cannot write {!r}: {}\n".format(error.filename or directory, error.strerror or error))
+        return [Check("doctor drawings", "not written: {}".format(error.strerror or error), False)]
+    out.write("drawn with graphviz: {} (red: the op that refuses the sparse gradient, orange: the op "
               "that makes it sparse, yellow: the rest of the idiom), {} (green: what fix put in)\n".format(
                   *(os.path.join(directory, name) for name in drawings)))
     return [Check("doctor drawings", ", ".join(os.path.join(directory, name) for name in drawings),

@@ -1,5 +1,6 @@
 """The command line writes each output whole or not at all, never through a symlink, and refuses one path
 given for two outputs: one line on stderr, exit 2, the file a symlink points to never appears."""
+import io
 import os
 import resource
 import signal
@@ -145,3 +146,31 @@ def test_save_net_is_atomic_and_refuses_a_symlink_too(tmp_path):
     os.unlink(str(link))
     save_net(net, str(link))
     assert load_net(str(link)).op[0].type == "Python" and sorted(os.listdir(str(tmp_path))) == ["net.pbtxt"]
+
+
+def test_demo_draw_refuses_a_symlink_planted_in_its_folder(tmp_path, capsys):
+    """Checked before the demo runs: exit 2, one line, the file the link names never written."""
+    marker, folder = tmp_path / "marker", tmp_path / "drawn"
+    folder.mkdir()
+    os.symlink(str(marker), str(folder / "before.svg"))
+    status = main(["demo", "--steps", "1", "--draw", str(folder)])
+    one_line_error(status, capsys, "--draw: cannot write", "before.svg", "symbolic link")
+    assert not marker.exists() and os.listdir(str(folder)) == ["before.svg"]
+
+
+def test_demo_drawings_planted_later_are_refused_by_the_writer(tmp_path):
+    """A link planted after the command's check: the demo's drawing check fails, nothing is written through it."""
+    from pycumsum_op import demo
+    from pycumsum_op.doctor.draw import DrawingUnavailable, drawing_tools
+    try:
+        drawing_tools()
+    except DrawingUnavailable as missing:
+        pytest.skip(str(missing))
+    marker, folder = tmp_path / "marker", tmp_path / "drawn"
+    folder.mkdir()
+    os.symlink(str(marker), str(folder / "after.svg"))
+    out = io.StringIO()
+    checks = demo._drawings(out, demo._legacy_net(), str(folder))
+    assert [(check.what, check.passed) for check in checks] == [("doctor drawings", False)]
+    assert "symbolic link" in checks[0].result and "not drawn: cannot write" in out.getvalue()
+    assert not marker.exists() and os.path.islink(str(folder / "after.svg"))

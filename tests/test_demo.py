@@ -25,7 +25,7 @@ def test_the_demo_shows_the_error_the_fixes_and_training_that_matches_torch(tmp_
     assert "Gradient of output prediction_cumsum_T is sparse (expected dense)" in out
     assert "op #0 Transpose" in out and "op #1 SparseLengthsSum" in out  # the diagnosis
     before, after = (tmp_path / "drawn" / name for name in ("before.svg", "after.svg"))
-    assert "drawn with Caffe2's net_drawer: {}".format(before) in out
+    assert "drawn with graphviz: {}".format(before) in out
     assert "refuses the sparse gradient" in before.read_text() and "put in by fix" in after.read_text()
     rows = dict(re.findall(r"^(fix\(strategy='\w+'\)|net\.PyCumSum\(axis=1\))\s+(.*)$", out, re.M))
     assert set(rows) == {"fix(strategy='ensure_dense')", "fix(strategy='pycumsum')", "net.PyCumSum(axis=1)"}

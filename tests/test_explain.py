@@ -71,7 +71,13 @@ def test_the_command_prints_both_plans_and_the_accelerators_state(monkeypatch):
                                                                          "exclusive"),
     (["--shape", "4,5", "--axis", "0", "--op", "logcumsumexp", "--dtype", "int32"], "PyLogCumSumExp: input of "
                                                                                     "shape (4, 5) has dtype int32"),
-    (["--shape", "4,5", "--axis", "0", "--dtype", "float7"], "explain: shape must be whole numbers and dtype")])
+    (["--shape", "4,5", "--axis", "0", "--dtype", "float7"], "explain: shape must be whole numbers and dtype"),
+    (["--shape", "4,5", "--axis", "0", "--dtype", "(3,)f4"], "explain: dtype=\"('<f4', (3,))\" is not a bool, "
+                                                             "integer or floating dtype"),
+    (["--shape", "4,5", "--axis", "0", "--dtype", "complex64"], "explain: dtype='complex64' is not a bool"),
+    (["--shape", "4611686018427387904,2", "--axis", "0", "--dtype", "int8"], "explain: shape=(4611686018427387904, "
+                                                                             "2) of int8 spans more than "
+                                                                             "9223372036854775807 bytes")])
 def test_bad_input_is_one_line(capsys, argv, message):
     assert main(["explain"] + argv) == 2
     err = capsys.readouterr().err
@@ -102,3 +108,16 @@ def test_why_the_accelerator_is_off(stub, status):
                            universal_newlines=True, env=env, timeout=120)
     assert child.returncode == 0, child.stderr
     assert child.stdout == status + "\n"
+
+
+def test_shapes_past_what_python_writes_out_are_refused_in_short_lines(capsys):
+    """Python refuses to write an integer of more than 4,300 digits: such extents are named by their size, and a
+    --shape of 130,000 characters is cut in its one line."""
+    from pycumsum_op.kernels import ScanArgumentError
+    with pytest.raises(ScanArgumentError, match=r"^explain: shape=\(a 16610-bit number, 3\) of float32 spans more"):
+        pycumsum_op.explain((10 ** 5000, 3), 0)
+    with pytest.raises(ScanArgumentError, match=r"^explain: shape=\(a 16610-bit negative number,\) has a negative"):
+        pycumsum_op.explain((-10 ** 5000,), 0)
+    assert main(["explain", "--shape", "9" * 130000, "--axis", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 400 and err.rstrip().endswith("...(+129800 chars)"), err[:500]

@@ -5,6 +5,7 @@ verdict their expanded size says."""
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 
@@ -74,6 +75,7 @@ API = {
     "lower": lambda path: lower(load_net(path, verify=False), "aten"),
     "export": lambda path: onnx_export(load_net(path, verify=False), value_info={"x": (np.float32, (3,))}),
     "prepare": lambda path: onnx_prepare(onnx.load_model_from_string(open(path, "rb").read())),
+    "explain": pycumsum_op.explain,
 }
 spec = json.loads(sys.argv[1])
 limit = address_space() + spec["budget"]
@@ -669,3 +671,73 @@ def test_a_sparse_tensor_is_charged_at_its_dense_shape():
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     with pytest.raises(InputTooLarge, match=r"ONNX sparse tensor 'v' of shape \(1048576, 1048576\) takes more than"):
         check_tensors(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+
+
+#: shapes and dtypes no array can have, given to explain: (name, shape text, dtype, the reason's words)
+IMPOSSIBLE_LAYOUTS = [
+    ("one_huge_extent", "100000000000000000000", "float32", "the most a numpy array can address"),
+    ("two_large_extents", "1000000000000000000,1000000000000000000", "float32", "the most a numpy array can address"),
+    ("large_extents_and_a_zero", "0,1000000000000000000,1000000000000000000", "int8", "the most a numpy array can"),
+    ("rank_33", ",".join(["1"] * 33), "float32", "rank 33; numpy arrays have at most 32"),
+    ("object_subarray", "4", "(200000000,)O", "is not a bool, integer or floating dtype"),
+    ("structured_subarray", "4", "i4,(200000000,)O", "is not a bool, integer or floating dtype"),
+    ("float_subarray", "4", "(2,)f4", "is not a bool, integer or floating dtype"),
+]
+
+
+@pytest.mark.slow  # a child process
+def test_explain_refuses_impossible_layouts_within_10_s_and_1_gib():
+    """Checked on the numbers before the stand-in input is made: one line from the command,
+    ScanArgumentError from `pycumsum_op.explain`; an addressable shape of 2**62 bytes is explained."""
+    cases = []
+    for name, shape, dtype, _ in IMPOSSIBLE_LAYOUTS:
+        cases.append(("cli_" + name, "cli", ["explain", "--shape", shape, "--axis", "0", "--dtype", dtype]))
+        cases.append(("api_" + name, "explain", [[int(extent) for extent in shape.split(",")], 0, dtype]))
+    cases.append(("addressable", "explain", [[2 ** 62 - 1, 2], 1, "int8"]))
+    report = run_child(cases, budget=2 ** 30)
+    assert_cli_refusals(report, {"cli_" + name: words for name, _, _, words in IMPOSSIBLE_LAYOUTS})
+    for name, _, _, words in IMPOSSIBLE_LAYOUTS:
+        entry = report["api_" + name]
+        assert entry["outcome"] == "ScanArgumentError" and words in entry["message"], (name, entry)
+        assert entry["message"].startswith("explain: ") and "\n" not in entry["message"]
+    assert report["addressable"]["outcome"] == "accepted", report["addressable"]
+    for entry in report.values():
+        assert entry["grew_kib"] < 2 ** 20, entry  # +1 GiB at most over the imports (RLIMIT_AS holds it too)
+
+
+def widely_read_finding_net(readers=1000, inputs=20000) -> caffe2_pb2.NetDef:
+    """Transpose -> SparseLengthsSum -> Transpose (a sparse-gradient finding) whose first blob is read by
+    ``readers`` Relu ops and by one Sum of ``inputs`` inputs: drawn ops and blobs fan out from the finding."""
+    net = caffe2_pb2.NetDef(name="widely_read")
+    net.op.add(type="Transpose", input=["x"], output=["x_T"])
+    net.op.add(type="SparseLengthsSum", input=["x_T", "idx", "len"], output=["s"])
+    net.op.add(type="Transpose", input=["s"], output=["y"])
+    net.op.add(type="Sum", input=["x_T"] * inputs, output=["many"])
+    for index in range(readers):
+        net.op.add(type="Relu", input=["x_T"], output=["r{}".format(index)])
+    net.op.add(type="SumElements", input=["y"], output=["loss"])
+    return net
+
+
+@pytest.mark.slow  # a child process drawing with graphviz
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot is not installed")
+def test_a_drawing_around_a_widely_read_blob_is_bounded_within_10_s_and_1_gib(tmp_path):
+    """A blob read by 1,000 ops (net_drawer with pydot took minutes): the doctor draws at most MAX_DRAWN_OPS ops
+    and MAX_OP_BLOBS inputs of each, says so in the picture, and returns within 10 s and +1 GiB."""
+    from xml.etree import ElementTree
+    from pycumsum_op.doctor.draw import MAX_DRAWN_OPS, MAX_OP_BLOBS
+    net, svg = tmp_path / "wide.pb", tmp_path / "wide.svg"
+    for readers in (1000, 20):
+        net.write_bytes(widely_read_finding_net(readers).SerializeToString())
+        report = run_child([("draw", "cli", ["doctor", str(net), "--loss", "loss", "--draw", str(svg)])], budget=2 ** 30)
+        assert report["draw"]["outcome"] == 1 and report["draw"]["grew_kib"] < 2 ** 20, report
+        root = ElementTree.fromstring(svg.read_bytes())
+        groups = [element.get("class") for element in root.iter() if element.get("class") in ("node", "edge")]
+        texts = ["".join(element.itertext()) for element in root.iter() if element.tag.endswith("}text")]
+        ops = [text for text in texts if text.startswith("#")]
+        within = 3 + 1 + readers + 1  # every op is within two steps of the finding's Transpose and SparseLengthsSum
+        assert len(ops) == min(within, MAX_DRAWN_OPS), ops
+        assert ("{} of the {} ops within 2 steps of the marked ops drawn (MAX_DRAWN_OPS)".format(MAX_DRAWN_OPS, within)
+                in texts) == (within > MAX_DRAWN_OPS)
+        assert "#3 Sum" in ops and "(19984 more inputs and 0 more outputs not drawn)" in texts
+        assert groups.count("edge") <= MAX_DRAWN_OPS * 2 * MAX_OP_BLOBS

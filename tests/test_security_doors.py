@@ -8,8 +8,10 @@ with torch.
 """
 import os
 import pickle
+import shutil
 import subprocess
 import sys
+from xml.etree import ElementTree
 
 import numpy as np
 import onnx
@@ -616,3 +618,153 @@ def test_the_stock_zip_archive_reader_is_guarded_after_install(tmp_path, monkeyp
     for reader in (Caffe2Backend.prepare_zip_archive, pycumsum_op.onnx.backend.prepare_zip_archive):
         with pytest.raises(ExternalDataError, match="ONNX tensor 'w' keeps its data in an external file"):
             reader(archive)
+
+
+# The doctor's drawings: a net's names are text in the picture, never DOT or SVG, and nothing in the SVG links,
+# loads or runs. The oracle is the SVG itself, read with ElementTree: the text graphviz shows for each name.
+INJECTED_NAME = '"x" { injected [URL="javascript:alert(document.domain)", label="click me"]; } /*"'
+
+
+def sparse_gradient_netdef(name="drawn", op_name="", blobs=("x", "x_T", "idx", "len", "s", "y")):
+    """Transpose -> SparseLengthsSum -> Transpose -> SumElements: one finding (Transpose refuses the sparse
+    gradient SparseLengthsSum makes), every name given."""
+    x, x_t, indices, lengths, summed, y = blobs
+    netdef = caffe2_pb2.NetDef(name=name)
+    netdef.op.add(type="Transpose", name=op_name, input=[x], output=[x_t])
+    netdef.op.add(type="SparseLengthsSum", input=[x_t, indices, lengths], output=[summed])
+    netdef.op.add(type="Transpose", input=[summed], output=[y])
+    netdef.op.add(type="SumElements", input=[y], output=["loss"])
+    return netdef
+
+
+def svg_texts(svg: bytes) -> list:
+    """The text of every <text> element of ``svg``, as a browser shows it."""
+    return ["".join(element.itertext()) for element in ElementTree.fromstring(svg).iter()
+            if element.tag.rpartition("}")[2] == "text"]
+
+
+def assert_inert(svg: bytes):
+    """No link, script, event handler or URL anywhere in the SVG's markup (its text may spell anything)."""
+    for element in ElementTree.fromstring(svg).iter():
+        assert element.tag.rpartition("}")[2] not in ("a", "script", "foreignObject", "image", "use"), element.tag
+        for attribute, value in element.attrib.items():
+            assert "href" not in attribute.lower() and not attribute.lower().rpartition("}")[2].startswith("on")
+            assert "javascript" not in value.lower() and "url" not in attribute.lower(), (attribute, value)
+
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot is not installed")
+
+
+@needs_dot
+def test_a_drawn_net_name_cannot_write_dot_or_links_into_the_picture():
+    from pycumsum_op.doctor.draw import draw_findings
+    netdef = sparse_gradient_netdef(INJECTED_NAME)
+    svg = draw_findings(netdef, diagnose(netdef, ["loss"]))
+    assert_inert(svg)
+    texts = svg_texts(svg)
+    assert INJECTED_NAME in texts  # the caption shows the name, whole, as text
+    assert "click me" not in texts  # no node of the name's making
+    assert "#0 Transpose" in texts and "refuses the sparse gradient" in texts
+
+
+@needs_dot
+@pytest.mark.parametrize("name, seen", [
+    ("relu\\", "relu\\"), ("a\\nb\\l\\N\\G", "a\\nb\\l\\N\\G"), ('q"uote', 'q"uote'),
+    ("&#60;script&#62;&amp;", "&#60;script&#62;&amp;"), ("</text><script>alert(1)</script>", None),
+    ("line\nbreak\x00\u202eevil\u2028", "line\\x0abreak\\x00\\u202eevil\\u2028"), ("{ } [ ] ; -> --", None),
+    ("n" * 300, "n" * 120 + "...(+180 chars)")])
+def test_names_are_escaped_for_dot_and_shown_as_text(name, seen):
+    """In an op's name, a blob's name and the net's name alike: drawn, inert, and shown as the text itself
+    (control and format characters as visible escapes, long names cut)."""
+    from pycumsum_op.doctor.draw import draw_findings
+    seen = name if seen is None else seen
+    netdef = sparse_gradient_netdef(name, op_name=name, blobs=(name, "x_T", "idx", "len", "s", "y"))
+    svg = draw_findings(netdef, diagnose(netdef, ["loss"]))
+    assert_inert(svg)
+    texts = svg_texts(svg)
+    assert seen in texts and "#0 Transpose " + seen in texts, texts
+
+
+@pytest.mark.slow  # forty dot runs
+@needs_dot
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.text(st.characters(blacklist_categories=("C", "Zl", "Zp")), min_size=1, max_size=30).filter(
+    lambda text: text.strip() == text and "  " not in text), min_size=4, max_size=4, unique=True))
+def test_fuzzed_printable_names_are_drawn_as_themselves(names):
+    """Any printable name (graphviz trims and folds spaces itself: names without them at the ends or doubled)."""
+    from pycumsum_op.doctor.draw import draw_findings
+    netdef = sparse_gradient_netdef(names[0], blobs=tuple(names) + ("s", "y"))
+    svg = draw_findings(netdef, diagnose(netdef, ["loss"]))
+    assert_inert(svg)
+    texts = svg_texts(svg)
+    for name in names:
+        assert name in texts, (name, texts)
+
+
+def test_an_svg_with_a_link_script_or_handler_is_refused():
+    from pycumsum_op.doctor.draw import DrawingRefused, check_inert
+    head = b'<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink">'
+    check_inert(head + b"<g><text>javascript:alert(1)</text></g></svg>")  # text is text
+    for body, words in [(b'<a xlink:href="javascript:alert(1)"><text>x</text></a>', "<a> element"),
+                        (b"<script>alert(1)</script>", "<script> element"),
+                        (b'<g onload="alert(1)"/>', "has a onload attribute"),
+                        (b'<text href="https://example.com">x</text>', "has a href attribute"),
+                        (b"<g>", "not well-formed")]:
+        with pytest.raises(DrawingRefused, match=words):
+            check_inert(head + body + b"</svg>")
+
+
+@pytest.mark.slow  # two pycumsum-op processes
+@needs_dot
+def test_the_doctor_draws_a_hostile_net_or_refuses_it_in_one_line(tmp_path):
+    """The command: the injected name and an op named ``relu\\`` drawn (exit 1: findings), the SVG inert; a dot
+    that fails is one line."""
+    netdef = sparse_gradient_netdef(INJECTED_NAME, op_name="relu\\")
+    predict, svg = tmp_path / "p.pb", tmp_path / "drawn.svg"
+    predict.write_bytes(netdef.SerializeToString())
+    result = run_cli("doctor", predict, "--loss", "loss", "--draw", svg)
+    assert result.returncode == 1 and own_stderr_lines(result.stderr) == [], result.stderr
+    drawn = svg.read_bytes()
+    assert_inert(drawn)
+    assert sorted(os.listdir(str(tmp_path))) == ["drawn.svg", "p.pb"]  # nothing but the named output
+    assert "#0 Transpose relu\\" in svg_texts(drawn) and INJECTED_NAME in svg_texts(drawn)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "dot").write_text("#!/bin/sh\necho 'Error: out of cheese' >&2\nexit 3\n")
+    (fake / "dot").chmod(0o755)
+    refused = subprocess.run([CLI, "doctor", str(predict), "--loss", "loss", "--draw", str(tmp_path / "r.svg")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=300,
+                             env=dict(os.environ, PATH="{}:{}".format(fake, os.environ["PATH"])))
+    assert refused.returncode == 2 and not (tmp_path / "r.svg").exists()
+    assert own_stderr_lines(refused.stderr) == [
+        "pycumsum-op doctor: error: --draw: graphviz's dot failed (exit 3): Error: out of cheese"]
+
+
+def test_a_dot_past_its_time_limit_is_refused_in_one_line(tmp_path, monkeypatch):
+    """A dot that never finishes (here a script whose child holds the pipes) is killed with its process group."""
+    import time
+    from pycumsum_op.doctor import draw
+    fake = tmp_path / "dot"
+    fake.write_text("#!/bin/sh\nsleep 60 &\nsleep 60\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", "{}:{}".format(tmp_path, os.environ["PATH"]))
+    monkeypatch.setattr(draw, "DOT_SECONDS", 0.5)
+    netdef = sparse_gradient_netdef()
+    start = time.monotonic()
+    with pytest.raises(draw.DrawingRefused, match=r"^graphviz's dot did not lay out the drawing within 0.5 s "
+                                                  r"\(DOT_SECONDS\)$"):
+        draw.draw_findings(netdef, diagnose(netdef, ["loss"]))
+    assert time.monotonic() - start < 5
+
+
+def test_dot_runs_with_its_address_space_capped(tmp_path, monkeypatch):
+    """The limit dot runs under, as dot's process sees it (a stand-in that reports it and fails)."""
+    from pycumsum_op.doctor import draw
+    fake = tmp_path / "dot"
+    fake.write_text("#!/bin/sh\nexec {} -c 'import resource, sys; print(resource.getrlimit(resource.RLIMIT_AS)[0], "
+                    "file=sys.stderr); sys.exit(4)'\n".format(sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", "{}:{}".format(tmp_path, os.environ["PATH"]))
+    netdef = sparse_gradient_netdef()
+    with pytest.raises(draw.DrawingRefused, match=r"^graphviz's dot failed \(exit 4\): {}$".format(2 ** 30)):
+        draw.draw_findings(netdef, diagnose(netdef, ["loss"]))

@@ -50,7 +50,8 @@ def parse_dims(text: str) -> tuple:
     except ValueError:
         dims = None
     if dims is None or any(size < 0 for size in dims):
-        raise ValueError("expected comma-separated sizes of at least 0 (e.g. 4,10), got {!r}".format(text))
+        raise ValueError("expected comma-separated sizes of at least 0 (e.g. 4,10), got {!r}{}".format(
+            text[:200], "...(+{} chars)".format(len(text) - 200) if len(text) > 200 else ""))
     return dims
 
 

@@ -1,11 +1,16 @@
 """``pycumsum-op demo`` (``make demo``): see `pycumsum_op.demo`."""
-from ._common import whole_number
+from ._common import _BadInput, whole_number
 
 DEFAULT_STEPS = 1000
 
 
 def _run(args) -> int:
-    from ..demo import run_demo
+    from ..demo import check_drawing_targets, run_demo
+    if args.draw:
+        try:
+            check_drawing_targets(args.draw)
+        except OSError as error:
+            raise _BadInput("--draw: cannot write {!r}: {}".format(error.filename, error.strerror))
     return run_demo(steps=args.steps, seed=args.seed, draw_directory=args.draw)
 
 
@@ -17,5 +22,5 @@ def add_parser(subparsers) -> None:
                       help="random seed (default: %(default)s)")
     demo.add_argument("--draw", metavar="DIR",
                       help="draw the legacy net around its finding and the fixed net (before.svg, after.svg) in DIR "
-                           "with Caffe2's net_drawer (needs pydot and graphviz)")
+                           "with graphviz (needs its dot program)")
     demo.set_defaults(run=_run)

@@ -2,10 +2,11 @@
 
 Exit 0 when the net is healthy, 1 when it has findings (also when ``--fix`` wrote a
 repaired net), 2 on bad input (unreadable or unparsable file, a net `verify_net` refuses,
-unknown blob, a failure no net edit can cure, drawing without pydot or graphviz), with a one-line reason on
-stderr. Needs Caffe2 only: torch and pycumsum_op's kernels load only when ``--fix`` replaces an idiom by
+unknown blob, a failure no net edit can cure, drawing without graphviz, a drawing refused), with a one-line
+reason on stderr. Needs Caffe2 only: torch and pycumsum_op's kernels load only when ``--fix`` replaces an idiom by
 PyCumSum. ``--draw`` / ``--draw-fixed`` draw the net around each finding / the fixed net around each repair
-(SVG, Caffe2's net_drawer).
+(SVG laid out by graphviz's dot: bounded, every name shown as text, no link or script; see
+`pycumsum_op.doctor.draw`).
 """
 from ._common import _BadInput, _first_line, read_net, require_ops, write_file
 
@@ -48,7 +49,7 @@ def _run(args) -> int:
     for number, finding in enumerate(findings, 1):
         print("\n[{}] {}".format(number, finding))
     if args.draw:
-        _draw(args.draw, "findings", lambda draw: draw.draw_findings(netdef, findings))
+        _draw(args.draw, "--draw", "findings", lambda draw: draw.draw_findings(netdef, findings))
     if args.fix:
         try:
             fixed, repairs = repair(netdef, losses, init_net, strategy=args.strategy)
@@ -58,7 +59,7 @@ def _run(args) -> int:
             if applied.proof:
                 print("\nchecked {!r}: {}".format(applied.output, applied.proof))
         if args.draw_fixed:
-            _draw(args.draw_fixed, "fixed net", lambda draw: draw.draw_repairs(netdef, fixed))
+            _draw(args.draw_fixed, "--draw-fixed", "fixed net", lambda draw: draw.draw_repairs(netdef, fixed))
         write_file(serialized_net(fixed, args.fix), args.fix, "fixed net")
         print("\nwrote the fixed net ({} ops, {} format) to {}; repaired {} site(s):".format(
             len(fixed.op), "text" if is_text_path(args.fix) else "binary", args.fix, len(repairs)))
@@ -67,10 +68,15 @@ def _run(args) -> int:
     return EXIT_FINDINGS
 
 
-def _draw(path: str, what: str, make) -> None:
-    """Write the SVG ``make(pycumsum_op.doctor.draw)`` returns to ``path``."""
+def _draw(path: str, flag: str, what: str, make) -> None:
+    """Write the SVG ``make(pycumsum_op.doctor.draw)`` returns to ``path``; a drawing refused is `_BadInput`
+    naming ``flag``."""
     from ..doctor import draw
-    write_file(make(draw), path, "drawing of the " + what)
+    try:
+        svg = make(draw)
+    except draw.DrawingRefused as error:
+        raise _BadInput("{}: {}".format(flag, _first_line(error)))
+    write_file(svg, path, "drawing of the " + what)
     print("\ndrew the {} to {}".format(what, path))
 
 
@@ -94,7 +100,7 @@ def add_parser(subparsers) -> None:
                              "recognised cumsum idiom (SparseLengthsSum, triangular MatMul/FC/BatchMatMul) by one "
                              "PyCumSum, checked equal on a random input; lowered: the same in C++ operators")
     doctor.add_argument("--draw", metavar="SVG",
-                        help="draw the net around each finding (Caffe2's net_drawer: needs pydot and graphviz): "
+                        help="draw the net around each finding (SVG; needs graphviz's dot): "
                              "the op that refuses the sparse gradient red, the op that makes it sparse orange")
     doctor.add_argument("--draw-fixed", metavar="SVG", help="with --fix: draw the fixed net around what was put in")
     doctor.set_defaults(run=_run, needs="caffe2")

@@ -4,7 +4,8 @@ and without it (`pycumsum_op.explain`).
     pycumsum-op explain --shape 64,4096 --axis 0 [--dtype float32] [--op cumprod] [--exclusive] [--reverse]
 
 Exit 0: explained; 2: bad input (one line on stderr: an unknown scan, a flag the scan does not take, an axis
-out of range, a dtype the scan refuses).
+out of range, a dtype the scan refuses, a shape or dtype no numpy array can have: checked on the numbers before
+anything is allocated).
 """
 from ._common import _BadInput, parse_dims
 

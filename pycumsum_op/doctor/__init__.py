@@ -4,7 +4,7 @@
 (Transpose → SparseLengthsSum → Transpose, products with a triangular constant, ops of type CumSum
 or ToDense, the Slice + Expand + Add + Concat loop) with what they cost; `fix` returns a repaired
 copy of the net (EnsureDense, or PyCumSum for the idioms, each checked on a random input); `repair`
-also says what it applied at each site. `draw` (pydot and graphviz) draws both.
+also says what it applied at each site. `draw` (graphviz) draws both.
 """
 from .diagnose import diagnose
 from .findings import Finding

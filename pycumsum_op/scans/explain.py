@@ -19,6 +19,11 @@ from ..kernels.plan import c_strides
 from ..kernels.spec import ScanArgumentError, ScanSpec
 from .registry import SCANS, scan
 
+#: numpy's limit on an array's rank (``NPY_MAXDIMS``)
+MAX_RANK = 32
+#: the most bytes a numpy array may span: numpy counts sizes in ``intp``
+MAX_BYTES = int(np.iinfo(np.intp).max)
+
 
 class Explanation(NamedTuple):
     """A scan's plans with and without the accelerator, and the accelerator's status here; ``str()`` tells it."""
@@ -49,6 +54,41 @@ def _entry(op: str):
     return scan(op, "explain")
 
 
+def _check_layout(shape: tuple, dtype: np.dtype) -> None:
+    """`ScanArgumentError` unless numpy can describe an array of ``shape`` and ``dtype``: checked on the numbers
+    alone, since the stand-in input is made from the dtype (a subarray or structured dtype is as large as its
+    fields: ``(200000000,)O`` is 1.6 GB of references in one element)."""
+    if dtype.kind not in "biuf" or dtype.subdtype is not None or dtype.names is not None:
+        raise ScanArgumentError("explain: dtype={!r} is not a bool, integer or floating dtype; a scan's input "
+                                "holds one number per element".format(str(dtype)[:200]))
+    if len(shape) > MAX_RANK:
+        raise ScanArgumentError("explain: shape has rank {}; numpy arrays have at most {} dimensions".format(
+            len(shape), MAX_RANK))
+    if any(extent < 0 for extent in shape):
+        raise ScanArgumentError("explain: shape={} has a negative extent".format(_short(shape)))
+    span = dtype.itemsize  # as numpy counts it: an empty extent counts as 1, so an empty array has strides too
+    for extent in shape:
+        span *= max(extent, 1)
+        if span > MAX_BYTES:
+            raise ScanArgumentError("explain: shape={} of {} spans more than {} bytes, the most a numpy array can "
+                                    "address".format(_short(shape), dtype, MAX_BYTES))
+
+
+def _short(shape: tuple) -> str:
+    """``shape`` as text, cut to 200 characters; an extent past 64 bits by its size (Python refuses to write an
+    integer of more than 4,300 digits, and one of fewer could still fill the message).
+
+    >>> print(_short((3, 10 ** 5000, -2 ** 70)))
+    (3, a 16610-bit number, a 71-bit negative number)
+    """
+    def extent(value: int) -> str:
+        if value.bit_length() <= 64:
+            return str(value)
+        return "a {}-bit {}number".format(value.bit_length(), "negative " if value < 0 else "")
+    text = "({}{})".format(", ".join(extent(value) for value in shape[:40]), "," if len(shape) == 1 else "")
+    return text if len(text) <= 200 else text[:200] + "...)"
+
+
 def explain(shape, axis: int, dtype="float32", op: str = "cumsum", exclusive: bool = False, reverse: bool = False,
             accelerator: Optional[str] = None) -> Explanation:
     """The `Explanation` of scan ``op`` (a registered name or op name) over a C-contiguous input of ``shape`` /
@@ -60,8 +100,7 @@ def explain(shape, axis: int, dtype="float32", op: str = "cumsum", exclusive: bo
         dtype = np.dtype(dtype)
     except (TypeError, ValueError) as error:
         raise ScanArgumentError("explain: shape must be whole numbers and dtype a numpy dtype ({})".format(error))
-    if any(extent < 0 for extent in shape):
-        raise ScanArgumentError("explain: shape={} has a negative extent".format(shape))
+    _check_layout(shape, dtype)
     for name, value in (("exclusive", exclusive), ("reverse", reverse)):
         if value and name not in entry.arguments:
             raise ScanArgumentError("explain: {} ({}) takes no {}".format(entry.name, entry.op_name, name))

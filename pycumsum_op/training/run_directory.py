@@ -26,6 +26,7 @@ from typing import Dict, List, NamedTuple
 
 import numpy as np
 
+from .._atomic_files import create_new
 from ..examples.ordinal_emd import PARAMETERS
 from .rendezvous import TrainingSetupError, open_store
 
@@ -104,13 +105,6 @@ def _owned_directory(parent: int, name: str, path: str) -> int:
     return descriptor
 
 
-def _create_file(folder: int, name: str, mode: str = "wb"):
-    """A new file ``name`` in the open directory ``folder`` (O_EXCL: never an existing file, O_NOFOLLOW: never
-    through a symlink), open as ``mode``; FileExistsError if anything (a symlink included) is there."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    return os.fdopen(os.open(name, flags, 0o600, dir_fd=folder), mode)
-
-
 def _open_file(folder: int, name: str, mode: str = "rb"):
     """File ``name`` of the open directory ``folder`` for reading, never through a symlink."""
     return os.fdopen(os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=folder), mode)
@@ -143,10 +137,10 @@ class RunDirectory:
         self.close()
 
     def _new_file(self, sub: str, name: str, mode: str = "wb"):
-        """`_create_file` in subdirectory ``sub`` ("" for the run directory); what is already there is
+        """`create_new` in subdirectory ``sub`` ("" for the run directory); what is already there is
         `TrainingSetupError`."""
         try:
-            return _create_file(self._folders[sub], name, mode)
+            return create_new(self._folders[sub], name, mode)
         except FileExistsError:
             raise TrainingSetupError("{!r} already exists (a file or symlink left in the run directory); refusing to "
                                      "write it: every run needs a new --run-id".format(
@@ -155,7 +149,7 @@ class RunDirectory:
     def claim(self, node_rank: int) -> None:
         """Mark this node as started; `TrainingSetupError` if this run id already ran on that node."""
         try:
-            _create_file(self._folders["nodes"], str(node_rank)).close()
+            create_new(self._folders["nodes"], str(node_rank)).close()
         except FileExistsError:
             raise TrainingSetupError(
                 "run id {!r} was already used by node {} in store {!r} (left by an earlier run?): every run needs "
