@@ -35,7 +35,7 @@ import zipfile
 import onnx
 from onnx import TensorProto, mapping
 
-from ..input_limits import MAX_RANK, InputTooLarge, TensorBudget, check_parse, check_size
+from ..input_limits import MAX_RANK, InputTooLarge, TensorBudget, check_parse, check_size, shape_text
 
 
 class ExternalDataError(ValueError):
@@ -282,6 +282,33 @@ def _check_shape_sources(graph) -> None:
                                     "shape may have (MAX_RANK)".format(label, node.input[position][:200], MAX_RANK))
 
 
+#: Node inputs whose dims count what pycumsum_op's translations make one entry, argument or op per (a Slice's
+#: axes, a Reshape's shape, ScatterND's index columns): op -> [(input, dim, what it names, what it counts)], each
+#: dim at most ``MAX_RANK``.
+COUNTED_DIMS = {"Slice": [(1, 0, "starts", "axes"), (2, 0, "ends", "axes"), (3, 0, "axes", "axes"),
+                          (4, 0, "steps", "axes")],
+                "Reshape": [(1, 0, "shape", "dimensions")], "ScatterND": [(1, -1, "indices", "index columns")]}
+
+
+def _check_counted_dims(graph) -> None:
+    """`InputTooLarge` for a node input of `COUNTED_DIMS` declared with that dim over ``MAX_RANK``: each dim taken
+    alone, so that a 0 elsewhere in the shape (an empty tensor, charged 0 bytes) leaves none of them free."""
+    declared = {tensor.name: list(tensor.dims) for tensor in graph.initializer}
+    for info in list(graph.input) + list(graph.value_info) + list(graph.output):
+        dims = _value_dims(info)
+        if dims is not None:
+            declared.setdefault(info.name, dims)
+    for node in graph.node:
+        for position, dim, what, counted in COUNTED_DIMS.get(node.op_type, ()):
+            dims = declared.get(node.input[position]) if position < len(node.input) else None
+            if dims and int(dims[dim]) > MAX_RANK:
+                raise InputTooLarge("ONNX {} node {!r}: input {} ({}) {!r} is declared with dims {}: {} {}, more than "
+                                    "the {} dimensions a shape may have (MAX_RANK)".format(
+                                        node.op_type[:100], (node.name or next(iter(node.output), ""))[:200],
+                                        position, what, node.input[position][:200], shape_text(dims), dims[dim],
+                                        counted, MAX_RANK))
+
+
 def _value_dims(info):
     """The dims an ONNX value info declares (open ones as 0, as Caffe2's backend allocates them), or None."""
     if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
@@ -302,6 +329,7 @@ def _model_budget(model) -> TensorBudget:
     budget = TensorBudget("ONNX model {!r}".format(model.graph.name[:200]))
     for graph in _graphs(model.graph):
         _check_shape_sources(graph)
+        _check_counted_dims(graph)
         for sparse in _sparse_tensors(graph):  # its dense shape: what densifying it allocates
             budget.charge(sparse.dims, _itemsize(sparse.values.data_type),
                           "ONNX sparse tensor {!r}".format(sparse.values.name[:200]), name=sparse.values.name or None)
@@ -330,4 +358,6 @@ def check_model(model) -> None:
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:  # as Caffe2's backend: go on with the shapes the model declares
         return
+    for graph in _graphs(inferred.graph):
+        _check_counted_dims(graph)
     _charge_values(inferred.graph, budget)
