@@ -22,7 +22,9 @@ element count times element size to one `pycumsum_op.input_limits.TensorBudget` 
 ``PYCUMSUM_OP_MAX_TENSOR_BYTES``, all within ``PYCUMSUM_OP_MAX_DECLARED_BYTES``, at most ``MAX_RANK``
 dimensions), no constant read as a shape with
 more entries than ``MAX_RANK`` (shape inference would make a value of that rank for every node after
-it), and no tensor left pointing at external data (onnx would read it from wherever it points).
+it), no dim that a translation makes one entry or op per (`COUNTED_DIMS`) over ``MAX_RANK``, taken alone
+(a shape holding a 0 is charged 0 bytes, whatever its other dims), and no tensor left pointing at
+external data (onnx would read it from wherever it points).
 `check_model`, what `prepare` / `to_caffe2` check before Caffe2's backend allocates anything, adds the
 values ONNX shape inference finds to the same budget.
 """

@@ -10,6 +10,12 @@ length, ``where``, ``pow`` with a tensor exponent, ``maximum`` / ``minimum``, ``
 ScatterND), whose broadcasting is ONNX's. LSTM, GRU and RNN become Caffe2's ``RecurrentNetwork``, built by
 Caffe2's own RNN converter (`_recurrent`). Registered scans whose entry names an ONNX operator
 (`pycumsum_op.scans`, ``onnx=``) become their Caffe2 op (`scan_operator`).
+
+What a translation builds is counted before it is built: a list or a number of ops that follows a count read
+from the model (a Slice's axes, a Reshape's shape, ScatterND's index columns) is refused past ``MAX_RANK``
+entries (`_within_rank`), and no list follows a dim (a strided Slice's indices come from Caffe2's ``Range`` at
+run time). A bound handed to a Caffe2 kernel is first clamped to the range that kernel computes in (``Range``
+counts its length in 32 bits).
 """
 from typing import Callable, Dict, List
 
