@@ -691,6 +691,10 @@ def translation_amplifiers() -> dict:
         # every other index of a 120,000,000-long axis of an empty x (charged 0 bytes)
         "strided_slice.onnx": _one_node_model("strided", slice_node, [("x", TensorProto.FLOAT, [0, 120000000])],
                                               [("s", 0), ("e", huge), ("a", 1), ("t", 2)]),
+        # the same, 2**33 + 2**31 long: 2**32 + 2**30 indices, which Range's 32-bit length would wrap to 2**30
+        "strided_32_bits.onnx": _one_node_model("wrapped", slice_node,
+                                                [("x", TensorProto.FLOAT, [0, 2 ** 33 + 2 ** 31])],
+                                                [("s", 0), ("e", huge), ("a", 1), ("t", 2)]),
         # starts and ends of 40,000,000 axes (empty: 0 bytes), axes left to default to them
         "slice_starts.onnx": _one_node_model("starts", helper.make_node("Slice", ["x", "s", "e"], ["y"]), [
             ("x", TensorProto.FLOAT, [5, 4]), ("s", TensorProto.INT64, [40000000, 0]),
@@ -724,7 +728,7 @@ def scatter_chain_model(nodes=310, rank=MAX_RANK) -> onnx.ModelProto:
 def test_what_onnx_translations_would_build_is_refused_or_bounded_within_10_s_and_1_gib(tmp_path):
     """A 0 in a declared shape leaves its other dims uncharged by the tensor budget: the dims that translations
     make one entry or op per are counted one by one (each within MAX_RANK) before anything is built; a strided
-    Slice's indices are made at run time by Caffe2's Range from bounds clamped to the axis' length; the op
+    Slice's indices are made at run time by Caffe2's Range from bounds clamped to the input's length; the op
     budget is counted as the predict net grows, not after."""
     paths = {}
     for name, model in translation_amplifiers().items():
@@ -738,6 +742,7 @@ def test_what_onnx_translations_would_build_is_refused_or_bounded_within_10_s_an
 
     report = run_child([
         ("strided_prepare", "prepare", [paths["strided_slice.onnx"]]),
+        ("strided_run", "prepare_and_run", [paths["strided_32_bits.onnx"], [0, 6]]),
         ("starts_prepare", "prepare", [paths["slice_starts.onnx"]]),
         ("starts_cli", "cli", onnx_import("slice_starts.onnx")),
         ("reshape_prepare", "prepare", [paths["reshape_length.onnx"]]),
@@ -748,7 +753,7 @@ def test_what_onnx_translations_would_build_is_refused_or_bounded_within_10_s_an
         ("chain_prepare", "prepare", [paths["scatter_chain.onnx"]]),
         ("chain_cli", "cli", onnx_import("scatter_chain.onnx")),
     ], budget=2 ** 30)
-    for name in ("strided_prepare", "range_run"):
+    for name in ("strided_prepare", "strided_run", "range_run"):
         assert report[name]["outcome"] == "accepted", (name, report[name])
     expected = {"starts": "ONNX Slice node 'y': input 1 (starts) 's' is declared with dims (40000000, 0): 40000000 "
                           "axes, more than the 32 dimensions a shape may have (MAX_RANK)",

@@ -228,17 +228,25 @@ def _strided(node, data, out, axis, start_step, fresh):
 
 def _stepped(node, data, out, axis, picked: range, dim: int, fresh):
     """The elements ``picked`` of ``axis`` (its length ``dim`` known), gathered by indices that Caffe2's Range makes
-    at run time: a list of them in the net would cost as many entries as the axis is long, whatever the input.
-    Range computes its length in 32-bit arithmetic and rounds it toward zero for a negative step, so it is given a
-    step no longer than ``dim`` (past it only the start is taken, whatever the step) and a stop a whole number of
-    steps from the start."""
-    start, count = (picked.start, len(picked)) if len(picked) else (0, 0)
-    step = max(min(picked.step, dim), -dim) if count else 1
-    first, stop, stride, indices = fresh(), fresh(), fresh(), fresh()
-    return [_int64_scalar(node, first, start), _int64_scalar(node, stop, start + count * step),
-            _int64_scalar(node, stride, step),
-            _op("Range", [first, stop, stride], [indices], node.name),
-            _op("Gather", [data, indices], [out], node.name, axis=axis)]
+    at run time: a list of them in the net would cost as many entries as the model says the axis is long. Range
+    computes its length in 32-bit arithmetic and rounds it toward zero for a negative step, so it makes the indices
+    in increasing order (flipped after, for a negative step), by a step no longer than ``dim`` (past it only one
+    index is taken, whatever the step), from a start and to a stop both held to the axis' length read at run time:
+    Range then counts at most the input's length, whatever the model declares."""
+    count, step = len(picked), min(abs(picked.step), max(dim, 1))
+    low = (picked[-1] if picked.step < 0 else picked.start) if count else 0
+    shape, length, first, stop, stride, held_first, held_stop, indices = (fresh() for _ in range(8))
+    ops = [_op("Shape", [data], [shape], node.name, axes=[axis]),
+           _op("Squeeze", [shape], [length], node.name, dims=[0]),
+           _int64_scalar(node, first, low), _int64_scalar(node, stop, low + count * step),
+           _int64_scalar(node, stride, step),
+           _op("ATen", [first, length], [held_first], node.name, operator="minimum"),
+           _op("ATen", [stop, length], [held_stop], node.name, operator="minimum"),
+           _op("Range", [held_first, held_stop, stride], [indices], node.name)]
+    if picked.step < 0 and count > 1:
+        increasing, indices = indices, fresh()
+        ops.append(_op("ATen", [increasing], [indices], node.name, operator="flip", dims=[0]))
+    return ops + [_op("Gather", [data, indices], [out], node.name, axis=axis)]
 
 
 def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
