@@ -59,7 +59,7 @@ from ..lowering import TARGETS, LoweringError, lower as _lower
 from ..serialization import BUILDER_ARGS, MAX_NET_OPS, PYTHON_OP_TYPES, NetProblem, UnsafeNetError, verify_net
 from .facts import GraphFacts
 from .forms import OWN, FormRefused, check_node, label
-from .model_input import check_model, check_tensors, load_zip_archive
+from .model_input import check_inferred_lengths, check_model, check_tensors, load_zip_archive
 from .translations import SCAN_DTYPES, constant_axis, scan_entry, translate
 
 
@@ -140,6 +140,7 @@ def _checked_prepare(prepare):
     def checked(cls, model, device="CPU", raw_values_dict=None, **kwargs):
         refuse_python_nodes(model.graph)
         check_tensors(model)
+        check_inferred_lengths(model)
         return prepare(cls, model, device, raw_values_dict, **kwargs)
     checked.verifies = True
     return checked
@@ -372,6 +373,7 @@ class CumSumBackend(Caffe2Backend):
                              "target: {}".format(lower, ", ".join(repr(name) for name in sorted(TARGETS))))
         refuse_python_nodes(model.graph)  # before onnx's checker and shape inference see the model
         check_tensors(model)  # external data refused before onnx's checker opens it; sizes: the translation
+        check_inferred_lengths(model)  # before the stock prepare infers the model's shapes
         nested = _nested_cumsum(model.graph)
         if nested:
             raise ValueError("pycumsum_op.onnx.prepare: CumSum inside subgraphs ({}) is not supported: "

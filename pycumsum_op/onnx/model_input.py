@@ -284,12 +284,14 @@ def _check_shape_sources(graph) -> None:
                                     "shape may have (MAX_RANK)".format(label, node.input[position][:200], MAX_RANK))
 
 
-#: Node inputs whose dims count what pycumsum_op's translations make one entry, argument or op per (a Slice's
-#: axes, a Reshape's shape, ScatterND's index columns): op -> [(input, dim, what it names, what it counts)], each
-#: dim at most ``MAX_RANK``.
+#: Node inputs whose dims count what shape inference or pycumsum_op's translations make one entry, argument or
+#: op per (a shape's dimensions, a Slice's axes, ScatterND's index columns), constants or not: op -> [(input, dim,
+#: what it names, what it counts)], each dim at most ``MAX_RANK``.
 COUNTED_DIMS = {"Slice": [(1, 0, "starts", "axes"), (2, 0, "ends", "axes"), (3, 0, "axes", "axes"),
                           (4, 0, "steps", "axes")],
-                "Reshape": [(1, 0, "shape", "dimensions")], "ScatterND": [(1, -1, "indices", "index columns")]}
+                "ScatterND": [(1, -1, "indices", "index columns")]}
+for _op_type, _position in SHAPE_INPUTS.items():
+    COUNTED_DIMS.setdefault(_op_type, []).append((_position, 0, "read as a shape", "entries"))
 
 
 def _check_counted_dims(graph) -> None:
@@ -352,10 +354,51 @@ def check_tensors(model) -> None:
     _model_budget(model)
 
 
+#: Ops to which ONNX shape inference gives an output of as many dimensions as an input has entries, when it knows
+#: that input's length but not its values (ConstantOfShape of a computed shape): a length it inferred itself, from
+#: a Range of constants or through Identity, which it would turn into that many dimensions before anything could
+#: check them. op -> the input read so.
+RANK_FROM_LENGTH = {"ConstantOfShape": 0}
+
+
+def check_inferred_lengths(model) -> None:
+    """`InputTooLarge` for an input of `RANK_FROM_LENGTH` whose length ONNX shape inference finds over ``MAX_RANK``:
+    the model is inferred first without those nodes, and the lengths of what they read are checked. Run it before
+    anything infers the model's shapes (Caffe2's ``prepare`` does, before it translates); `check_tensors` first
+    (no external data is read)."""
+    probe, read = onnx.ModelProto(), []
+    probe.CopyFrom(model)
+    for graph in list(_graphs(probe.graph)):
+        kept = [node for node in graph.node if node.op_type not in RANK_FROM_LENGTH]
+        read += [(node, node.input[RANK_FROM_LENGTH[node.op_type]]) for node in graph.node
+                 if node.op_type in RANK_FROM_LENGTH and len(node.input) > RANK_FROM_LENGTH[node.op_type]]
+        if len(kept) != len(graph.node):
+            del graph.node[:]
+            graph.node.extend(kept)
+    if not read:
+        return
+    try:
+        inferred = onnx.shape_inference.infer_shapes(probe)
+    except Exception:  # the model's own inference will say so, or go on without its shapes
+        return
+    lengths = {}
+    for info in _value_infos(inferred.graph):
+        dims = _value_dims(info)
+        if dims:
+            lengths.setdefault(info.name, dims)
+    for node, name in read:
+        dims = lengths.get(name)
+        if dims and dims[0] > MAX_RANK:
+            raise InputTooLarge("ONNX {} node {!r}: input {!r} has {} entries, more than the {} dimensions a shape may "
+                                "have (MAX_RANK)".format(node.op_type[:100], (node.name or next(iter(node.output), ""))[
+                                    :200], name[:200], dims[0], MAX_RANK))
+
+
 def check_model(model) -> None:
     """`check_tensors`, then the values ONNX shape inference finds charged to the same budget: `InputTooLarge`
     for one over ``PYCUMSUM_OP_MAX_TENSOR_BYTES`` or all over ``PYCUMSUM_OP_MAX_DECLARED_BYTES``."""
     budget = _model_budget(model)
+    check_inferred_lengths(model)
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:  # as Caffe2's backend: go on with the shapes the model declares
