@@ -361,13 +361,35 @@ def check_tensors(model) -> None:
 RANK_FROM_LENGTH = {"ConstantOfShape": 0}
 
 
+def _without_weights(model) -> onnx.ModelProto:
+    """A copy of ``model`` for shape inference only: the values of the main graph's initializers that inference may
+    read (a shape, axes, pads, a Range's bounds: at most 2 * ``MAX_RANK`` entries) are kept, the others are left
+    with their dims and type only, so that the copy costs what the model's structure costs, not its weights."""
+    probe = onnx.ModelProto(ir_version=model.ir_version)
+    probe.opset_import.extend(model.opset_import)
+    probe.functions.extend(getattr(model, "functions", []))
+    graph = probe.graph
+    graph.name = model.graph.name
+    for field in ("node", "input", "output", "value_info", "sparse_initializer"):
+        getattr(graph, field).extend(getattr(model.graph, field))
+    for tensor in model.graph.initializer:
+        entries = 1
+        for dim in tensor.dims:
+            entries *= max(int(dim), 0)
+        if entries <= 2 * MAX_RANK:
+            graph.initializer.add().CopyFrom(tensor)
+        else:
+            graph.initializer.add(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
+    return probe
+
+
 def check_inferred_lengths(model) -> None:
     """`InputTooLarge` for an input of `RANK_FROM_LENGTH` whose length ONNX shape inference finds over ``MAX_RANK``:
     the model is inferred first without those nodes, and the lengths of what they read are checked. Run it before
     anything infers the model's shapes (Caffe2's ``prepare`` does, before it translates); `check_tensors` first
     (no external data is read)."""
-    probe, read = onnx.ModelProto(), []
-    probe.CopyFrom(model)
+    read = []
+    probe = _without_weights(model)
     for graph in list(_graphs(probe.graph)):
         kept = [node for node in graph.node if node.op_type not in RANK_FROM_LENGTH]
         read += [(node, node.input[RANK_FROM_LENGTH[node.op_type]]) for node in graph.node
