@@ -708,7 +708,7 @@ def translation_amplifiers() -> dict:
         "range_start.onnx": _one_node_model("range", slice_node, [("x", TensorProto.FLOAT, ["n", 4])],
                                             [("s", huge), ("e", huge), ("a", 0), ("t", 50)]),
         "scatter_chain.onnx": scatter_chain_model(),
-        # a shape that is no constant, 40,000,000 long: onnx's inference made a value of that rank from it
+        # a shape that is no constant, 40,000,000 long: a rank of 40,000,000 for what Expand makes (out of memory)
         "expand_length.onnx": _one_node_model("expand", helper.make_node("Expand", ["x", "shape"], ["y"]), [
             ("x", TensorProto.FLOAT, [5, 4]), ("shape", TensorProto.INT64, [40000000])]),
         "inferred_length.onnx": inferred_length_model(),
