@@ -60,8 +60,11 @@ class LinearSoftmaxCumSum(torch.nn.Module):
 
 
 def onnxruntime_outputs(model, feeds):
-    """Every output of ``model`` run by onnxruntime on ``feeds``."""
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    """Every output of ``model`` run by onnxruntime on ``feeds``, its graph optimizations off (they fold and fuse
+    nodes: the oracle is the nodes as the model writes them)."""
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     return session.run(None, feeds)
 
 

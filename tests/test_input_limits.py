@@ -20,7 +20,7 @@ from onnx import TensorProto, helper
 
 import pycumsum_op  # noqa: F401 (net.PyCumSum)
 from pycumsum_op import UnsafeNetError, input_limits, load_net, serialization, verify_net
-from pycumsum_op.input_limits import InputTooLarge
+from pycumsum_op.input_limits import MAX_RANK, InputTooLarge
 from pycumsum_op._safe_unpickle import (MAX_HASHED_KEYS, MAX_HASHED_NODES, MAX_PICKLE_BYTES, RefusedPickle,
                                         inspect_builder)
 from pycumsum_op.serialization import MAX_LABEL_NAME, MAX_PROBLEMS
@@ -76,6 +76,8 @@ API = {
     "export": lambda path: onnx_export(load_net(path, verify=False), value_info={"x": (np.float32, (3,))}),
     "prepare": lambda path: onnx_prepare(onnx.load_model_from_string(open(path, "rb").read())),
     "explain": pycumsum_op.explain,
+    "prepare_and_run": lambda path, dims: onnx_prepare(onnx.load_model_from_string(open(path, "rb").read())).run(
+        [np.arange(int(np.prod(dims)), dtype=np.float32).reshape(dims)]),
 }
 spec = json.loads(sys.argv[1])
 limit = address_space() + spec["budget"]
@@ -741,3 +743,156 @@ def test_a_drawing_around_a_widely_read_blob_is_bounded_within_10_s_and_1_gib(tm
                 in texts) == (within > MAX_DRAWN_OPS)
         assert "#3 Sum" in ops and "(19984 more inputs and 0 more outputs not drawn)" in texts
         assert groups.count("edge") <= MAX_DRAWN_OPS * 2 * MAX_OP_BLOBS
+# --- what the ONNX translations build: counted from the declared dims before anything is built -----------------
+
+def _one_node_model(name, node, inputs, constants=()) -> onnx.ModelProto:
+    """A float output of two symbolic dims (onnx's checker wants a shape); ``inputs`` [(name, type, dims)]."""
+    graph = helper.make_graph([node], name, [helper.make_tensor_value_info(*given) for given in inputs],
+                              [helper.make_tensor_value_info(node.output[0], TensorProto.FLOAT, ["p", "q"])],
+                              [helper.make_tensor(key, TensorProto.INT64, [1], [value]) for key, value in constants])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def translation_amplifiers() -> dict:
+    """Models of 100-200 bytes whose translation listed, or whose run ranged over, what their declared dims say."""
+    slice_node = helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"])
+    huge = 2 ** 63 - 1
+    return {
+        # every other index of a 120,000,000-long axis of an empty x (charged 0 bytes)
+        "strided_slice.onnx": _one_node_model("strided", slice_node, [("x", TensorProto.FLOAT, [0, 120000000])],
+                                              [("s", 0), ("e", huge), ("a", 1), ("t", 2)]),
+        # the same, 2**33 + 2**31 long: 2**32 + 2**30 indices, which Range's 32-bit length would wrap to 2**30
+        "strided_32_bits.onnx": _one_node_model("wrapped", slice_node,
+                                                [("x", TensorProto.FLOAT, [0, 2 ** 33 + 2 ** 31])],
+                                                [("s", 0), ("e", huge), ("a", 1), ("t", 2)]),
+        # starts and ends of 40,000,000 axes (empty: 0 bytes), axes left to default to them
+        "slice_starts.onnx": _one_node_model("starts", helper.make_node("Slice", ["x", "s", "e"], ["y"]), [
+            ("x", TensorProto.FLOAT, [5, 4]), ("s", TensorProto.INT64, [40000000, 0]),
+            ("e", TensorProto.INT64, [40000000, 0])]),
+        "reshape_length.onnx": _one_node_model("reshape", helper.make_node("Reshape", ["x", "shape"], ["y"]), [
+            ("x", TensorProto.FLOAT, [5, 4]), ("shape", TensorProto.INT64, [40000000, 0])]),
+        # 250,000 index columns, two ops each
+        "scatter_columns.onnx": _one_node_model("columns", helper.make_node("ScatterND", ["x", "i", "u"], ["y"]), [
+            ("x", TensorProto.FLOAT, [5, 4]), ("i", TensorProto.INT64, [0, 250000]), ("u", TensorProto.FLOAT, [0])]),
+        # every 50th row from 2**63 - 1 of a symbolic number of rows: Caffe2's Range counts in 32 bits
+        "range_start.onnx": _one_node_model("range", slice_node, [("x", TensorProto.FLOAT, ["n", 4])],
+                                            [("s", huge), ("e", huge), ("a", 0), ("t", 50)]),
+        "scatter_chain.onnx": scatter_chain_model(),
+        # a shape that is no constant, 40,000,000 long: a rank of 40,000,000 for what Expand makes (out of memory)
+        "expand_length.onnx": _one_node_model("expand", helper.make_node("Expand", ["x", "shape"], ["y"]), [
+            ("x", TensorProto.FLOAT, [5, 4]), ("shape", TensorProto.INT64, [40000000])]),
+        "inferred_length.onnx": inferred_length_model(),
+    }
+
+
+def inferred_length_model() -> onnx.ModelProto:
+    """ConstantOfShape of Range(0, 40,000,000): onnx's inference finds the length, then makes a value of that rank."""
+    nodes = [helper.make_node("Range", ["start", "limit", "delta"], ["r"]),
+             helper.make_node("ConstantOfShape", ["r"], ["y"])]
+    graph = helper.make_graph(nodes, "lengths", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["p"])],
+                              [helper.make_tensor(name, TensorProto.INT64, [], [value])
+                               for name, value in (("start", 0), ("limit", 40000000), ("delta", 1))])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def scatter_chain_model(nodes=310, rank=MAX_RANK) -> onnx.ModelProto:
+    """ScatterND nodes each indexing every dimension of a rank-32 tensor (65 ops each: 20,150 in all)."""
+    ones = [1] * rank
+    chain = [helper.make_node("ScatterND", ["x" if k == 0 else "y{}".format(k), "i", "u"], ["y{}".format(k + 1)])
+             for k in range(nodes)]
+    graph = helper.make_graph(chain, "scatters", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ones)],
+                              [helper.make_tensor_value_info("y{}".format(nodes), TensorProto.FLOAT, ones)],
+                              [helper.make_tensor("i", TensorProto.INT64, [1, rank], [0] * rank),
+                               helper.make_tensor("u", TensorProto.FLOAT, [1], [1.0])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@needs_onnx_backend
+@pytest.mark.slow
+def test_what_onnx_translations_would_build_is_refused_or_bounded_within_10_s_and_1_gib(tmp_path):
+    """A 0 in a declared shape leaves its other dims uncharged by the tensor budget: the dims that translations
+    make one entry or op per are counted one by one (each within MAX_RANK) before anything is built; a strided
+    Slice's indices are made at run time by Caffe2's Range from bounds clamped to the input's length; the op
+    budget is counted as the predict net grows, not after; a shape's length that onnx's own inference finds is
+    checked before it infers a value of that rank."""
+    paths = {}
+    for name, model in translation_amplifiers().items():
+        paths[name] = str(tmp_path / name)
+        with open(paths[name], "wb") as handle:
+            handle.write(model.SerializeToString())
+    out, init = str(tmp_path / "out.pb"), str(tmp_path / "init.pb")
+
+    def onnx_import(name):
+        return ["onnx", "import", paths[name], "--predict-net", out, "--init-net", init]
+
+    report = run_child([
+        ("strided_prepare", "prepare", [paths["strided_slice.onnx"]]),
+        ("strided_run", "prepare_and_run", [paths["strided_32_bits.onnx"], [0, 6]]),
+        ("starts_prepare", "prepare", [paths["slice_starts.onnx"]]),
+        ("starts_cli", "cli", onnx_import("slice_starts.onnx")),
+        ("reshape_prepare", "prepare", [paths["reshape_length.onnx"]]),
+        ("reshape_cli", "cli", onnx_import("reshape_length.onnx")),
+        ("columns_prepare", "prepare", [paths["scatter_columns.onnx"]]),
+        ("columns_cli", "cli", onnx_import("scatter_columns.onnx")),
+        ("range_run", "prepare_and_run", [paths["range_start.onnx"], [5, 4]]),
+        ("chain_prepare", "prepare", [paths["scatter_chain.onnx"]]),
+        ("chain_cli", "cli", onnx_import("scatter_chain.onnx")),
+        ("expand_prepare", "prepare", [paths["expand_length.onnx"]]),
+        ("inferred_prepare", "prepare", [paths["inferred_length.onnx"]]),
+        ("inferred_cli", "cli", onnx_import("inferred_length.onnx")),
+    ], budget=2 ** 30)
+    for name in ("strided_prepare", "strided_run", "range_run"):
+        assert report[name]["outcome"] == "accepted", (name, report[name])
+    expected = {"starts": "ONNX Slice node 'y': input 1 (starts) 's' is declared with dims (40000000, 0): 40000000 "
+                          "axes, more than the 32 dimensions a shape may have (MAX_RANK)",
+                "reshape": "ONNX Reshape node 'y': input 1 (read as a shape) 'shape' is declared with dims "
+                           "(40000000, 0): 40000000 entries, more than the 32",
+                "expand": "ONNX Expand node 'y': input 1 (read as a shape) 'shape' is declared with dims (40000000,): "
+                          "40000000 entries, more than the 32",
+                "inferred": "ONNX ConstantOfShape node 'y': input 'r' has 40000000 entries, more than the 32 "
+                            "dimensions a shape may have (MAX_RANK)",
+                "columns": "ONNX ScatterND node 'y': input 1 (indices) 'i' is declared with dims (0, 250000): 250000 "
+                           "index columns, more than the 32",
+                "chain": "ONNX model 'scatters': with ScatterND node 'y308', its translation passes 20000 ops "
+                         "(MAX_NET_OPS)"}
+    for case, reason in expected.items():
+        entry = report[case + "_prepare"]
+        assert entry["outcome"] == "InputTooLarge" and entry["message"].startswith(reason), (case, entry)
+        assert "\n" not in entry["message"]
+    assert_cli_refusals(report, {case + "_cli": reason for case, reason in expected.items() if case != "expand"})
+    for entry in report.values():
+        assert entry["grew_kib"] < 2 ** 20, entry  # +1 GiB at most over the imports (RLIMIT_AS holds it too)
+    assert not os.path.exists(out) and not os.path.exists(init)
+
+
+@needs_onnx_backend
+def test_translations_count_what_they_build_without_the_census():
+    """The translations check the counts themselves (a shape's length read off the nodes that make it, where no
+    dims are declared): the census is not their only guard."""
+    from pycumsum_op.onnx.facts import GraphFacts
+    from pycumsum_op.onnx.forms import FormRefused
+    from pycumsum_op.onnx.translations import translate
+
+    pieces = ["p{}".format(k) for k in range(MAX_RANK + 1)]
+    nodes = [helper.make_node("Unsqueeze", ["n"], [piece], axes=[0]) for piece in pieces]
+    nodes += [helper.make_node("Concat", pieces, ["shape"], axis=0), helper.make_node("Reshape", ["x", "shape"], ["y"]),
+              helper.make_node("ScatterND", ["x", "i", "u"], ["z"]),
+              helper.make_node("Slice", ["x", "s", "e"], ["w"])]
+    graph = helper.make_graph(nodes, "uncounted", [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+        helper.make_tensor_value_info("n", TensorProto.INT64, []),
+        helper.make_tensor_value_info("i", TensorProto.INT64, [0, 3]),
+        helper.make_tensor_value_info("u", TensorProto.FLOAT, [0]),
+        helper.make_tensor_value_info("s", TensorProto.INT64, [3]),
+        helper.make_tensor_value_info("e", TensorProto.INT64, [3])], [])
+    facts = GraphFacts(graph)
+    fresh = iter("t{}".format(k) for k in range(10 ** 6)).__next__
+    with pytest.raises(InputTooLarge, match=r"^ONNX Reshape node 'y' \(opset 11\): the shape 'shape' has 33 entries, "
+                                            r"more than the 32 dimensions a shape may have \(MAX_RANK\)$"):
+        translate(nodes[-3], facts, 11, fresh)
+    with pytest.raises(FormRefused, match=r"^ONNX ScatterND node 'z' \(opset 11\): the last dim of indices 'i' is 3, "
+                                          r"more than the rank 2 of data 'x'$"):
+        translate(nodes[-2], facts, 11, fresh)
+    with pytest.raises(FormRefused, match=r"^ONNX Slice node 'w' \(opset 11\): starts 's' has 3 entries, more than "
+                                          r"the rank 2 of input 'x'$"):
+        translate(nodes[-1], facts, 11, fresh)

@@ -12,7 +12,7 @@ if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself:
 import os
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
@@ -268,6 +268,36 @@ def test_slice_property(dims, data, dynamic, opset, runtime):
         ambiguous = any(step < 0 and end >= x.shape[axis] for axis, end, step in zip(axes, ends, steps))
         # steps of 1 are translated whatever the lengths (clamped at run time where a bound needs it)
         _run(model, {"x": x}, static=not dynamic or set(steps) == {1}, ambiguous=ambiguous)
+
+
+#: Bounds and steps past the 32 bits in which Caffe2's Range counts, and past int64 once added together.
+FAR = st.sampled_from([2 ** 31 - 1, 2 ** 31, 2 ** 32 + 3, 2 ** 62, 2 ** 63 - 1])
+STRIDES = st.sampled_from([2, 3, 5, 50, 2 ** 31, 2 ** 32 + 1, 2 ** 62, 2 ** 63 - 1])
+
+
+@settings(SETTINGS, max_examples=50)
+@example(length=5, start=2 ** 63 - 1, end=2 ** 63 - 1, step=50, symbolic=True)  # 171,798,692 indices unclamped
+@example(length=5, start=4, end=-2 ** 63, step=-2 ** 63 + 1, symbolic=False)  # one index: the step past the length
+@example(length=7, start=6, end=-8, step=-3, symbolic=False)  # Range rounds a negative step's length toward zero
+@example(length=0, start=0, end=2 ** 63 - 1, step=2, symbolic=False)  # no index
+@given(length=st.integers(0, 7), start=st.integers(-8, 8) | FAR | FAR.map(lambda v: -v - 1),
+       end=st.integers(-8, 8) | FAR | FAR.map(lambda v: -v - 1), step=STRIDES | STRIDES.map(lambda v: -v),
+       symbolic=st.booleans())
+def test_strided_slice_bounds_reach_caffe2_clamped(length, start, end, step, symbolic):
+    """A Slice with a step other than 1 or -1 gathers the indices Caffe2's Range makes at run time, and Range
+    computes its length in 32-bit arithmetic (unclamped, a start of 2**63 - 1 by 50 on 5 rows asked for 171,798,692
+    indices): every bound it is given is clamped first, so the result is onnxruntime's whatever the bounds. On a
+    length the model leaves symbolic only every step-th element from a start to the end is translated."""
+    x = np.arange(length * 4, dtype=np.float32).reshape(length, 4)
+    constants = {"starts": i64(start), "ends": i64(end), "axes": i64(0), "steps": i64(step)}
+    model = node_model("Slice", {"x": x}, constants, opset=13, dynamic=symbolic,
+                       order=["x", "starts", "ends", "axes", "steps"])
+    result, detail = outcome(model, {"x": x})
+    if symbolic:
+        translated = step > 1 and start >= 0 and end >= 2 ** 31 - 1
+    else:  # the end past the length with a negative step: onnxruntime and ONNX's specification disagree
+        translated = not (step < 0 and end >= length)
+    assert result == ("match" if translated else "refused"), detail
 
 
 @SETTINGS

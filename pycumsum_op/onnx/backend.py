@@ -54,11 +54,12 @@ from caffe2.python.onnx.backend import (  # torch >= 1.10: checked by __init__
 from onnx import TensorProto, helper
 from onnx.backend.base import Device
 
+from ..input_limits import InputTooLarge
 from ..lowering import TARGETS, LoweringError, lower as _lower
-from ..serialization import BUILDER_ARGS, PYTHON_OP_TYPES, NetProblem, UnsafeNetError, verify_net
+from ..serialization import BUILDER_ARGS, MAX_NET_OPS, PYTHON_OP_TYPES, NetProblem, UnsafeNetError, verify_net
 from .facts import GraphFacts
 from .forms import OWN, FormRefused, check_node, label
-from .model_input import check_model, check_tensors, load_zip_archive
+from .model_input import check_inferred_lengths, check_model, check_tensors, load_zip_archive
 from .translations import SCAN_DTYPES, constant_axis, scan_entry, translate
 
 
@@ -139,6 +140,7 @@ def _checked_prepare(prepare):
     def checked(cls, model, device="CPU", raw_values_dict=None, **kwargs):
         refuse_python_nodes(model.graph)
         check_tensors(model)
+        check_inferred_lengths(model)
         return prepare(cls, model, device, raw_values_dict, **kwargs)
     checked.verifies = True
     return checked
@@ -270,9 +272,18 @@ def _translated_nets(cls, onnx_model, device, opset_version, include_initializer
     cls._dummy_name.reset(_graph_names(graph))
     converter = workspace.C.Caffe2Backend(cls._dummy_name)
     facts = GraphFacts(graph)
-    ops = []
+    ops, counted = [], 0
     for node in graph.node:
-        ops += node_ops(cls, converter, node, facts, opset_version)
+        made = node_ops(cls, converter, node, facts, opset_version)
+        # MAX_NET_OPS is verify_net's budget for the finished nets: counted here as they grow, so that no more
+        # than one node's ops (a few dozen: each translation bounds its own) are made past it. Ops without inputs
+        # are not counted: the constants among them that nothing reads are dropped before the nets are verified.
+        counted += sum(1 for op in made if op.input)
+        if counted > MAX_NET_OPS:
+            raise InputTooLarge("ONNX model {!r}: with {} node {!r}, its translation passes {} ops "
+                                "(MAX_NET_OPS)".format(graph.name[:200], node.op_type[:100],
+                                                       (node.name or next(iter(node.output), ""))[:200], MAX_NET_OPS))
+        ops += made
     predict_net.op.extend(ops)
     inputs = [info.name for info in graph.input]
     inputs += [tensor.name for tensor in graph.initializer if tensor.name not in facts.graph_inputs]
@@ -362,6 +373,7 @@ class CumSumBackend(Caffe2Backend):
                              "target: {}".format(lower, ", ".join(repr(name) for name in sorted(TARGETS))))
         refuse_python_nodes(model.graph)  # before onnx's checker and shape inference see the model
         check_tensors(model)  # external data refused before onnx's checker opens it; sizes: the translation
+        check_inferred_lengths(model)  # before the stock prepare infers the model's shapes
         nested = _nested_cumsum(model.graph)
         if nested:
             raise ValueError("pycumsum_op.onnx.prepare: CumSum inside subgraphs ({}) is not supported: "

@@ -22,7 +22,9 @@ element count times element size to one `pycumsum_op.input_limits.TensorBudget` 
 ``PYCUMSUM_OP_MAX_TENSOR_BYTES``, all within ``PYCUMSUM_OP_MAX_DECLARED_BYTES``, at most ``MAX_RANK``
 dimensions), no constant read as a shape with
 more entries than ``MAX_RANK`` (shape inference would make a value of that rank for every node after
-it), and no tensor left pointing at external data (onnx would read it from wherever it points).
+it), no dim that a translation makes one entry or op per (`COUNTED_DIMS`) over ``MAX_RANK``, taken alone
+(a shape holding a 0 is charged 0 bytes, whatever its other dims), and no tensor left pointing at
+external data (onnx would read it from wherever it points).
 `check_model`, what `prepare` / `to_caffe2` check before Caffe2's backend allocates anything, adds the
 values ONNX shape inference finds to the same budget.
 """
@@ -35,7 +37,7 @@ import zipfile
 import onnx
 from onnx import TensorProto, mapping
 
-from ..input_limits import MAX_RANK, InputTooLarge, TensorBudget, check_parse, check_size
+from ..input_limits import MAX_RANK, InputTooLarge, TensorBudget, check_parse, check_size, shape_text
 
 
 class ExternalDataError(ValueError):
@@ -282,6 +284,35 @@ def _check_shape_sources(graph) -> None:
                                     "shape may have (MAX_RANK)".format(label, node.input[position][:200], MAX_RANK))
 
 
+#: Node inputs whose dims count what shape inference or pycumsum_op's translations make one entry, argument or
+#: op per (a shape's dimensions, a Slice's axes, ScatterND's index columns), constants or not: op -> [(input, dim,
+#: what it names, what it counts)], each dim at most ``MAX_RANK``.
+COUNTED_DIMS = {"Slice": [(1, 0, "starts", "axes"), (2, 0, "ends", "axes"), (3, 0, "axes", "axes"),
+                          (4, 0, "steps", "axes")],
+                "ScatterND": [(1, -1, "indices", "index columns")]}
+for _op_type, _position in SHAPE_INPUTS.items():
+    COUNTED_DIMS.setdefault(_op_type, []).append((_position, 0, "read as a shape", "entries"))
+
+
+def _check_counted_dims(graph) -> None:
+    """`InputTooLarge` for a node input of `COUNTED_DIMS` declared with that dim over ``MAX_RANK``: each dim taken
+    alone, so that a 0 elsewhere in the shape (an empty tensor, charged 0 bytes) leaves none of them free."""
+    declared = {tensor.name: list(tensor.dims) for tensor in graph.initializer}
+    for info in list(graph.input) + list(graph.value_info) + list(graph.output):
+        dims = _value_dims(info)
+        if dims is not None:
+            declared.setdefault(info.name, dims)
+    for node in graph.node:
+        for position, dim, what, counted in COUNTED_DIMS.get(node.op_type, ()):
+            dims = declared.get(node.input[position]) if position < len(node.input) else None
+            if dims and int(dims[dim]) > MAX_RANK:
+                raise InputTooLarge("ONNX {} node {!r}: input {} ({}) {!r} is declared with dims {}: {} {}, more than "
+                                    "the {} dimensions a shape may have (MAX_RANK)".format(
+                                        node.op_type[:100], (node.name or next(iter(node.output), ""))[:200],
+                                        position, what, node.input[position][:200], shape_text(dims), dims[dim],
+                                        counted, MAX_RANK))
+
+
 def _value_dims(info):
     """The dims an ONNX value info declares (open ones as 0, as Caffe2's backend allocates them), or None."""
     if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
@@ -302,6 +333,7 @@ def _model_budget(model) -> TensorBudget:
     budget = TensorBudget("ONNX model {!r}".format(model.graph.name[:200]))
     for graph in _graphs(model.graph):
         _check_shape_sources(graph)
+        _check_counted_dims(graph)
         for sparse in _sparse_tensors(graph):  # its dense shape: what densifying it allocates
             budget.charge(sparse.dims, _itemsize(sparse.values.data_type),
                           "ONNX sparse tensor {!r}".format(sparse.values.name[:200]), name=sparse.values.name or None)
@@ -322,12 +354,77 @@ def check_tensors(model) -> None:
     _model_budget(model)
 
 
+#: Ops to which ONNX shape inference gives an output of as many dimensions as an input has entries, when it knows
+#: that input's length but not its values (ConstantOfShape of a computed shape): a length it inferred itself, from
+#: a Range of constants or through Identity, which it would turn into that many dimensions before anything could
+#: check them. op -> the input read so.
+RANK_FROM_LENGTH = {"ConstantOfShape": 0}
+
+
+def _without_weights(model) -> onnx.ModelProto:
+    """A copy of ``model`` for shape inference only: the values of the main graph's initializers that inference may
+    read (a shape, axes, pads, a Range's bounds: at most 2 * ``MAX_RANK`` entries) are kept, the others are left
+    with their dims and type only, so that the copy costs what the model's structure costs, not its weights."""
+    probe = onnx.ModelProto(ir_version=model.ir_version)
+    probe.opset_import.extend(model.opset_import)
+    probe.functions.extend(getattr(model, "functions", []))
+    graph = probe.graph
+    graph.name = model.graph.name
+    for field in ("node", "input", "output", "value_info", "sparse_initializer"):
+        getattr(graph, field).extend(getattr(model.graph, field))
+    for tensor in model.graph.initializer:
+        entries = 1
+        for dim in tensor.dims:
+            entries *= max(int(dim), 0)
+        if entries <= 2 * MAX_RANK:
+            graph.initializer.add().CopyFrom(tensor)
+        else:
+            graph.initializer.add(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
+    return probe
+
+
+def check_inferred_lengths(model) -> None:
+    """`InputTooLarge` for an input of `RANK_FROM_LENGTH` whose length ONNX shape inference finds over ``MAX_RANK``:
+    the model is inferred first without those nodes, and the lengths of what they read are checked. Run it before
+    anything infers the model's shapes (Caffe2's ``prepare`` does, before it translates); `check_tensors` first
+    (no external data is read)."""
+    read = []
+    probe = _without_weights(model)
+    for graph in list(_graphs(probe.graph)):
+        kept = [node for node in graph.node if node.op_type not in RANK_FROM_LENGTH]
+        read += [(node, node.input[RANK_FROM_LENGTH[node.op_type]]) for node in graph.node
+                 if node.op_type in RANK_FROM_LENGTH and len(node.input) > RANK_FROM_LENGTH[node.op_type]]
+        if len(kept) != len(graph.node):
+            del graph.node[:]
+            graph.node.extend(kept)
+    if not read:
+        return
+    try:
+        inferred = onnx.shape_inference.infer_shapes(probe)
+    except Exception:  # the model's own inference will say so, or go on without its shapes
+        return
+    lengths = {}
+    for info in _value_infos(inferred.graph):
+        dims = _value_dims(info)
+        if dims:
+            lengths.setdefault(info.name, dims)
+    for node, name in read:
+        dims = lengths.get(name)
+        if dims and dims[0] > MAX_RANK:
+            raise InputTooLarge("ONNX {} node {!r}: input {!r} has {} entries, more than the {} dimensions a shape may "
+                                "have (MAX_RANK)".format(node.op_type[:100], (node.name or next(iter(node.output), ""))[
+                                    :200], name[:200], dims[0], MAX_RANK))
+
+
 def check_model(model) -> None:
     """`check_tensors`, then the values ONNX shape inference finds charged to the same budget: `InputTooLarge`
     for one over ``PYCUMSUM_OP_MAX_TENSOR_BYTES`` or all over ``PYCUMSUM_OP_MAX_DECLARED_BYTES``."""
     budget = _model_budget(model)
+    check_inferred_lengths(model)
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception:  # as Caffe2's backend: go on with the shapes the model declares
         return
+    for graph in _graphs(inferred.graph):
+        _check_counted_dims(graph)
     _charge_values(inferred.graph, budget)

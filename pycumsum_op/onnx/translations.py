@@ -10,6 +10,12 @@ length, ``where``, ``pow`` with a tensor exponent, ``maximum`` / ``minimum``, ``
 ScatterND), whose broadcasting is ONNX's. LSTM, GRU and RNN become Caffe2's ``RecurrentNetwork``, built by
 Caffe2's own RNN converter (`_recurrent`). Registered scans whose entry names an ONNX operator
 (`pycumsum_op.scans`, ``onnx=``) become their Caffe2 op (`scan_operator`).
+
+What a translation builds is counted before it is built: a list or a number of ops that follows a count read
+from the model (a Slice's axes, a Reshape's shape, ScatterND's index columns) is refused past ``MAX_RANK``
+entries (`_within_rank`), and no list follows a dim (a strided Slice's indices come from Caffe2's ``Range`` at
+run time). A bound handed to a Caffe2 kernel is first clamped to the range that kernel computes in (``Range``
+counts its length in 32 bits).
 """
 from typing import Callable, Dict, List
 
@@ -20,6 +26,7 @@ from caffe2.python import core, utils
 from caffe2.python.onnx.backend import Caffe2Backend, OnnxNode  # torch >= 1.10: checked by __init__
 from onnx import TensorProto, helper
 
+from ..input_limits import MAX_RANK, InputTooLarge, shape_text
 from ..ops.net_ops import add_scan_op
 from ..scans import SCANS, Refused
 from .forms import FormRefused, given, label
@@ -60,6 +67,14 @@ def _attribute(node, name: str, default=None):
     return default
 
 
+def _within_rank(node, opset, entries: int, what: str) -> None:
+    """`InputTooLarge` unless ``entries`` (what a translation makes one op argument, list or op per) fit in a shape's
+    `MAX_RANK` dimensions: checked on the count, before anything is built from it."""
+    if entries > MAX_RANK:
+        raise InputTooLarge("{}: {} has {} entries, more than the {} dimensions a shape may have (MAX_RANK)".format(
+            label(node, opset), what, entries, MAX_RANK))
+
+
 def _int64_scalar(node, name: str, value: int) -> caffe2_pb2.OperatorDef:
     """The op filling blob ``name`` with the int64 scalar ``value``."""
     return _op("ConstantFill", [], [name], node.name, shape=[], dtype=caffe2_pb2.TensorProto.INT64, value=value)
@@ -75,6 +90,7 @@ def _int_list(node, opset, facts, position: int, what: str):
     if value.dtype.kind not in "iu" or value.ndim > 1:
         raise _refuse(node, opset, "input {} ({}) must be a 1-D integer tensor, got shape {} dtype {}".format(
             position, what, value.shape, value.dtype))
+    _within_rank(node, opset, value.size, "input {} ({}) {!r}".format(position, what, node.input[position]))
     return [int(v) for v in value.reshape(-1)]
 
 
@@ -195,16 +211,42 @@ def _clamped_slice(node, data, out, starts, ends, axes, rank, fresh):
 
 
 def _strided(node, data, out, axis, start_step, fresh):
-    """Every step-th element of ``axis`` from a start to the end, the axis' length read at run time."""
+    """Every step-th element of ``axis`` from a start to the end, the axis' length read at run time. Caffe2's Range
+    computes its length in 32-bit arithmetic, so a start past the end (up to 2**63 - 1) would wrap around to a
+    length of millions: the start is held to the length first, so Range counts at most the length."""
     ops, (start, step) = [], start_step
-    shape, length, first, stride, indices = fresh(), fresh(), fresh(), fresh(), fresh()
+    shape, length, first, held, stride, indices = fresh(), fresh(), fresh(), fresh(), fresh(), fresh()
     ops += [_op("Shape", [data], [shape], node.name, axes=[axis]),
             _op("Squeeze", [shape], [length], node.name, dims=[0]),
             _int64_scalar(node, first, start),
+            _op("ATen", [first, length], [held], node.name, operator="minimum"),
             _int64_scalar(node, stride, step),
-            _op("Range", [first, length, stride], [indices], node.name),
+            _op("Range", [held, length, stride], [indices], node.name),
             _op("Gather", [data, indices], [out], node.name, axis=axis)]
     return ops
+
+
+def _stepped(node, data, out, axis, picked: range, dim: int, fresh):
+    """The elements ``picked`` of ``axis`` (its length ``dim`` known), gathered by indices that Caffe2's Range makes
+    at run time: a list of them in the net would cost as many entries as the model says the axis is long. Range
+    computes its length in 32-bit arithmetic and rounds it toward zero for a negative step, so it makes the indices
+    in increasing order (flipped after, for a negative step), by a step no longer than ``dim`` (past it only one
+    index is taken, whatever the step), from a start and to a stop both held to the axis' length read at run time:
+    Range then counts at most the input's length, whatever the model declares."""
+    count, step = len(picked), min(abs(picked.step), max(dim, 1))
+    low = (picked[-1] if picked.step < 0 else picked.start) if count else 0
+    shape, length, first, stop, stride, held_first, held_stop, indices = (fresh() for _ in range(8))
+    ops = [_op("Shape", [data], [shape], node.name, axes=[axis]),
+           _op("Squeeze", [shape], [length], node.name, dims=[0]),
+           _int64_scalar(node, first, low), _int64_scalar(node, stop, low + count * step),
+           _int64_scalar(node, stride, step),
+           _op("ATen", [first, length], [held_first], node.name, operator="minimum"),
+           _op("ATen", [stop, length], [held_stop], node.name, operator="minimum"),
+           _op("Range", [held_first, held_stop, stride], [indices], node.name)]
+    if picked.step < 0 and count > 1:
+        increasing, indices = indices, fresh()
+        ops.append(_op("ATen", [increasing], [indices], node.name, operator="flip", dims=[0]))
+    return ops + [_op("Gather", [data, indices], [out], node.name, axis=axis)]
 
 
 def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
@@ -214,9 +256,15 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
     if rank is None:
         raise _refuse(node, opset, "the rank of input {!r} is unknown".format(data))
     count = facts.dims(node.input[1])
+    if count is not None and len(count) != 1:  # before any list is made from its length
+        raise _refuse(node, opset, "starts {!r} is declared with dims {}; ONNX takes a 1-D list".format(
+            node.input[1], shape_text(count)))
     axes = _int_list(node, opset, facts, 3, "axes")
     if axes is None and (count is None or count[0] is None):
         raise _refuse(node, opset, "no axes, and the length of starts {!r} is unknown".format(node.input[1]))
+    if axes is None and count[0] > rank:
+        raise _refuse(node, opset, "starts {!r} has {} entries, more than the rank {} of input {!r}".format(
+            node.input[1], count[0], rank, data))
     axes = _normalized(node, opset, list(range(count[0])) if axes is None else axes, rank)
     steps = _int_list(node, opset, facts, 4, "steps") or [1] * len(axes)
     if not facts.is_constant(node.input[1]) or not facts.is_constant(node.input[2]):
@@ -245,7 +293,7 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
     c2_starts, c2_ends = [0] * rank, [-1] * rank  # Caffe2's Slice: -1 is the end, so -k means dim + 1 - k
     onnx_starts, onnx_ends = [0] * rank, [_END] * rank  # the same bounds as ONNX reads them
     clamped = False  # a bound only a run-time clamp takes as ONNX does (`_safe_on_any_length`)
-    picks = []  # (axis, indices or None for a whole reversal)
+    picks = []  # (axis, the range of indices, (start, step) to the end, or None for a whole reversal)
     for axis, start, end, step in zip(axes, starts, ends, steps):
         dim = dims[axis]
         if dim is not None:
@@ -257,7 +305,7 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
                 c2_starts[axis], c2_ends[axis] = picked.start, max(picked.start, picked.stop)
                 onnx_starts[axis], onnx_ends[axis] = c2_starts[axis], c2_ends[axis]
             else:
-                picks.append((axis, list(picked)))
+                picks.append((axis, picked))
         elif step == 1:
             c2_starts[axis], c2_ends[axis] = _caffe2_bound(start, False), _caffe2_bound(end, True)
             onnx_starts[axis], onnx_ends[axis] = start, end
@@ -293,8 +341,7 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
         elif isinstance(indices, tuple):
             ops += _strided(node, current, target, axis, indices, fresh)
         else:
-            index_blob, fill = _constant_blob(indices, fresh)
-            ops += [fill, _op("Gather", [current, index_blob], [target], node.name, axis=axis)]
+            ops += _stepped(node, current, target, axis, indices, dims[axis], fresh)
         current = target
     if not ops:
         ops.append(_op("Copy", [data], [out], node.name))
@@ -362,8 +409,13 @@ def _reshape(node, facts, opset, fresh):
     copies it always): zeros are replaced by the dims first, from the model or at run time."""
     data, shape = node.input
     dims, out = facts.dims(data), [node.output[0], fresh()]
+    declared = facts.dims(shape)
+    if declared is not None and len(declared) != 1:  # before any list is made from its length
+        raise _refuse(node, opset, "the shape {!r} is declared with dims {}; ONNX takes a 1-D shape".format(
+            shape, shape_text(declared)))
     values = facts.constant(shape)
     if values is not None:
+        _within_rank(node, opset, values.size, "the shape {!r}".format(shape))
         values = [int(v) for v in values.reshape(-1)]
         zeros = [k for k, v in enumerate(values) if v == 0]
         if not zeros:
@@ -375,6 +427,7 @@ def _reshape(node, facts, opset, fresh):
     if count is None:
         raise _refuse(node, opset, "a 0 in the shape may copy a dim, but the length of the shape {!r} is "
                                    "unknown".format(shape))
+    _within_rank(node, opset, count, "the shape {!r}".format(shape))
     ops, data_dims, padded, prefix = [], fresh(), fresh(), fresh()
     padding, fill = _constant_blob([0] * count, fresh)  # a 0 past the input's rank is invalid: never taken
     ops += [_op("Shape", [data], [data_dims], node.name), fill,
@@ -509,6 +562,11 @@ def _scatter_nd(node, facts, opset, fresh):
     depth = _last_dim(facts, opset, indices)
     if depth is None:
         raise _refuse(node, opset, "the last dim of indices {!r} is unknown".format(indices))
+    # two ops per indexed dimension: counted before they are made
+    _within_rank(node, opset, depth, "the last dim of indices {!r} (one index per dimension of data)".format(indices))
+    if facts.rank(data) is not None and depth > facts.rank(data):
+        raise _refuse(node, opset, "the last dim of indices {!r} is {}, more than the rank {} of data {!r}".format(
+            indices, depth, facts.rank(data), data))
     index_rank = facts.rank(indices)
     if index_rank is None:  # updates' shape is indices.shape[:-1] + data.shape[depth:]
         if facts.rank(updates) is None or facts.rank(data) is None:
