@@ -1,20 +1,26 @@
-"""Target "portable": a scan from operators every Caffe2 build has (Slice, Add, Concat, Cast, ...).
+"""Target "portable": a scan from operators every Caffe2 build has (Split, Add, Concat, Reshape, Cast, ...).
 
-A Hillis–Steele scan: for s = 1, 2, 4, ... < n, ``y[s:] += y[:n-s]`` as
-``Concat(Slice(y, 0:s), Add(Slice(y, s:n), Slice(y, 0:n-s)))`` along the axis — ⌈log2 n⌉ steps,
-O(n log n) work. Only Add combines entries, so ±inf and NaN reach exactly the positions at and after
+A sum (cumsum) adds the entries one after another, as torch does: one Split of the axis into its entries,
+one Add per entry onto the running sum, one Concat. An axis longer than `DIRECT` is split into blocks of
+about `BLOCK` entries by a Reshape (the last axis: rows of one block; another axis: (blocks, B), each slice a
+contiguous run of the dimensions after it), each block summed so, the block totals summed the same way
+(exclusively; blocked again when many) and added to their blocks by one broadcast Add: about a dozen
+passes over memory. Only Add combines entries, so ±inf and NaN reach exactly the positions at and after
 them, as in torch's sequential sum (a triangular MatMul would multiply them by the zeros of its matrix:
 0 × inf = NaN over the whole lane). float32 is summed in float64 and cast back, as torch's CPU kernel
 accumulates it (``acc_type<float>`` is double): a running sum past float32's range is inf exactly where
-torch's is, also when later entries bring it back into range; floats first get +0.0 added, since
-torch's sum starts at +0.0 and never gives -0.0. Integers are exact (bool and integers are first cast to
-int64, as torch). On a last axis longer than `DIRECT` the scan runs within blocks of about `BLOCK`
-entries and over the block totals (log2(B) steps over the data, the rest over 1/B of it). Every op has
-a Caffe2 gradient. ``reverse`` mirrors the slices; ``exclusive`` shifts by one with a slice holding
-the scan's identity (ConstantFill). The slices are fixed at the rank and scan length n known when
-lowering, so the lowered net starts with ``Shape → EQ → Assert``: another rank or length at run time
-fails with a message naming the blob, never gives a wrong answer. Other dimensions (the batch size)
-may change.
+torch's is, also when later entries bring it back into range. Floats first get +0.0 added: torch's sum
+starts at +0.0 and never gives -0.0. float64 sums in float64 (Caffe2 has nothing wider), blocks first, so
+where a running sum passes 1.8e308 and comes back, torch (left to right) and this order may differ.
+Integers are exact (bool and integers are first cast to int64, as torch).
+
+A scan whose form is not a sum takes a Hillis–Steele scan of its combining operator: for s = 1, 2, 4, ... < n,
+``y[s:] = combine(y[s:], y[:n-s])`` as ``Concat(Slice(y, 0:s), combine(Slice(y, s:n), Slice(y, 0:n-s)))`` —
+⌈log2 n⌉ steps; empty inputs take it too (nothing to add; Reshape cannot infer the -1 of an empty tensor).
+Every op has a Caffe2 gradient. ``reverse`` mirrors the order; ``exclusive`` shifts by one behind the scan's
+identity (ConstantFill). The slices are fixed at the rank and scan length n known when lowering, so the
+lowered net starts with ``Shape → EQ → Assert``: another rank or length at run time fails with a message
+naming the blob, never gives a wrong answer. Other dimensions (the batch size) may change.
 
 A scan's form here is its registry entry's `pycumsum_op.scans.PortableForm` (the combining operator, and
 whether it is a sum that takes the blocked form), or the `Refused` reason why it has none.
@@ -27,14 +33,12 @@ from .errors import LoweringError
 from .input_facts import normalized_axis
 
 FLOAT32, FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
-#: Preferred entries per block on long last axes (re-derive with benchmarks/run.py --only-lowering).
+#: Preferred entries per block (re-derive with benchmarks/run.py --only-lowering).
 BLOCK = 16
 #: Block sizes the blocked form may take: a divisor of the scan length (no padding copies), nearest BLOCK.
 BLOCK_SIZES = range(8, 33)
-#: A last axis at most this long is scanned as it is; longer ones in blocks.
+#: An axis at most this long is summed as it is (one Add per entry); longer ones in blocks.
 DIRECT = 32
-#: Block totals at most this many per lane are scanned as they are; more are blocked again.
-DIRECT_TOTALS = 64
 
 
 def block_size(length: int) -> int:
@@ -71,30 +75,65 @@ def _whole_blocks(emitter, blob, axis, rank, length, owned, dtype):
     return blob, owned, size, blocks
 
 
-def _last_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, dtype, direct=DIRECT):
-    """Scan ``blob`` (rank ``rank``) along its last axis, ``length`` long; returns a blob of its shape.
+def _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype, total=False):
+    """The running sums along ``axis``, one Add after another in the order torch adds: the ``length`` slices
+    from one Split, summed, and one Concat. Returns (scanned, the lane's total if ``total`` else None).
 
-    At most ``direct`` long: Hillis–Steele along the axis. Longer: the lanes as rows of B-entry blocks (one
-    Reshape, a copy unless ``owned``), each row scanned (log2(B) Hillis–Steele steps), the block totals (one
-    column) scanned exclusively the same way, one broadcast Add.
+    Every slice is summed into the result (or the total): Split's gradient drops the slices that get none.
+    An exclusive scan without its total so leaves out the last entry before the Split (one Slice).
     """
-    if length <= direct:
-        return _lane_scan(emitter, blob, rank - 1, rank, length, reverse, exclusive, dtype)
-    blob, owned, size, blocks = _whole_blocks(emitter, blob, rank - 1, rank, length, owned, dtype)
-    rows, old = _reshape(emitter, blob, [-1, size], owned)
-    within = _lane_scan(emitter, rows, 1, 2, size, reverse, exclusive, dtype)
-    edge = 0 if reverse else size - 1
-    column = _slicer(emitter, 1, 2)
-    totals = column(within, edge, edge + 1)
-    if exclusive:  # the block's total is its exclusive sum at the edge plus the edge entry
-        totals = emitter.step("Add", [totals, column(rows, edge, edge + 1)])
-    totals = _reshape(emitter, totals, [-1, blocks], owned=True)[0]
-    offsets = _last_axis_scan(emitter, totals, 2, blocks, reverse, True, owned=True, dtype=dtype,
-                              direct=DIRECT_TOTALS)
-    # A new blob, not in place: the gradients of Slice and Add read ``within`` as it is at the end of the net.
-    scanned = emitter.step("Add", [within, _reshape(emitter, offsets, [-1, 1], owned=True)[0]])
-    scanned = _reshape(emitter, scanned, old, owned=True)[0]
-    return scanned if blocks * size == length else _slicer(emitter, rank - 1, rank)(scanned, 0, length)
+    if exclusive and not total:
+        if length == 1:  # nothing to sum: the shift alone (its slices keep a gradient path)
+            return _lane_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype), None
+        take = _slicer(emitter, axis, rank)
+        blob = take(blob, 1, length) if reverse else take(blob, 0, length - 1)
+    count = length - 1 if exclusive and not total else length
+    parts = [emitter.fresh() for _ in range(count)]
+    emitter.op("Split", [blob], parts, axis=axis, split=[1] * count)
+    order = parts[::-1] if reverse else parts
+    sums = [order[0]]
+    for part in order[1:]:
+        sums.append(emitter.step("Add", [sums[-1], part]))
+    lane_total = sums[-1] if total else None
+    if exclusive:
+        sums = [_fill_like(emitter, order[0], dtype, 0)] + sums[:length - 1]
+    return _concat(emitter, sums[::-1] if reverse else sums, axis), lane_total
+
+
+def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtype):
+    """The running sums of ``blob`` (rank ``rank``, no empty dimension) along ``axis``, ``length`` long.
+
+    At most `DIRECT` long: `_split_scan`. Longer: the axis split into blocks of B entries by one Reshape (a
+    copy unless ``owned``): a last axis into rows of one block; another into (blocks, B), the shape built
+    from the blob's own for a middle axis (the dimensions around it may change at run time). Each block is
+    scanned by `_split_scan`, the block totals exclusively the same way (blocked again when many), and one
+    broadcast Add puts each block's offset on it.
+    """
+    if length <= DIRECT:
+        return _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype)[0]
+    blob, owned, size, blocks = _whole_blocks(emitter, blob, axis, rank, length, owned, dtype)
+    if axis == rank - 1:
+        rows, old = _reshape(emitter, blob, [-1, size], owned)
+        within, totals = _split_scan(emitter, rows, 1, 2, size, reverse, exclusive, dtype, total=True)
+        totals = _reshape(emitter, totals, [-1, blocks], owned=True)[0]
+        offsets = _sum_scan(emitter, totals, 1, 2, blocks, reverse, True, owned=True, dtype=dtype)
+        offsets = _reshape(emitter, offsets, [-1, 1], owned=True)[0]
+    else:
+        if axis == 0:
+            grouped, old = _reshape(emitter, blob, [blocks, size, -1], owned)
+            grouped_rank = 3
+        else:
+            shape = [emitter.step("Shape", [blob], axes=list(range(axis))),
+                     emitter.step("GivenTensorInt64Fill", [], values=[blocks, size], shape=[2]),
+                     emitter.step("Shape", [blob], axes=list(range(axis + 1, rank)))]
+            grouped, old = _reshape(emitter, blob, _concat(emitter, shape, 0), owned)
+            grouped_rank = rank + 1
+        within, totals = _split_scan(emitter, grouped, axis + 1, grouped_rank, size, reverse, exclusive, dtype,
+                                      total=True)
+        offsets = _sum_scan(emitter, totals, axis, grouped_rank, blocks, reverse, True, owned=True, dtype=dtype)
+    # A new blob, not in place: the gradients of Split and Add read ``within`` as it is at the end of the net.
+    scanned = _reshape(emitter, emitter.step("Add", [within, offsets]), old, owned=True)[0]
+    return scanned if blocks * size == length else _slicer(emitter, axis, rank)(scanned, 0, length)
 
 
 def _assert(emitter, blob, values, message):
@@ -191,9 +230,9 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
         current = emitter.step("Add", [current, zero])
     if accumulate != dtype:  # float32 summed in float64, as torch's CPU kernel does (see the module doc)
         current = emitter.step("Cast", [current], to=TENSOR_TYPES[accumulate], from_type=TENSOR_TYPES[dtype])
-    if form.blocked and axis == rank - 1 and all(facts.shape):  # log2(B) + log2(n/B) steps on rows of blocks
-        current = _last_axis_scan(emitter, current, rank, length, spec.reverse, spec.exclusive, current != blob_in,
-                                  dtype=accumulate)
+    if form.blocked and length > 0 and all(facts.shape):  # (Reshape cannot infer a -1 of an empty tensor)
+        current = _sum_scan(emitter, current, axis, rank, length, spec.reverse, spec.exclusive, current != blob_in,
+                            accumulate)
     else:
         current = _lane_scan(emitter, current, axis, rank, length, spec.reverse, spec.exclusive, accumulate,
                              form.combine, entry.identity)
