@@ -12,9 +12,10 @@ import hypothesis.strategies as st
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 
 from pycumsum_op.lowering import portable
+from pycumsum_op.torch_versions import has
 from test_gradient import torch_gradient
 from test_lower import TARGETS, lower_and_run, run_lowered_gradient
 
@@ -113,6 +114,8 @@ def test_gradient_matches_torch_on_nonfinite_values(case, target, lowered_gradie
     x, w, axis, exclusive, reverse = case
     if refused_at_run_time(target, x, axis, exclusive):
         return
+    # no float64 Sum in Caffe2 before torch 1.8: asserted by test_lower.test_gradient_grid_every_flag_and_axis
+    assume(target == "aten" or lowered_gradient_ops or has("caffe2 Sum double"))
     y, actual = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
                                      reverse=reverse)
     assert_matches_torch(y, torch_scan(torch.from_numpy(x), axis, exclusive, reverse).numpy(), x, axis,

@@ -9,8 +9,8 @@ passes over memory. Only Add combines entries, so ±inf and NaN reach exactly th
 them, as in torch's sequential sum (a triangular MatMul would multiply them by the zeros of its matrix:
 0 × inf = NaN over the whole lane). float32 is summed in float64 and cast back, as torch's CPU kernel
 accumulates it (``acc_type<float>`` is double): a running sum past float32's range is inf exactly where
-torch's is, also when later entries bring it back into range. Floats first get +0.0 added: torch's sum
-starts at +0.0 and never gives -0.0. float64 sums in float64 (Caffe2 has nothing wider), blocks first, so
+torch's is, also when later entries bring it back into range. Float sums start from +0.0, as torch's:
+no running sum is -0.0. float64 sums in float64 (Caffe2 has nothing wider), blocks first, so
 where a running sum passes 1.8e308 and comes back, torch (left to right) and this order may differ.
 Integers are exact (bool and integers are first cast to int64, as torch).
 
@@ -91,12 +91,14 @@ def _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype, to
     parts = [emitter.fresh() for _ in range(count)]
     emitter.op("Split", [blob], parts, axis=axis, split=[1] * count)
     order = parts[::-1] if reverse else parts
-    sums = [order[0]]
+    zero = _fill_like(emitter, order[0], dtype, 0) if exclusive or dtype.kind == "f" else None
+    # floats start from +0.0, as torch's sum: -0.0 + +0.0 is +0.0, and no running sum is then -0.0
+    sums = [emitter.step("Add", [zero, order[0]]) if dtype.kind == "f" else order[0]]
     for part in order[1:]:
         sums.append(emitter.step("Add", [sums[-1], part]))
     lane_total = sums[-1] if total else None
     if exclusive:
-        sums = [_fill_like(emitter, order[0], dtype, 0)] + sums[:length - 1]
+        sums = [zero] + sums[:length - 1]
     return _concat(emitter, sums[::-1] if reverse else sums, axis), lane_total
 
 
@@ -225,9 +227,6 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
         _check_rank_and_length(emitter, blob_in, facts.rank, axis, length, where)
     rank = max(facts.rank, 1)
     accumulate = FLOAT64 if form.blocked and dtype == FLOAT32 else dtype
-    if form.blocked and dtype.kind == "f":  # torch's sum starts at +0.0: x + 0.0 turns -0.0 into +0.0 and changes nothing else
-        zero = emitter.step("ConstantFill", [], shape=[1], value=0.0, dtype=TENSOR_TYPES[dtype])
-        current = emitter.step("Add", [current, zero])
     if accumulate != dtype:  # float32 summed in float64, as torch's CPU kernel does (see the module doc)
         current = emitter.step("Cast", [current], to=TENSOR_TYPES[accumulate], from_type=TENSOR_TYPES[dtype])
     if form.blocked and length > 0 and all(facts.shape):  # (Reshape cannot infer a -1 of an empty tensor)
