@@ -2,8 +2,9 @@
 
 A sum (cumsum) adds the entries one after another, as torch does: one Split of the axis into its entries,
 one Add per entry onto the running sum, one Concat. An axis longer than `DIRECT` is split into blocks of
-about `BLOCK` entries by a Reshape (the last axis: rows of one block; another axis: (blocks, B), each slice a
-contiguous run of the dimensions after it), each block summed so, the block totals summed the same way
+about `BLOCK` entries by a Reshape (another axis than the last: (blocks, B), each slice a contiguous run of
+the dimensions after it; the last axis: rows of one block, transposed to columns and back, since a Split of
+the last axis copies entry by entry), each block summed so, the block totals summed the same way
 (exclusively; blocked again when many) and added to their blocks by one broadcast Add: about a dozen
 passes over memory. Only Add combines entries, so ±inf and NaN reach exactly the positions at and after
 them, as in torch's sequential sum (a triangular MatMul would multiply them by the zeros of its matrix:
@@ -105,37 +106,56 @@ def _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype, to
 def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtype):
     """The running sums of ``blob`` (rank ``rank``, no empty dimension) along ``axis``, ``length`` long.
 
-    At most `DIRECT` long: `_split_scan`. Longer: the axis split into blocks of B entries by one Reshape (a
-    copy unless ``owned``): a last axis into rows of one block; another into (blocks, B), the shape built
-    from the blob's own for a middle axis (the dimensions around it may change at run time). Each block is
-    scanned by `_split_scan`, the block totals exclusively the same way (blocked again when many), and one
-    broadcast Add puts each block's offset on it.
+    A last axis (of rank 2 or more): `_last_axis_sums`. Another axis at most `DIRECT` long: `_split_scan`.
+    Longer: the axis split into (blocks, B) by one Reshape (a copy unless ``owned``; the shape built from the
+    blob's own for a middle axis, whose neighbours may change at run time), each block summed by
+    `_split_scan` (each slice a contiguous run of the dimensions after the axis), the block totals summed the
+    same way (exclusively; blocked again when many), and one broadcast Add puts each block's offset on it.
     """
+    if axis == rank - 1 and rank > 1:
+        return _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtype)
     if length <= DIRECT:
         return _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype)[0]
     blob, owned, size, blocks = _whole_blocks(emitter, blob, axis, rank, length, owned, dtype)
-    if axis == rank - 1:
-        rows, old = _reshape(emitter, blob, [-1, size], owned)
-        within, totals = _split_scan(emitter, rows, 1, 2, size, reverse, exclusive, dtype, total=True)
-        totals = _reshape(emitter, totals, [-1, blocks], owned=True)[0]
-        offsets = _sum_scan(emitter, totals, 1, 2, blocks, reverse, True, owned=True, dtype=dtype)
-        offsets = _reshape(emitter, offsets, [-1, 1], owned=True)[0]
+    if axis == 0:
+        grouped, old = _reshape(emitter, blob, [blocks, size, -1], owned)
+        grouped_rank = 3
     else:
-        if axis == 0:
-            grouped, old = _reshape(emitter, blob, [blocks, size, -1], owned)
-            grouped_rank = 3
-        else:
-            shape = [emitter.step("Shape", [blob], axes=list(range(axis))),
-                     emitter.step("GivenTensorInt64Fill", [], values=[blocks, size], shape=[2]),
-                     emitter.step("Shape", [blob], axes=list(range(axis + 1, rank)))]
-            grouped, old = _reshape(emitter, blob, _concat(emitter, shape, 0), owned)
-            grouped_rank = rank + 1
-        within, totals = _split_scan(emitter, grouped, axis + 1, grouped_rank, size, reverse, exclusive, dtype,
-                                      total=True)
-        offsets = _sum_scan(emitter, totals, axis, grouped_rank, blocks, reverse, True, owned=True, dtype=dtype)
+        shape = [emitter.step("Shape", [blob], axes=list(range(axis))),
+                 emitter.step("GivenTensorInt64Fill", [], values=[blocks, size], shape=[2]),
+                 emitter.step("Shape", [blob], axes=list(range(axis + 1, rank)))]
+        grouped, old = _reshape(emitter, blob, _concat(emitter, shape, 0), owned)
+        grouped_rank = rank + 1
+    within, totals = _split_scan(emitter, grouped, axis + 1, grouped_rank, size, reverse, exclusive, dtype,
+                                 total=True)
+    offsets = _sum_scan(emitter, totals, axis, grouped_rank, blocks, reverse, True, owned=True, dtype=dtype)
     # A new blob, not in place: the gradients of Split and Add read ``within`` as it is at the end of the net.
     scanned = _reshape(emitter, emitter.step("Add", [within, offsets]), old, owned=True)[0]
     return scanned if blocks * size == length else _slicer(emitter, axis, rank)(scanned, 0, length)
+
+
+def _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtype):
+    """The running sums along the last axis: the lanes as rows of one block (B entries; the whole lane when at
+    most `DIRECT` long), transposed to columns so that `_split_scan` takes contiguous rows (a Split of the last
+    axis copies entry by entry), the block totals (one row) summed exclusively by `_sum_scan` and added as one
+    row, and the Transpose back."""
+    if length <= DIRECT:
+        size, blocks = length, 1
+        rows, old = (blob, None) if rank == 2 else _reshape(emitter, blob, [-1, length], owned)
+    else:
+        blob, owned, size, blocks = _whole_blocks(emitter, blob, rank - 1, rank, length, owned, dtype)
+        rows, old = _reshape(emitter, blob, [-1, size], owned)
+    columns = emitter.step("Transpose", [rows], axes=[1, 0])
+    within, totals = _split_scan(emitter, columns, 0, 2, size, reverse, exclusive, dtype, total=blocks > 1)
+    if blocks > 1:
+        totals = _reshape(emitter, totals, [-1, blocks], owned=True)[0]
+        offsets = _sum_scan(emitter, totals, 1, 2, blocks, reverse, True, owned=True, dtype=dtype)
+        # A new blob, not in place: the gradients of Split and Add read ``within`` as it is at the end of the net.
+        within = emitter.step("Add", [within, _reshape(emitter, offsets, [1, -1], owned=True)[0]])
+    scanned = emitter.step("Transpose", [within], axes=[1, 0])
+    if old is not None:
+        scanned = _reshape(emitter, scanned, old, owned=True)[0]
+    return scanned if blocks * size == length else _slicer(emitter, rank - 1, rank)(scanned, 0, length)
 
 
 def _assert(emitter, blob, values, message):
