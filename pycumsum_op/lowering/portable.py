@@ -4,9 +4,10 @@ A sum (cumsum) adds the entries one after another, as torch does: one Split of t
 one Add per entry onto the running sum, one Concat. An axis longer than `DIRECT` is split into blocks of
 about `BLOCK` entries by a Reshape (another axis than the last: (blocks, B), each slice a contiguous run of
 the dimensions after it; the last axis: rows of one block, transposed to columns and back, since a Split of
-the last axis copies entry by entry), each block summed so, the block totals summed the same way
-(exclusively; blocked again when many) and added to their blocks by one broadcast Add: about a dozen
-passes over memory. Only Add combines entries, so ±inf and NaN reach exactly the positions at and after
+the last axis copies entry by entry): the blocks' totals are summed first, their running sums (exclusive;
+blocked again when many) are the blocks' offsets, and each block's running sum starts from its offset, so
+every Add is of one slice's shape (Caffe2's broadcast Add onto blocks takes its slow general path). About a
+dozen passes over memory. Only Add combines entries, so ±inf and NaN reach exactly the positions at and after
 them, as in torch's sequential sum (a triangular MatMul would multiply them by the zeros of its matrix:
 0 × inf = NaN over the whole lane). float32 is summed in float64 and cast back, as torch's CPU kernel
 accumulates it (``acc_type<float>`` is double): a running sum past float32's range is inf exactly where
@@ -76,31 +77,55 @@ def _whole_blocks(emitter, blob, axis, rank, length, owned, dtype):
     return blob, owned, size, blocks
 
 
-def _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype, total=False):
+def _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype):
     """The running sums along ``axis``, one Add after another in the order torch adds: the ``length`` slices
-    from one Split, summed, and one Concat. Returns (scanned, the lane's total if ``total`` else None).
+    from one Split, summed from +0.0, and one Concat.
 
-    Every slice is summed into the result (or the total): Split's gradient drops the slices that get none.
-    An exclusive scan without its total so leaves out the last entry before the Split (one Slice).
+    Every slice is summed into the result: Split's gradient drops the slices that get none, so an exclusive
+    scan leaves out its last entry before the Split (one Slice).
     """
-    if exclusive and not total:
+    if exclusive:
         if length == 1:  # nothing to sum: the shift alone (its slices keep a gradient path)
-            return _lane_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype), None
+            return _lane_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype)
         take = _slicer(emitter, axis, rank)
         blob = take(blob, 1, length) if reverse else take(blob, 0, length - 1)
-    count = length - 1 if exclusive and not total else length
+    order = _split(emitter, blob, axis, length - 1 if exclusive else length, reverse)
+    zero = _fill_like(emitter, order[0], dtype, 0)
+    sums = _running_sums(emitter, zero, order)
+    return _concat(emitter, _in_place([zero] + sums if exclusive else sums, reverse), axis)
+
+
+def _split(emitter, blob, axis, count, reverse):
+    """The ``count`` slices of ``blob`` along ``axis`` from one Split, in the order they are added."""
     parts = [emitter.fresh() for _ in range(count)]
     emitter.op("Split", [blob], parts, axis=axis, split=[1] * count)
-    order = parts[::-1] if reverse else parts
-    zero = _fill_like(emitter, order[0], dtype, 0) if exclusive or dtype.kind == "f" else None
-    # floats start from +0.0, as torch's sum: -0.0 + +0.0 is +0.0, and no running sum is then -0.0
-    sums = [emitter.step("Add", [zero, order[0]]) if dtype.kind == "f" else order[0]]
+    return parts[::-1] if reverse else parts
+
+
+def _in_place(sums, reverse):
+    return sums[::-1] if reverse else sums
+
+
+def _running_sums(emitter, start, order):
+    """``start`` + order[0], then each next slice added. ``start`` is 0 or an offset: torch's sum starts from
+    +0.0, and -0.0 + +0.0 is +0.0, so no running sum is -0.0."""
+    sums = [emitter.step("Add", [start, order[0]])]
     for part in order[1:]:
         sums.append(emitter.step("Add", [sums[-1], part]))
-    lane_total = sums[-1] if total else None
-    if exclusive:
-        sums = [zero] + sums[:length - 1]
-    return _concat(emitter, sums[::-1] if reverse else sums, axis), lane_total
+    return sums
+
+
+def _blocked_sums(emitter, grouped, axis, rank, size, reverse, exclusive, dtype, offsets_of):
+    """The running sums of ``grouped`` (rank ``rank``), whose blocks of ``size`` entries lie along ``axis``: one
+    Split into the blocks' slices, each block's total summed from +0.0, ``offsets_of(totals)`` (their exclusive
+    running sums, shaped like one slice), each block's running sums started from its offset, one Concat.
+    Starting from the offset puts it on each entry with Adds of one slice's shape (a broadcast Add onto the
+    blocks takes Caffe2's slow general broadcast), in the order torch adds."""
+    order = _split(emitter, grouped, axis, size, reverse)
+    totals = _running_sums(emitter, _fill_like(emitter, order[0], dtype, 0), order)[-1]
+    offsets = offsets_of(totals)
+    sums = _running_sums(emitter, offsets, order[:size - 1] if exclusive else order)
+    return _concat(emitter, _in_place([offsets] + sums if exclusive else sums, reverse), axis)
 
 
 def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtype):
@@ -108,14 +133,14 @@ def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtyp
 
     A last axis (of rank 2 or more): `_last_axis_sums`. Another axis at most `DIRECT` long: `_split_scan`.
     Longer: the axis split into (blocks, B) by one Reshape (a copy unless ``owned``; the shape built from the
-    blob's own for a middle axis, whose neighbours may change at run time), each block summed by
-    `_split_scan` (each slice a contiguous run of the dimensions after the axis), the block totals summed the
-    same way (exclusively; blocked again when many), and one broadcast Add puts each block's offset on it.
+    blob's own for a middle axis, whose neighbours may change at run time) and summed by `_blocked_sums` (each
+    slice a contiguous run of the dimensions after the axis; the block totals summed the same way,
+    exclusively, blocked again when many).
     """
     if axis == rank - 1 and rank > 1:
         return _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtype)
     if length <= DIRECT:
-        return _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype)[0]
+        return _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype)
     blob, owned, size, blocks = _whole_blocks(emitter, blob, axis, rank, length, owned, dtype)
     if axis == 0:
         grouped, old = _reshape(emitter, blob, [blocks, size, -1], owned)
@@ -126,19 +151,19 @@ def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtyp
                  emitter.step("Shape", [blob], axes=list(range(axis + 1, rank)))]
         grouped, old = _reshape(emitter, blob, _concat(emitter, shape, 0), owned)
         grouped_rank = rank + 1
-    within, totals = _split_scan(emitter, grouped, axis + 1, grouped_rank, size, reverse, exclusive, dtype,
-                                 total=True)
-    offsets = _sum_scan(emitter, totals, axis, grouped_rank, blocks, reverse, True, owned=True, dtype=dtype)
-    # A new blob, not in place: the gradients of Split and Add read ``within`` as it is at the end of the net.
-    scanned = _reshape(emitter, emitter.step("Add", [within, offsets]), old, owned=True)[0]
+
+    def offsets_of(totals):
+        return _sum_scan(emitter, totals, axis, grouped_rank, blocks, reverse, True, owned=True, dtype=dtype)
+    scanned = _blocked_sums(emitter, grouped, axis + 1, grouped_rank, size, reverse, exclusive, dtype, offsets_of)
+    scanned = _reshape(emitter, scanned, old, owned=True)[0]
     return scanned if blocks * size == length else _slicer(emitter, axis, rank)(scanned, 0, length)
 
 
 def _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtype):
     """The running sums along the last axis: the lanes as rows of one block (B entries; the whole lane when at
-    most `DIRECT` long), transposed to columns so that `_split_scan` takes contiguous rows (a Split of the last
-    axis copies entry by entry), the block totals (one row) summed exclusively by `_sum_scan` and added as one
-    row, and the Transpose back."""
+    most `DIRECT` long), transposed to columns so that the Split takes contiguous rows (a Split of the last
+    axis copies entry by entry), summed by `_split_scan` or `_blocked_sums` (the block totals, one row,
+    summed exclusively by `_sum_scan`), and the Transpose back."""
     if length <= DIRECT:
         size, blocks = length, 1
         rows, old = (blob, None) if rank == 2 else _reshape(emitter, blob, [-1, length], owned)
@@ -146,13 +171,15 @@ def _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtyp
         blob, owned, size, blocks = _whole_blocks(emitter, blob, rank - 1, rank, length, owned, dtype)
         rows, old = _reshape(emitter, blob, [-1, size], owned)
     columns = emitter.step("Transpose", [rows], axes=[1, 0])
-    within, totals = _split_scan(emitter, columns, 0, 2, size, reverse, exclusive, dtype, total=blocks > 1)
-    if blocks > 1:
-        totals = _reshape(emitter, totals, [-1, blocks], owned=True)[0]
-        offsets = _sum_scan(emitter, totals, 1, 2, blocks, reverse, True, owned=True, dtype=dtype)
-        # A new blob, not in place: the gradients of Split and Add read ``within`` as it is at the end of the net.
-        within = emitter.step("Add", [within, _reshape(emitter, offsets, [1, -1], owned=True)[0]])
-    scanned = emitter.step("Transpose", [within], axes=[1, 0])
+    if blocks == 1:
+        scanned = _split_scan(emitter, columns, 0, 2, size, reverse, exclusive, dtype)
+    else:
+        def offsets_of(totals):
+            totals = _reshape(emitter, totals, [-1, blocks], owned=True)[0]
+            offsets = _sum_scan(emitter, totals, 1, 2, blocks, reverse, True, owned=True, dtype=dtype)
+            return _reshape(emitter, offsets, [1, -1], owned=True)[0]
+        scanned = _blocked_sums(emitter, columns, 0, 2, size, reverse, exclusive, dtype, offsets_of)
+    scanned = emitter.step("Transpose", [scanned], axes=[1, 0])
     if old is not None:
         scanned = _reshape(emitter, scanned, old, owned=True)[0]
     return scanned if blocks * size == length else _slicer(emitter, rank - 1, rank)(scanned, 0, length)
