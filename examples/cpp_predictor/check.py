@@ -7,7 +7,8 @@ export it with Caffe2's ``mobile_exporter`` (its outputs must be exactly the blo
 write the inputs as .npy, run PREDICTOR under ``env -i`` (no PATH, no PYTHONPATH, no venv) and
 compare every output with torch (inf and NaN exactly where torch has them). Two cases must fail cleanly
 instead: a portable net fed another scan length (the lowering's Assert) and the un-lowered net (Caffe2's C++
-has no Python op): exit 1, Caffe2's message on stderr, no signal. Prints one line per case; exit 0 when all pass, 1 otherwise.
+has no Python op): exit 1, Caffe2's message on stderr, no signal. Prints one line per case; exit 0 when all
+pass, 1 otherwise.
 """
 import os
 import shutil
