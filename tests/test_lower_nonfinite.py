@@ -42,16 +42,17 @@ def scales(dtype):
 
 
 @st.composite
-def nonfinite_cases(draw):
-    """(x, w, axis, exclusive, reverse): x and the output gradient w of a dtype, finite values scaled so that
-    float32 running sums may overflow, with a few entries (of x, of w) set to `special_values`."""
+def nonfinite_cases(draw, length):
+    """(x, w, axis, exclusive, reverse): x and the output gradient w of a dtype, rank 1-3 with ``length`` entries
+    along the axis (rank 0 when None), finite values scaled so that float32 running sums may overflow, with a
+    few entries (of x, of w) set to `special_values`."""
     dtype = np.dtype(draw(st.sampled_from([np.float32, np.float64])))
-    rank = draw(st.integers(0, 3))
+    rank = 0 if length is None else draw(st.integers(1, 3))
     shape = [draw(st.integers(0, 3)) for _ in range(rank)]
     axis = draw(st.integers(-rank, rank - 1)) if rank else draw(st.sampled_from([0, -1]))
     if rank:
-        shape[axis] = draw(st.sampled_from(LENGTHS))
-        if shape[axis] > 100:  # long lanes: few of them
+        shape[axis] = length
+        if length > 100:  # long lanes: few of them
             shape = [size if position % rank == axis % rank else min(size, 2) for position, size in enumerate(shape)]
     rng = np.random.RandomState(draw(st.integers(0, 2 ** 16)))
     arrays = []
@@ -93,11 +94,12 @@ def refused_at_run_time(target, x, axis, exclusive):
     return target == "aten" and exclusive and x.ndim and x.shape[axis] == 0
 
 
-@pytest.mark.slow  # ~120 lowered nets, lanes up to 1100 long
-@settings(max_examples=120, deadline=None)
-@given(case=nonfinite_cases(), target=st.sampled_from(TARGETS))
-def test_forward_matches_torch_on_nonfinite_values(case, target, torch_scan):
-    x, _, axis, exclusive, reverse = case
+@pytest.mark.slow  # 14 x 15 lowered nets, lanes up to 1100 long
+@pytest.mark.parametrize("length", (None,) + LENGTHS)
+@settings(max_examples=15, deadline=None)
+@given(data=st.data(), target=st.sampled_from(TARGETS))
+def test_forward_matches_torch_on_nonfinite_values(length, data, target, torch_scan):
+    x, _, axis, exclusive, reverse = data.draw(nonfinite_cases(length))
     if refused_at_run_time(target, x, axis, exclusive):
         return
     actual = lower_and_run(x, target, "arguments", axis=axis, exclusive=exclusive, reverse=reverse)
@@ -105,13 +107,14 @@ def test_forward_matches_torch_on_nonfinite_values(case, target, torch_scan):
     assert_matches_torch(actual, reference, x, axis, zero_signs=True)
 
 
-@pytest.mark.slow  # ~80 lowered nets with gradients
-@settings(max_examples=80, deadline=None)
-@given(case=nonfinite_cases(), target=st.sampled_from(TARGETS), lowered_gradient_ops=st.booleans())
-def test_gradient_matches_torch_on_nonfinite_values(case, target, lowered_gradient_ops, torch_scan):
+@pytest.mark.slow  # 14 x 10 lowered nets with gradients
+@pytest.mark.parametrize("length", (None,) + LENGTHS)
+@settings(max_examples=10, deadline=None)
+@given(data=st.data(), target=st.sampled_from(TARGETS), lowered_gradient_ops=st.booleans())
+def test_gradient_matches_torch_on_nonfinite_values(length, data, target, lowered_gradient_ops, torch_scan):
     """The output gradient w holds the non-finite values (the gradient of a sum does not read x); zero signs
     are not compared: torch's cumsum backward passes a lane of one entry through as it is, -0.0 included."""
-    x, w, axis, exclusive, reverse = case
+    x, w, axis, exclusive, reverse = data.draw(nonfinite_cases(length))
     if refused_at_run_time(target, x, axis, exclusive):
         return
     # no float64 Sum in Caffe2 before torch 1.8: asserted by test_lower.test_gradient_grid_every_flag_and_axis
