@@ -83,7 +83,7 @@ RUNNING_SUM = Scan(
     doc="Append ``blob_out`` = the running sum of ``blob_in`` along ``axis``; returns the output BlobReference.",
     arguments=frozenset(["reverse"]), dtypes=DtypeRule(), self_adjoint=True,
     aten=AtenForm("cumsum", needs=None, backward=aten_backward.cumsum_backward),
-    portable=PortableForm("Add", matmul=True))
+    portable=PortableForm("Add", blocked=True))
 
 
 def torch_cummean(t, axis, reverse=False):

@@ -114,7 +114,7 @@ def test_torch_export_round_trip_lowered_equals_torch(case, target, opset):
     assert y.dtype == expected.dtype
     if target == "aten" or y.dtype.kind == "i":  # aten runs torch's kernel; portable is exact for integers
         np.testing.assert_array_equal(y, expected)
-    else:  # portable float32: blocked MatMul sums
+    else:  # portable float32: float64 sums in another order
         np.testing.assert_allclose(y, expected, rtol=1e-6, atol=1e-6)
 
 
@@ -160,7 +160,7 @@ def test_gradient_of_lowered_predict_net_equals_torch_autograd(case, target, ops
 @pytest.mark.parametrize("elem_type", ONNX_TYPES)
 def test_every_type_and_flag_equals_onnxruntime(elem_type, target):
     dtype = onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[elem_type]
-    x = (np.random.default_rng(elem_type).standard_normal((3, 70)) * 100).astype(dtype)  # 70: blocked MatMul
+    x = (np.random.default_rng(elem_type).standard_normal((3, 70)) * 100).astype(dtype)  # 70: blocked
     for flags in FLAGS:
         for axis, source in ((-1, "initializer"), (0, "constant"), (1, "constant")):
             model = cumsum_model(elem_type, x.shape, axis, source, 11, **flags)

@@ -5,9 +5,10 @@
 For each case: build a Caffe2 net with pycumsum_op's Python ops, lower it (`pycumsum_op.lower`),
 export it with Caffe2's ``mobile_exporter`` (its outputs must be exactly the blobs the case names),
 write the inputs as .npy, run PREDICTOR under ``env -i`` (no PATH, no PYTHONPATH, no venv) and
-compare every output with torch. Two cases must fail cleanly instead: a portable net fed another
-scan length (the lowering's Assert) and the un-lowered net (Caffe2's C++ has no Python op): exit 1,
-Caffe2's message on stderr, no signal. Prints one line per case; exit 0 when all pass, 1 otherwise.
+compare every output with torch (inf and NaN exactly where torch has them). Two cases must fail cleanly
+instead: a portable net fed another scan length (the lowering's Assert) and the un-lowered net (Caffe2's C++
+has no Python op): exit 1, Caffe2's message on stderr, no signal. Prints one line per case; exit 0 when all
+pass, 1 otherwise.
 """
 import os
 import shutil
@@ -75,7 +76,12 @@ class Case(object):
             if got[name].dtype != want.dtype or got[name].shape != want.shape:
                 return False, "{}: {} {} from C++, torch gives {} {}".format(
                     name, got[name].dtype, got[name].shape, want.dtype, want.shape)
-            worst = max(worst, float(np.max(np.abs(got[name].astype(np.float64) - want), initial=0)))
+            finite = np.isfinite(want) if want.dtype.kind == "f" else np.ones(want.shape, bool)
+            if not np.array_equal(got[name][~finite], want[~finite], equal_nan=True) or not np.all(
+                    np.isfinite(got[name][finite])):  # inf and NaN exactly where torch has them
+                return False, "{}: {} non-finite values from C++ where torch has {}".format(
+                    name, np.sum(~np.isfinite(got[name])), np.sum(~finite))
+            worst = max(worst, float(np.max(np.abs(got[name][finite].astype(np.float64) - want[finite]), initial=0)))
         return worst <= tolerance, "max |C++ - torch| = {:.2g} (tolerance {:.0e})".format(worst, tolerance)
 
 
@@ -134,6 +140,31 @@ def _torch_scan(scan, x, exclusive=False, reverse=False):
     if reverse:
         result = torch.flip(result, [dim])
     return {"y": result.numpy()}
+
+
+def _nonfinite(target):
+    """inf, -inf and NaN in the input and in the output's gradient, -0.0 and a running sum past float32's
+    range and back: the scan and its gradient op lowered, against torch's cumsum and autograd."""
+    def build():
+        rng = np.random.RandomState(11)
+        x = rng.uniform(-1, 1, (4, 100)).astype(np.float32)
+        x[0, 30], x[1, 60], x[2, 10] = np.inf, -np.inf, np.nan
+        x[3, :5] = [-0.0, 3e38, 3e38, -3e38, -3e38]  # torch: 0, 3e38, inf, 3e38, 0 (a float64 sum inside)
+        grad_y = rng.uniform(-1, 1, (4, 100)).astype(np.float32)
+        grad_y[0, 70], grad_y[1, 5], grad_y[3, 50] = np.nan, np.inf, -np.inf
+        for name, value in (("x", x), ("y_grad_in", grad_y)):
+            workspace.FeedBlob(name, value)
+        net = core.Net("nonfinite")
+        y = net.PyCumSum("x", "y", axis=1)
+        net.AddGradientOperators({y: "y_grad_in"})
+        net.AddExternalInput("y_grad_in")
+        lowered = pycumsum_op.lower(net, target)
+        tx = torch.from_numpy(x).requires_grad_()
+        ty = torch.cumsum(tx, 1)
+        ty.backward(torch.from_numpy(grad_y))
+        assert not np.isfinite(ty.detach().numpy()).all() and not np.isfinite(tx.grad.numpy()).all()
+        return lowered, [], {"x": x, "y_grad_in": grad_y}, {"y": ty.detach().numpy(), "x_grad": tx.grad.numpy()}, 1e-5
+    return Case("nonfinite_{}".format(target), build, ["y", "x_grad"])
 
 
 def _sgd_step(target):
@@ -198,7 +229,7 @@ CASES = [
     _scan("cumsum", "aten", np.float32, exclusive=True), _scan("cumprod", "aten", np.float64),
     _scan("cummax", "aten", np.float32), _scan("cummin", "aten", np.int64, reverse=True),
     _scan("logcumsumexp", "aten", np.float32, reverse=True),
-    _sgd_step("aten"), _sgd_step("portable"),
+    _sgd_step("aten"), _sgd_step("portable"), _nonfinite("portable"), _nonfinite("aten"),
     _fails_cleanly("portable_other_length", lambda: (_scan_net("portable"), [], {"x": np.ones((3, 41), np.float32)}),
                    "lowered to target 'portable' for scan length 40"),
     _fails_cleanly("not_lowered", lambda: (_scan_net(None), [], {"x": np.ones((3, 40), np.float32)}),

@@ -1,29 +1,31 @@
-"""Target "portable": a scan from operators every Caffe2 build has (Slice, Add, Concat, Cast, ...).
+"""Target "portable": a scan from operators every Caffe2 build has (Split, Add, Concat, Reshape, Cast, ...).
 
-float32 (Caffe2's MatMul is float-only) takes triangular MatMuls, in as few passes over memory as
-standard operators allow (Caffe2's Reshape copies unless in place, so only the input is ever copied,
-and the output where the last op would reshape it in place: a predictor's output is never read in place;
-MatMul flattens its inputs for free):
-- an axis of at most `DIRECT` entries is one MatMul with the n×n triangular matrix (on the right for
-  the last axis, on the left for the first);
-- a longer axis is blocked: B entries a block (`block_size`: a divisor of n near `BLOCK`, else zero
-  padding), one MatMul with the B×B matrix, the block totals (one column, or one row) scanned exclusively
-  the same way (one small MatMul, or recursively), and one broadcast Add of those offsets — about 16
-  multiply-adds per element and four passes over memory;
-- a middle axis is moved first and back by Transposes that keep the last axis in place (about a Copy
-  each; one moving the last axis costs ~5 Copies), as is the first axis inside its blocked form.
-``exclusive`` and ``reverse`` live in the matrices.
-Other dtypes take a Hillis–Steele scan: for s = 1, 2, 4, ... < n, ``y[s:] += y[:n-s]`` as
-``Concat(Slice(y, 0:s), Add(Slice(y, s:n), Slice(y, 0:n-s)))`` along the axis — ⌈log2 n⌉ steps,
-O(n log n) work, exact for integers (bool and integers are first cast to int64, as torch); on a last axis
-longer than `DIRECT` it runs within the blocks and over the block totals of the blocked form. Every op
-has a Caffe2 gradient. ``reverse`` mirrors the slices; ``exclusive`` shifts by one with a slice holding
-the scan's identity (ConstantFill). The slices are fixed at the rank and scan length n known when lowering, so the
-lowered net starts with ``Shape → EQ → Assert``: another rank or length at run time fails with a
-message naming the blob, never gives a wrong answer. Other dimensions (the batch size) may change.
+A sum (cumsum) adds the entries one after another, as torch does: one Split of the axis into its entries,
+one Add per entry onto the running sum, one Concat. An axis longer than `DIRECT` is split into blocks of
+about `BLOCK` entries by a Reshape (another axis than the last: (blocks, B), each slice a contiguous run of
+the dimensions after it; the last axis: rows of one block, transposed to columns and back, since a Split of
+the last axis copies entry by entry): the blocks' totals are summed first, their running sums (exclusive;
+blocked again when many) are the blocks' offsets, and each block's running sum starts from its offset, so
+every Add is of one slice's shape (Caffe2's broadcast Add onto blocks takes its slow general path). About a
+dozen passes over memory. Only Add combines entries, so ±inf and NaN reach exactly the positions at and after
+them, as in torch's sequential sum (a triangular MatMul would multiply them by the zeros of its matrix:
+0 × inf = NaN over the whole lane). float32 is summed in float64 and cast back, as torch's CPU kernel
+accumulates it (``acc_type<float>`` is double): a running sum past float32's range is inf exactly where
+torch's is, also when later entries bring it back into range. Float sums start from +0.0, as torch's:
+no running sum is -0.0. float64 sums in float64 (Caffe2 has nothing wider), blocks first, so
+where a running sum passes 1.8e308 and comes back, torch (left to right) and this order may differ.
+Integers are exact (bool and integers are first cast to int64, as torch).
+
+A scan whose form is not a sum takes a Hillis–Steele scan of its combining operator: for s = 1, 2, 4, ... < n,
+``y[s:] = combine(y[s:], y[:n-s])`` as ``Concat(Slice(y, 0:s), combine(Slice(y, s:n), Slice(y, 0:n-s)))`` —
+⌈log2 n⌉ steps; empty inputs take it too (nothing to add; Reshape cannot infer the -1 of an empty tensor).
+Every op has a Caffe2 gradient. ``reverse`` mirrors the order; ``exclusive`` shifts by one behind the scan's
+identity (ConstantFill). The slices are fixed at the rank and scan length n known when lowering, so the
+lowered net starts with ``Shape → EQ → Assert``: another rank or length at run time fails with a message
+naming the blob, never gives a wrong answer. Other dimensions (the batch size) may change.
 
 A scan's form here is its registry entry's `pycumsum_op.scans.PortableForm` (the combining operator, and
-whether it is a sum that takes the MatMul forms), or the `Refused` reason why it has none.
+whether it is a sum that takes the blocked form), or the `Refused` reason why it has none.
 """
 import numpy as np
 
@@ -32,29 +34,13 @@ from .emitter import TENSOR_TYPES
 from .errors import LoweringError
 from .input_facts import normalized_axis
 
-FLOAT32 = np.dtype(np.float32)
-#: Preferred entries per block of the MatMul form: n·BLOCK multiply-adds per level (the fastest block size:
-#: benchmarks/RESULTS.md; re-derive with benchmarks/run.py --only-lowering).
+FLOAT32, FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
+#: Preferred entries per block (re-derive with benchmarks/run.py --only-lowering).
 BLOCK = 16
-#: Block sizes the MatMul form may take: a divisor of the scan length (no padding copies), nearest BLOCK.
+#: Block sizes the blocked form may take: a divisor of the scan length (no padding copies), nearest BLOCK.
 BLOCK_SIZES = range(8, 33)
-#: An axis at most this long is one MatMul with its triangular matrix (n·length multiply-adds).
+#: An axis at most this long is summed as it is (one Add per entry); longer ones in blocks.
 DIRECT = 32
-#: Block totals (1/BLOCK of the data) at most this many per lane are scanned by one MatMul.
-DIRECT_TOTALS = 64
-
-
-def triangular(size: int, reverse: bool, exclusive: bool) -> np.ndarray:
-    """The matrix M with ``(x @ M)[j]`` = the (reverse, exclusive) running sum of row x at j.
-
-    >>> triangular(3, reverse=False, exclusive=False).astype(int).tolist()
-    [[1, 1, 1], [0, 1, 1], [0, 0, 1]]
-    """
-    rows, columns = np.indices((size, size))
-    keep = rows >= columns if reverse else rows <= columns
-    if exclusive:
-        keep &= rows != columns
-    return keep.astype(np.float32)
 
 
 def block_size(length: int) -> int:
@@ -80,11 +66,7 @@ def _reshape(emitter, blob, shape, owned):
     return out, old
 
 
-def _matrix(emitter, matrix):
-    return emitter.step("GivenTensorFill", [], values=matrix.ravel().tolist(), shape=list(matrix.shape))
-
-
-def _whole_blocks(emitter, blob, axis, rank, length, owned, dtype=FLOAT32):
+def _whole_blocks(emitter, blob, axis, rank, length, owned, dtype):
     """(blob, owned, block size, blocks): ``blob`` padded with zeros along ``axis`` to whole blocks when the
     length has no divisor in `BLOCK_SIZES` (zeros at the end change no (reverse) running sum of the rest)."""
     size = block_size(length)
@@ -95,69 +77,112 @@ def _whole_blocks(emitter, blob, axis, rank, length, owned, dtype=FLOAT32):
     return blob, owned, size, blocks
 
 
-def _last_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, direct=DIRECT, dtype=FLOAT32):
-    """Scan ``blob`` (rank ``rank``) along its last axis, ``length`` long; returns a blob of its shape.
+def _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype):
+    """The running sums along ``axis``, one Add after another in the order torch adds: the ``length`` slices
+    from one Split, summed from +0.0, and one Concat.
 
-    At most ``direct`` long: one MatMul with the triangular matrix (float32), else Hillis–Steele.
-    Longer: the lanes as rows of B-entry blocks (one Reshape, a copy unless ``owned``), each row scanned
-    (one MatMul with the B×B matrix, or log2(B) Hillis–Steele steps), the block totals (one column) scanned
-    exclusively the same way, one broadcast Add.
+    Every slice is summed into the result: Split's gradient drops the slices that get none, so an exclusive
+    scan leaves out its last entry before the Split (one Slice).
     """
-    if length <= direct and dtype != FLOAT32:
-        return _lane_scan(emitter, blob, rank - 1, rank, length, reverse, exclusive, dtype)
-    if length <= direct:  # MatMul's gradient ignores axis_a: other ranks go through a 2-D Reshape
-        rows, old = (blob, None) if rank == 2 else _reshape(emitter, blob, [-1, length], owned)
-        out = emitter.step("MatMul", [rows, _matrix(emitter, triangular(length, reverse, exclusive))])
-        return out if old is None else _reshape(emitter, out, old, owned=True)[0]
-    blob, owned, size, blocks = _whole_blocks(emitter, blob, rank - 1, rank, length, owned, dtype)
-    rows, old = _reshape(emitter, blob, [-1, size], owned)
-    if dtype == FLOAT32:
-        within = emitter.step("MatMul", [rows, _matrix(emitter, triangular(size, reverse, exclusive))])
+    if exclusive:
+        if length == 1:  # nothing to sum: the shift alone (its slices keep a gradient path)
+            return _lane_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype)
+        take = _slicer(emitter, axis, rank)
+        blob = take(blob, 1, length) if reverse else take(blob, 0, length - 1)
+    order = _split(emitter, blob, axis, length - 1 if exclusive else length, reverse)
+    zero = _fill_like(emitter, order[0], dtype, 0)
+    sums = _running_sums(emitter, zero, order)
+    return _concat(emitter, _in_place([zero] + sums if exclusive else sums, reverse), axis)
+
+
+def _split(emitter, blob, axis, count, reverse):
+    """The ``count`` slices of ``blob`` along ``axis`` from one Split, in the order they are added."""
+    parts = [emitter.fresh() for _ in range(count)]
+    emitter.op("Split", [blob], parts, axis=axis, split=[1] * count)
+    return parts[::-1] if reverse else parts
+
+
+def _in_place(sums, reverse):
+    return sums[::-1] if reverse else sums
+
+
+def _running_sums(emitter, start, order):
+    """``start`` + order[0], then each next slice added. ``start`` is 0 or an offset: torch's sum starts from
+    +0.0, and -0.0 + +0.0 is +0.0, so no running sum is -0.0."""
+    sums = [emitter.step("Add", [start, order[0]])]
+    for part in order[1:]:
+        sums.append(emitter.step("Add", [sums[-1], part]))
+    return sums
+
+
+def _blocked_sums(emitter, grouped, axis, rank, size, reverse, exclusive, dtype, offsets_of):
+    """The running sums of ``grouped`` (rank ``rank``), whose blocks of ``size`` entries lie along ``axis``: one
+    Split into the blocks' slices, each block's total summed from +0.0, ``offsets_of(totals)`` (their exclusive
+    running sums, shaped like one slice), each block's running sums started from its offset, one Concat.
+    Starting from the offset puts it on each entry with Adds of one slice's shape (a broadcast Add onto the
+    blocks takes Caffe2's slow general broadcast), in the order torch adds."""
+    order = _split(emitter, grouped, axis, size, reverse)
+    totals = _running_sums(emitter, _fill_like(emitter, order[0], dtype, 0), order)[-1]
+    offsets = offsets_of(totals)
+    sums = _running_sums(emitter, offsets, order[:size - 1] if exclusive else order)
+    return _concat(emitter, _in_place([offsets] + sums if exclusive else sums, reverse), axis)
+
+
+def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtype):
+    """The running sums of ``blob`` (rank ``rank``, no empty dimension) along ``axis``, ``length`` long.
+
+    A last axis (of rank 2 or more): `_last_axis_sums`. Another axis at most `DIRECT` long: `_split_scan`.
+    Longer: the axis split into (blocks, B) by one Reshape (a copy unless ``owned``; the shape built from the
+    blob's own for a middle axis, whose neighbours may change at run time) and summed by `_blocked_sums` (each
+    slice a contiguous run of the dimensions after the axis; the block totals summed the same way,
+    exclusively, blocked again when many).
+    """
+    if axis == rank - 1 and rank > 1:
+        return _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtype)
+    if length <= DIRECT:
+        return _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype)
+    blob, owned, size, blocks = _whole_blocks(emitter, blob, axis, rank, length, owned, dtype)
+    if axis == 0:
+        grouped, old = _reshape(emitter, blob, [blocks, size, -1], owned)
+        grouped_rank = 3
     else:
-        within = _lane_scan(emitter, rows, 1, 2, size, reverse, exclusive, dtype)
-    edge = 0 if reverse else size - 1
-    column = _slicer(emitter, 1, 2)
-    totals = column(within, edge, edge + 1)
-    if exclusive:  # the block's total is its exclusive sum at the edge plus the edge entry
-        totals = emitter.step("Add", [totals, column(rows, edge, edge + 1)])
-    totals = _reshape(emitter, totals, [-1, blocks], owned=True)[0]
-    offsets = _last_axis_scan(emitter, totals, 2, blocks, reverse, True, owned=True, direct=DIRECT_TOTALS,
-                              dtype=dtype)
-    # A new blob, not in place: the gradients of Slice and Add read ``within`` as it is at the end of the net.
-    scanned = emitter.step("Add", [within, _reshape(emitter, offsets, [-1, 1], owned=True)[0]])
+        shape = [emitter.step("Shape", [blob], axes=list(range(axis))),
+                 emitter.step("GivenTensorInt64Fill", [], values=[blocks, size], shape=[2]),
+                 emitter.step("Shape", [blob], axes=list(range(axis + 1, rank)))]
+        grouped, old = _reshape(emitter, blob, _concat(emitter, shape, 0), owned)
+        grouped_rank = rank + 1
+
+    def offsets_of(totals):
+        return _sum_scan(emitter, totals, axis, grouped_rank, blocks, reverse, True, owned=True, dtype=dtype)
+    scanned = _blocked_sums(emitter, grouped, axis + 1, grouped_rank, size, reverse, exclusive, dtype, offsets_of)
     scanned = _reshape(emitter, scanned, old, owned=True)[0]
+    return scanned if blocks * size == length else _slicer(emitter, axis, rank)(scanned, 0, length)
+
+
+def _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtype):
+    """The running sums along the last axis: the lanes as rows of one block (B entries; the whole lane when at
+    most `DIRECT` long), transposed to columns so that the Split takes contiguous rows (a Split of the last
+    axis copies entry by entry), summed by `_split_scan` or `_blocked_sums` (the block totals, one row,
+    summed exclusively by `_sum_scan`), and the Transpose back."""
+    if length <= DIRECT:
+        size, blocks = length, 1
+        rows, old = (blob, None) if rank == 2 else _reshape(emitter, blob, [-1, length], owned)
+    else:
+        blob, owned, size, blocks = _whole_blocks(emitter, blob, rank - 1, rank, length, owned, dtype)
+        rows, old = _reshape(emitter, blob, [-1, size], owned)
+    columns = emitter.step("Transpose", [rows], axes=[1, 0])
+    if blocks == 1:
+        scanned = _split_scan(emitter, columns, 0, 2, size, reverse, exclusive, dtype)
+    else:
+        def offsets_of(totals):
+            totals = _reshape(emitter, totals, [-1, blocks], owned=True)[0]
+            offsets = _sum_scan(emitter, totals, 1, 2, blocks, reverse, True, owned=True, dtype=dtype)
+            return _reshape(emitter, offsets, [1, -1], owned=True)[0]
+        scanned = _blocked_sums(emitter, columns, 0, 2, size, reverse, exclusive, dtype, offsets_of)
+    scanned = emitter.step("Transpose", [scanned], axes=[1, 0])
+    if old is not None:
+        scanned = _reshape(emitter, scanned, old, owned=True)[0]
     return scanned if blocks * size == length else _slicer(emitter, rank - 1, rank)(scanned, 0, length)
-
-
-def _first_axis_scan(emitter, blob, rank, length, reverse, exclusive, owned, direct=DIRECT):
-    """Scan float32 ``blob`` (rank ``rank``, no empty dimension) along axis 0, ``length`` long.
-
-    At most ``direct`` long: one MatMul, the triangular matrix on the left (MatMul's axis_b flattens the
-    rest). Longer: blocks of B entries, (blocks, B, rest) → (B, blocks, rest) by a Transpose that keeps the
-    last axis in place (about a Copy), one MatMul with the B×B matrix on the left, the block totals (one
-    contiguous row) scanned exclusively the same way, one broadcast Add, and the Transpose back.
-    """
-    if length <= direct:
-        matrix = _matrix(emitter, np.ascontiguousarray(triangular(length, reverse, exclusive).T))
-        out = emitter.step("MatMul", [matrix, blob], axis_b=1)
-        return out if rank == 2 else _reshape(emitter, out, emitter.step("Shape", [blob]), owned=True)[0]
-    blob, owned, size, blocks = _whole_blocks(emitter, blob, 0, rank, length, owned)
-    grouped, old = _reshape(emitter, blob, [blocks, size, -1], owned)
-    lanes = _reshape(emitter, emitter.step("Transpose", [grouped], axes=[1, 0, 2]), [size, -1], owned=True)[0]
-    matrix = _matrix(emitter, np.ascontiguousarray(triangular(size, reverse, exclusive).T))
-    within = emitter.step("MatMul", [matrix, lanes])
-    edge = 0 if reverse else size - 1
-    row = _slicer(emitter, 0, 2)
-    totals = row(within, edge, edge + 1)
-    if exclusive:  # the block's total is its exclusive sum at the edge plus the edge entry
-        totals = emitter.step("Add", [totals, row(lanes, edge, edge + 1)])
-    totals = _reshape(emitter, totals, [blocks, -1], owned=True)[0]
-    offsets = _first_axis_scan(emitter, totals, 2, blocks, reverse, True, owned=True, direct=DIRECT_TOTALS)
-    # A new blob, not in place: the gradients of Slice and Add read ``within`` as it is at the end of the net.
-    scanned = emitter.step("Add", [within, _reshape(emitter, offsets, [1, -1], owned=True)[0]])
-    scanned = _reshape(emitter, scanned, [size, blocks, -1], owned=True)[0]
-    scanned = _reshape(emitter, emitter.step("Transpose", [scanned], axes=[1, 0, 2]), old, owned=True)[0]
-    return scanned if blocks * size == length else _slicer(emitter, 0, rank)(scanned, 0, length)
 
 
 def _assert(emitter, blob, values, message):
@@ -226,20 +251,6 @@ def _hillis_steele(emitter, take, combine, current, length, axis, reverse):
     return current
 
 
-def _matmul_form(emitter, blob, owned, shape, axis, spec):
-    """The float32 scan of ``blob`` (``shape`` when lowered, no empty dimension) by triangular MatMuls,
-    ``exclusive`` included; ``owned``: the blob is the lowering's own (reshaped in place)."""
-    rank, length = len(shape), shape[axis]
-    if axis == rank - 1:
-        return _last_axis_scan(emitter, blob, rank, length, spec.reverse, spec.exclusive, owned)
-    if axis == 0:
-        return _first_axis_scan(emitter, blob, rank, length, spec.reverse, spec.exclusive, owned)
-    first = [axis] + [a for a in range(rank) if a != axis]
-    moved = emitter.step("Transpose", [blob], axes=first)
-    scanned = _first_axis_scan(emitter, moved, rank, length, spec.reverse, spec.exclusive, owned=True)
-    return emitter.step("Transpose", [scanned], axes=[first.index(a) for a in range(rank)])
-
-
 def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
     """Append the portable form of ``scan`` (``spec``) of ``blob_in``; returns [the blob holding the result]."""
     if facts.shape is None or facts.dtype is None:
@@ -262,16 +273,17 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
     if not rank_zero:
         _check_rank_and_length(emitter, blob_in, facts.rank, axis, length, where)
     rank = max(facts.rank, 1)
-    # (an empty input takes Hillis–Steele: MKL's sgemm complains about a MatMul with no columns)
-    blocked = form.matmul and length > 1 and all(facts.shape)
-    if blocked and dtype == FLOAT32:
-        current = _matmul_form(emitter, current, current != blob_in, tuple(facts.shape), axis, spec)
-    elif blocked and axis == rank - 1:  # log2(B) + log2(n/B) steps on rows of blocks: fewer passes
-        current = _last_axis_scan(emitter, current, rank, length, spec.reverse, spec.exclusive, current != blob_in,
-                                  dtype=dtype)
+    accumulate = FLOAT64 if form.blocked and dtype == FLOAT32 else dtype
+    if accumulate != dtype:  # float32 summed in float64, as torch's CPU kernel does (see the module doc)
+        current = emitter.step("Cast", [current], to=TENSOR_TYPES[accumulate], from_type=TENSOR_TYPES[dtype])
+    if form.blocked and length > 0 and all(facts.shape):  # (Reshape cannot infer a -1 of an empty tensor)
+        current = _sum_scan(emitter, current, axis, rank, length, spec.reverse, spec.exclusive, current != blob_in,
+                            accumulate)
     else:
-        current = _lane_scan(emitter, current, axis, rank, length, spec.reverse, spec.exclusive, dtype,
+        current = _lane_scan(emitter, current, axis, rank, length, spec.reverse, spec.exclusive, accumulate,
                              form.combine, entry.identity)
+    if accumulate != dtype:
+        current = emitter.step("Cast", [current], to=TENSOR_TYPES[dtype], from_type=TENSOR_TYPES[accumulate])
     if rank_zero:
         current = emitter.step("Squeeze", [current], dims=[0])
     return [current]

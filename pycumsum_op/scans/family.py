@@ -33,7 +33,7 @@ CUMSUM = register(Scan(
     dtypes=_cumsum.DTYPES, identity=0.0, direct=_cumsum.cumsum_direct, plans=_cumsum.cumsum_plan,
     self_adjoint=True,
     aten=AtenForm("cumsum", needs=None, backward=aten_backward.cumsum_backward),
-    portable=PortableForm("Add", matmul=True),
+    portable=PortableForm("Add", blocked=True),
     onnx="CumSum"))
 
 CUMPROD = register(Scan(

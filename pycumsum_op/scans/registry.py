@@ -49,8 +49,8 @@ class PortableForm(NamedTuple):
     """A scan from operators every Caffe2 build has: a log-depth (Hillis–Steele) scan of ``combine``."""
     #: the elementwise Caffe2 operator that combines two partial results ("Add")
     combine: str
-    #: float32 (and long last axes) by blocked triangular MatMuls: the scan is a sum
-    matmul: bool = False
+    #: the scan is a sum: long last axes in blocks, float32 summed in float64 (as torch), -0.0 summed as +0.0
+    blocked: bool = False
 
 
 class Scan(NamedTuple):
