@@ -579,6 +579,94 @@ def _checked_lengths(node, opset, x: str, lengths: str, fresh) -> list:
                 "outside [0, sequence length]".format(label(node, opset), lengths))]
 
 
+#: the recurrent inputs' names (ONNX's), by position
+_RECURRENT_INPUTS = ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c")
+#: a dim that is the batch size (X's dim 1), and one that is free (X's sequence length)
+_BATCH, _FREE = "batch", None
+
+
+def _recurrent_shapes(gates: int, directions: int, hidden_size: int, input_size: int) -> dict:
+    """Input position -> the dims ONNX requires of it (ints, `_BATCH` or `_FREE`)."""
+    return {0: [_FREE, _BATCH, input_size], 1: [directions, gates * hidden_size, input_size],
+            2: [directions, gates * hidden_size, hidden_size], 3: [directions, 2 * gates * hidden_size],
+            4: [_BATCH], 5: [directions, _BATCH, hidden_size], 6: [directions, _BATCH, hidden_size]}
+
+
+def _spelled(want) -> str:
+    return "[{}]".format(", ".join("seq_length" if dim is _FREE else str(dim) for dim in want))
+
+
+def _checked_recurrent_shapes(node, opset, facts, positions, shapes, fresh) -> list:
+    """Every given recurrent input's shape against ``shapes`` (`_recurrent_shapes`): a dim the model states is
+    checked here (`FormRefused`), one it leaves symbolic by ops that fail the net in one line before Caffe2's
+    RecurrentNetwork reads it. That op checks none of them: too few directions in an initial state or in R make
+    it write past its buffers (the process dies: "double free or corruption", SIGSEGV), an empty one gives a
+    wrong sequence length, a wrong batch or input size stops it in an enforce naming no ONNX node."""
+    x_dims = facts.dims(node.input[0])
+    batch = x_dims[1] if x_dims is not None and len(x_dims) == 3 else None  # the run's batch: X's dim 1
+    ops, batch_blob = [], None
+    for position in positions:
+        name, want = node.input[position], shapes[position]
+        what = "input {} ({}) {!r}".format(position, _RECURRENT_INPUTS[position], name)
+        dims = facts.dims(name)
+        spelled = _spelled(["batch {}".format(batch) if d is _BATCH and batch is not None else d for d in want])
+        stated = "[{}]".format(", ".join("?" if dim is None else str(dim) for dim in dims or []))
+        if dims is not None and len(dims) != len(want):
+            raise _refuse(node, opset, "{} has rank {}, but its dims must be {}".format(what, len(dims), spelled))
+        if dims is not None and any(dim is not None and expected is not _FREE and (
+                dim != expected if expected is not _BATCH else batch is not None and dim != batch)
+                for dim, expected in zip(dims, want)):
+            raise _refuse(node, opset, "{} has dims {}, but hidden_size={}, {} direction(s), W and X make them "
+                                       "{}".format(what, stated, shapes[2][2], shapes[1][0], spelled))
+        if dims is not None and all(expected is _FREE or (position == 0 and expected is _BATCH) or (
+                dim is not None and (expected is not _BATCH or batch is not None))
+                for dim, expected in zip(dims, want)):
+            continue  # every dim the run reads is stated and right
+        message = "{}: {} does not have the dims {} (from hidden_size, direction, W and X's dim 1)".format(
+            label(node, opset), what, _spelled(["batch" if d is _BATCH else d for d in want]))
+        shape = fresh()
+        ops.append(_op("Shape", [name], [shape], node.name))
+        if dims is None:  # the rank first: the dims are then compared position by position
+            count, rank, same = fresh(), fresh(), fresh()
+            ops += [_op("Size", [shape], [count], node.name), _int64_scalar(node, rank, len(want)),
+                    _op("EQ", [count, rank], [same], node.name),
+                    _op("Assert", [same], [], node.name, error_msg=message)]
+        pieces = []
+        for k, expected in enumerate(want):
+            if expected is _BATCH and position != 0:
+                if batch_blob is None:  # X is checked first: its rank is 3 here
+                    whole, batch_blob = fresh(), fresh()
+                    ops += [_op("Shape", [node.input[0]], [whole], node.name),
+                            _op("Slice", [whole], [batch_blob], node.name, starts=[1], ends=[2])]
+                pieces.append(batch_blob)
+            elif expected is _FREE or expected is _BATCH:  # X's own sequence length and batch size
+                piece = fresh()
+                ops.append(_op("Slice", [shape], [piece], node.name, starts=[k], ends=[k + 1]))
+                pieces.append(piece)
+            else:
+                piece, fill = _constant_blob([expected], fresh)
+                ops.append(fill)
+                pieces.append(piece)
+        expected_dims, equal = fresh(), fresh()
+        ops += [_op("Concat", pieces, [expected_dims, fresh()], node.name, axis=0),
+                _op("EQ", [shape, expected_dims], [equal], node.name),
+                _op("Assert", [equal], [], node.name, error_msg=message)]
+    # RecurrentNetwork fails on an empty batch, in an enforce naming no ONNX node (onnxruntime 1.19.2 aborts the
+    # process on one)
+    if batch == 0:
+        raise _refuse(node, opset, "input 0 (X) {!r} has batch size 0, on which Caffe2's RecurrentNetwork "
+                                   "fails".format(node.input[0]))
+    if batch is None:
+        whole, count, zero, positive = fresh(), fresh(), fresh(), fresh()
+        ops += [_op("Shape", [node.input[0]], [whole], node.name),
+                _op("Slice", [whole], [count], node.name, starts=[1], ends=[2]),
+                _int64_scalar(node, zero, 0),
+                _op("GT", [count, zero], [positive], node.name),
+                _op("Assert", [positive], [], node.name, error_msg="{}: input 0 (X) {!r} has batch size 0, on "
+                    "which Caffe2's RecurrentNetwork fails".format(label(node, opset), node.input[0]))]
+    return ops
+
+
 def _recurrent(node, facts, opset, fresh):
     """ONNX LSTM, GRU and RNN as Caffe2's C++ ``RecurrentNetwork`` operator, built by Caffe2's own RNN converter
     (``Caffe2Backend._create_rnn_variant``: ``rnn_cell.LSTM`` / ``gru_cell.GRU`` / ``rnn_cell.BasicRNN``, ONNX's
@@ -621,7 +709,10 @@ def _recurrent(node, facts, opset, fresh):
     if input_size is None:
         raise _refuse(node, opset, "the input size is unknown (neither W {!r} nor X {!r} has a known last "
                                    "dim)".format(w, x))
-    ops = _checked_lengths(node, opset, x, node.input[4], fresh) if given(node, 4) else []
+    shapes = _recurrent_shapes(gates, directions, hidden_size, input_size)
+    ops = _checked_recurrent_shapes(node, opset, facts, [p for p in range(5 + states) if given(node, p)], shapes,
+                                    fresh)
+    ops += _checked_lengths(node, opset, x, node.input[4], fresh) if given(node, 4) else []
     inputs = [x]
     for position in (1, 2, 3):
         copy = fresh()
