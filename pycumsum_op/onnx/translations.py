@@ -394,20 +394,106 @@ def _gather(node, facts, opset, fresh):
     return [_op("Gather", list(node.input), [node.output[0]], node.name, axis=axis, wrap_indices=1)]
 
 
+def _filled(node, shape: str, out: str, dtype: int, value, fresh) -> list:
+    """Ops filling ``out`` with ``value`` (Caffe2 ``dtype``) in the shape held by 1-D int64 blob ``shape``, whatever
+    its length: Caffe2's ConstantFill refuses an empty shape (a scalar), so it fills (1, *shape) and drops the 1."""
+    padded, filled = fresh(), fresh()
+    one, fill = _constant_blob([1], fresh)
+    return [fill, _op("Concat", [one, shape], [padded, fresh()], node.name, axis=0),
+            _op("ConstantFill", [padded], [filled], node.name, input_as_shape=1, dtype=dtype, value=value),
+            _op("Squeeze", [filled], [out], node.name, dims=[0])]
+
+
+#: ONNX element type -> Caffe2's, of the types Caffe2's Expand and ConstantFill take
+_EXPAND_TYPES = {TensorProto.INT32: caffe2_pb2.TensorProto.INT32, TensorProto.INT64: caffe2_pb2.TensorProto.INT64,
+                 TensorProto.FLOAT: caffe2_pb2.TensorProto.FLOAT, TensorProto.DOUBLE: caffe2_pb2.TensorProto.DOUBLE}
+
+
 def _expand(node, facts, opset, fresh):
-    """Caffe2's Expand broadcasts as ONNX's does, over int32, int64, float and double: bool goes through int32."""
+    """Caffe2's Expand broadcasts as ONNX's does, over int32, int64, float and double, but reads a 0 in the shape as
+    a 1 and enforces (math_cpu.cc) on an empty input dim that the shape broadcasts: unless the model proves that
+    neither happens, x is multiplied by ones of the shape with the ATen op (torch broadcasts empty dims as ONNX
+    does, and x * 1 keeps -0.0, NaN and the infinities). Bool goes through int32 (Caffe2's Expand has no bool
+    kernel)."""
     data, shape = node.input
     elem_type = facts.elem_type(data)
-    if elem_type in (TensorProto.INT32, TensorProto.INT64, TensorProto.FLOAT, TensorProto.DOUBLE):
-        return [_op("Expand", [data, shape], [node.output[0]], node.name)]
-    if elem_type != TensorProto.BOOL:
+    if elem_type not in _EXPAND_TYPES and elem_type != TensorProto.BOOL:
         raise _refuse(node, opset, "input {!r} is {}; Caffe2's Expand takes int32, int64, float, double (and "
                                    "bool, through int32)".format(data, TensorProto.DataType.Name(elem_type)
                                                                  if elem_type else "of unknown type"))
-    widened, expanded = fresh(), fresh()
-    return [_op("Cast", [data], [widened], node.name, to=caffe2_pb2.TensorProto.INT32),
-            _op("Expand", [widened, shape], [expanded], node.name),
-            _op("Cast", [expanded], [node.output[0]], node.name, to=caffe2_pb2.TensorProto.BOOL)]
+    ops, source, target = [], data, node.output[0]
+    if elem_type == TensorProto.BOOL:
+        source, target = fresh(), fresh()
+        ops.append(_op("Cast", [data], [source], node.name, to=caffe2_pb2.TensorProto.INT32))
+    values, dims = facts.constant(shape), facts.dims(data)
+    if values is not None and 0 not in values.reshape(-1).tolist() and dims is not None and None not in dims \
+            and 0 not in dims:
+        ops.append(_op("Expand", [source, shape], [target], node.name))
+    else:
+        ones = fresh()
+        c2_type = _EXPAND_TYPES.get(elem_type, caffe2_pb2.TensorProto.INT32)
+        ops += _filled(node, shape, ones, c2_type, 1.0 if elem_type in _FLOATS else 1, fresh)
+        ops.append(_op("ATen", [source, ones], [target], node.name, operator="mul"))
+    if elem_type == TensorProto.BOOL:
+        ops.append(_op("Cast", [target], [node.output[0]], node.name, to=caffe2_pb2.TensorProto.BOOL))
+    return ops
+
+
+def _matmul(node, facts, opset, fresh):
+    """Caffe2's BatchMatMul (broadcast=1, as Caffe2's converter writes it) multiplies as ONNX's MatMul, but gives
+    two 1-D inputs a (1,) result where ONNX gives a scalar: that case is squeezed."""
+    a, b = node.input
+    ranks = facts.rank(a), facts.rank(b)
+    if ranks == (1, 1):
+        product = fresh()
+        return [_op("BatchMatMul", [a, b], [product], node.name, broadcast=1),
+                _op("Squeeze", [product], [node.output[0]], node.name, dims=[0])]
+    if None in ranks and not any(rank is not None and rank >= 2 for rank in ranks):
+        raise _refuse(node, opset, "the rank of {} is unknown; two 1-D inputs make a scalar, which Caffe2's "
+                                   "BatchMatMul gives as shape (1,)".format(
+                                       " and ".join(repr(name) for name, rank in zip(node.input, ranks)
+                                                    if rank is None)))
+    return [_op("BatchMatMul", [a, b], [node.output[0]], node.name, broadcast=1)]
+
+
+#: ONNX element type -> Caffe2's, of the types Caffe2's Range takes
+_RANGE_TYPES = dict(_EXPAND_TYPES)
+
+
+def _range(node, facts, opset, fresh):
+    """Caffe2's Range counts ONNX's max(ceil((limit - start) / delta), 0) elements for floats and for a positive
+    integer delta, but truncates the count for a negative one (Range(4, -1, -2) gives [4, 2], ONNX [4, 2, 0]):
+    an integer Range with a negative delta runs as -Range(-start, -limit, -delta), the sign read at run time
+    unless delta is a constant."""
+    start, limit, delta = node.input
+    elem_type = facts.elem_type(start)
+    if elem_type not in _RANGE_TYPES:
+        raise _refuse(node, opset, "start {!r} is {}; Caffe2's Range takes int32, int64, float and double".format(
+            start, TensorProto.DataType.Name(elem_type) if elem_type else "of unknown type"))
+    step = facts.constant(delta)
+    if step is not None and step.size == 1 and float(step.reshape(-1)[0]) == 0:
+        raise _refuse(node, opset, "delta {!r} is 0".format(delta))
+    if elem_type in (TensorProto.FLOAT, TensorProto.DOUBLE) or (step is not None and step.size == 1 and
+                                                               step.reshape(-1)[0] > 0):
+        return [_op("Range", [start, limit, delta], [node.output[0]], node.name)]
+    c2_type = _RANGE_TYPES[elem_type]
+    ops, sign = [], fresh()
+    if step is not None and step.size == 1:
+        ops.append(_op("ConstantFill", [], [sign], node.name, shape=[], dtype=c2_type, value=-1))
+    else:  # 1 - 2 * (delta < 0)
+        zero, one, negative, flag, twice = (fresh() for _ in range(5))
+        ops += [_op("ConstantFill", [], [zero], node.name, shape=[], dtype=c2_type, value=0),
+                _op("ConstantFill", [], [one], node.name, shape=[], dtype=c2_type, value=1),
+                _op("LT", [delta, zero], [negative], node.name),
+                _op("Cast", [negative], [flag], node.name, to=c2_type),
+                _op("Add", [flag, flag], [twice], node.name),
+                _op("Sub", [one, twice], [sign], node.name)]
+    signed, counted = [], fresh()
+    for name in (start, limit, delta):
+        signed.append(fresh())
+        ops.append(_op("Mul", [name, sign], [signed[-1]], node.name))
+    return ops + [_op("Range", signed, [counted], node.name),
+                  _op("Mul", [counted, sign], [node.output[0]], node.name)]
 
 
 def _clip(node, facts, opset, fresh):
@@ -548,8 +634,14 @@ def _constant_of_shape(node, facts, opset, fresh):
         raise _refuse(node, opset, "value of type {} (Caffe2's ConstantFill makes {})".format(
             TensorProto.DataType.Name(elem_type), ", ".join(TensorProto.DataType.Name(t) for t in _FILL_TYPES)))
     number = float(number) if elem_type in _FLOATS else int(number)
-    return [_op("ConstantFill", [node.input[0]], [node.output[0]], node.name, input_as_shape=1,
-                dtype=_FILL_TYPES[elem_type], value=number)]
+    length, shape = facts.dims(node.input[0]), facts.constant(node.input[0])
+    if shape is not None and shape.size == 0:  # a scalar
+        return [_op("ConstantFill", [], [node.output[0]], node.name, shape=[], dtype=_FILL_TYPES[elem_type],
+                    value=number)]
+    if shape is not None or (length and length[0]):  # ConstantFill refuses an empty shape
+        return [_op("ConstantFill", [node.input[0]], [node.output[0]], node.name, input_as_shape=1,
+                    dtype=_FILL_TYPES[elem_type], value=number)]
+    return _filled(node, node.input[0], node.output[0], _FILL_TYPES[elem_type], number, fresh)
 
 
 #: ONNX LSTM / GRU / RNN -> (gates per direction, initial states, outputs)
@@ -823,7 +915,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "ReduceSum": _reduce, "ReduceMean": _reduce, "ReduceMax": _reduce, "ReduceMin": _reduce,
     "Pow": _pow, "Reshape": _reshape, "Gather": _gather, "Where": _where, "Softmax": _softmax,
     "Max": _extremum, "Min": _extremum, "ScatterND": _scatter_nd, "ConstantOfShape": _constant_of_shape,
-    "Expand": _expand, "Clip": _clip, "Abs": _sign_op, "Neg": _sign_op,
+    "Expand": _expand, "MatMul": _matmul, "Range": _range, "Clip": _clip, "Abs": _sign_op, "Neg": _sign_op,
     "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent,
 }
 
