@@ -70,7 +70,7 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Relu": _UNARY, "Sigmoid": _UNARY, "Not": _UNARY, "Reciprocal": _UNARY, "Identity": _UNARY,
     "Add": _BINARY, "Sub": _BINARY, "Mul": _BINARY, "Div": _BINARY, "Or": _BINARY, "And": _BINARY,
     "Equal": _BINARY, "Less": _BINARY, "Greater": _BINARY,
-    "MatMul": _forms(Form((9, NEWEST), translation=OWN)),  # Caffe2's BatchMatMul: 1-D x 1-D gives (1,)
+    "MatMul": _forms(Form((9, NEWEST), translation=OWN)),  # Caffe2's BatchMatMul: 1-D operands
     "Gemm": _forms(Form((9, NEWEST), {"alpha": _ANY, "beta": _ANY, "transA": _ANY, "transB": _ANY})),
     "Transpose": _forms(Form((1, NEWEST), {"perm": _ANY})),
     "Concat": _forms(Form((4, NEWEST), {"axis": _ANY})),

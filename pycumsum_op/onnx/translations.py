@@ -440,20 +440,16 @@ def _expand(node, facts, opset, fresh):
 
 
 def _matmul(node, facts, opset, fresh):
-    """Caffe2's BatchMatMul (broadcast=1, as Caffe2's converter writes it) multiplies as ONNX's MatMul, but gives
-    two 1-D inputs a (1,) result where ONNX gives a scalar: that case is squeezed."""
-    a, b = node.input
-    ranks = facts.rank(a), facts.rank(b)
-    if ranks == (1, 1):
-        product = fresh()
-        return [_op("BatchMatMul", [a, b], [product], node.name, broadcast=1),
-                _op("Squeeze", [product], [node.output[0]], node.name, dims=[0])]
-    if None in ranks and not any(rank is not None and rank >= 2 for rank in ranks):
-        raise _refuse(node, opset, "the rank of {} is unknown; two 1-D inputs make a scalar, which Caffe2's "
-                                   "BatchMatMul gives as shape (1,)".format(
-                                       " and ".join(repr(name) for name, rank in zip(node.input, ranks)
-                                                    if rank is None)))
-    return [_op("BatchMatMul", [a, b], [node.output[0]], node.name, broadcast=1)]
+    """Caffe2's BatchMatMul (broadcast=1, as Caffe2's converter writes it) multiplies as ONNX's MatMul when both
+    operands have rank 2 or more and the summed dim is not empty; with a 1-D operand it gives (1,) for ONNX's
+    scalar and dies of SIGFPE on an empty dim ((3,) x (3, 0), (0,) x (0, 3)), and over an empty summed dim it
+    may leave its output unwritten ((3, 0) x (1, 0, 2)). Where the model does not rule these out, the ATen op runs
+    torch's matmul, which is numpy's (ONNX's)."""
+    a_dims, b_dims = (facts.dims(name) for name in node.input)
+    if a_dims and b_dims and len(a_dims) >= 2 and len(b_dims) >= 2 and any(
+            dim is not None and dim > 0 for dim in (a_dims[-1], b_dims[-2])):
+        return [_op("BatchMatMul", list(node.input), [node.output[0]], node.name, broadcast=1)]
+    return [_op("ATen", list(node.input), [node.output[0]], node.name, operator="matmul")]
 
 
 #: ONNX element type -> Caffe2's, of the types Caffe2's Range takes
