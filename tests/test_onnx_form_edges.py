@@ -257,7 +257,7 @@ for op, direction, dynamic, name, dims in cases:
 """
 
 
-@pytest.mark.slow  # a child process importing 3 x 2 x 2 x 17 models
+@pytest.mark.slow  # a child process importing 188 models
 def test_misshapen_recurrent_inputs_are_refused_or_stop_the_run_in_one_line():
     """Caffe2's RecurrentNetwork checks none of its inputs' dims: too few directions in an initial state or R wrote
     past its buffers ("double free or corruption", "munmap_chunk(): invalid pointer", SIGSEGV), an empty one gave
