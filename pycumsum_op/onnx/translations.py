@@ -441,13 +441,11 @@ def _expand(node, facts, opset, fresh):
 
 def _matmul(node, facts, opset, fresh):
     """Caffe2's BatchMatMul (broadcast=1, as Caffe2's converter writes it) multiplies as ONNX's MatMul when both
-    operands have rank 2 or more and the summed dim is not empty; with a 1-D operand it gives (1,) for ONNX's
-    scalar and dies of SIGFPE on an empty dim ((3,) x (3, 0), (0,) x (0, 3)), and over an empty summed dim it
-    may leave its output unwritten ((3, 0) x (1, 0, 2)). Where the model does not rule these out, the ATen op runs
-    torch's matmul, which is numpy's (ONNX's)."""
-    a_dims, b_dims = (facts.dims(name) for name in node.input)
-    if a_dims and b_dims and len(a_dims) >= 2 and len(b_dims) >= 2 and any(
-            dim is not None and dim > 0 for dim in (a_dims[-1], b_dims[-2])):
+    operands have rank 2 or more, empty dims included; with a 1-D operand it gives (1,) for ONNX's scalar and
+    dies of SIGFPE on an empty dim ((3,) x (3, 0), (0,) x (0, 3), (2, 0) x (0,)). Where an operand may be 1-D, the
+    ATen op runs torch's matmul, which is numpy's (ONNX's)."""
+    ranks = [facts.rank(name) for name in node.input]
+    if all(rank is not None and rank >= 2 for rank in ranks):
         return [_op("BatchMatMul", list(node.input), [node.output[0]], node.name, broadcast=1)]
     return [_op("ATen", list(node.input), [node.output[0]], node.name, operator="matmul")]
 
