@@ -1,8 +1,15 @@
-"""One-node ONNX models run through pycumsum_op.onnx.prepare and onnxruntime (the oracle)."""
+"""One-node ONNX models run through pycumsum_op.onnx.prepare and onnxruntime (the oracle), the edge values that
+break translations as hypothesis strategies, and a child-process runner for models that could kill the process."""
+import json
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
 import onnx
+import onnxruntime
+from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 
 import pycumsum_op.onnx
@@ -35,14 +42,24 @@ def node_model(op_type, inputs, constants=(), attrs=None, opset=13, dynamic=Fals
     return helper.make_model(graph, opset_imports=opsets)
 
 
-def outcome(model, feeds):
-    """("match", None), ("refused", one line) or ("mismatch", description): ours against onnxruntime.
-    A refusal is `FormRefused` at import; any other exception is reported as an error."""
-    expected = onnxruntime_outputs(model, feeds)
+def onnxruntime_plain(model, feeds):
+    """Every output of ``model`` run by onnxruntime with its graph optimizations off (onnxruntime 1.19.2's optimizer
+    is itself wrong on a dynamic ``x[:, torch.arange(n - 1, -1, -2)]``)."""
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def outcome(model, feeds, oracle=onnxruntime_outputs, lower=None):
+    """("match", None), ("refused", one line) or ("mismatch", description): ours (``prepare(model, lower=lower)``)
+    against ``oracle`` (onnxruntime). A refusal is `FormRefused` at import; any other exception is reported as an
+    error (a net that imports and then fails at run time is a failure)."""
+    expected = oracle(model, feeds)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            rep = pycumsum_op.onnx.prepare(model)
+            rep = pycumsum_op.onnx.prepare(model, lower=lower)
         except FormRefused as error:
             return "refused", str(error)
         ours = rep.run(feeds)
@@ -56,3 +73,46 @@ def outcome(model, feeds):
         elif not np.array_equal(got, want):
             return "mismatch", "values differ"
     return "match", None
+
+
+#: float values that break translations: signed zeros, the infinities, NaN, values whose sums overflow float32,
+#: the smallest subnormal, and ordinary ones
+EDGE_FLOATS = (0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, 3e38, -3e38, 1e-45)
+#: dimensions: empty, size 1, small
+EDGE_DIMS = st.sampled_from([0, 1, 2, 3])
+#: steps and deltas: negative ones, and ones that do not divide the spans below
+EDGE_STEPS = st.sampled_from([1, 2, 3, -1, -2, -3, 4, -4])
+#: starts, limits and bounds around the small dims
+EDGE_BOUNDS = st.integers(-6, 6)
+
+
+def edge_shapes(min_rank=0, max_rank=3):
+    """Shapes of rank ``min_rank`` to ``max_rank`` with a 0 or a 1 at any position."""
+    return st.lists(EDGE_DIMS, min_size=min_rank, max_size=max_rank).map(tuple)
+
+
+def edge_arrays(dtype, shape, floats=EDGE_FLOATS):
+    """Arrays of ``dtype`` and ``shape`` whose values are drawn from ``floats`` (float types), small signed
+    integers (integer types) or both booleans."""
+    dtype, count = np.dtype(dtype), int(np.prod(shape, dtype=np.int64))
+    if dtype.kind == "f":
+        values = st.sampled_from(floats)
+    elif dtype.kind == "b":
+        values = st.booleans()
+    else:
+        values = st.integers(-4, 4)
+    return st.lists(values, min_size=count, max_size=count).map(
+        lambda items: np.array(items, dtype=dtype).reshape(shape))
+
+
+def in_child(code: str, timeout: float = 300):
+    """Run ``code`` in a child Python with this tree and tests/ on its path: (returncode, [JSON lines it printed],
+    stderr). A crash (abort, SIGSEGV, a corrupted heap) shows as a nonzero or negative returncode, and the lines
+    printed before it say how far it got."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(tests), tests, os.environ.get(
+        "PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          env=env, timeout=timeout, universal_newlines=True)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith(("[", "{"))]
+    return done.returncode, lines, done.stderr

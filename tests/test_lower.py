@@ -71,8 +71,6 @@ def assert_lowered_result(actual, reference, target, x, axis):
 def test_forward_matches_torch(case, target, known_from, in_place, torch_scan, to_torch_dtype):
     x, axis, exclusive, reverse, override = case
     in_place = in_place and override is None
-    if target == "aten" and exclusive and x.ndim and x.shape[axis] == 0:
-        return  # refused at run time: test_aten_exclusive_on_an_empty_scan_axis_fails_at_run_time
     actual = lower_and_run(x, target, known_from, in_place, axis=axis, exclusive=exclusive, reverse=reverse,
                            dtype=override)
     assert_lowered_result(actual, expected(torch_scan, to_torch_dtype, x, axis, exclusive, reverse, override), target,
@@ -127,8 +125,6 @@ def run_lowered_gradient(x, w, target, lowered_gradient_ops, **kwargs):
 def test_gradient_matches_torch_autograd(case, target, lowered_gradient_ops, torch_scan):
     """Either the net's PyCumSum gradient ops are lowered, or AddGradientOperators runs on the lowered net."""
     x, w, axis, exclusive, reverse, override = case
-    if target == "aten" and exclusive and x.ndim and x.shape[axis] == 0:
-        return  # refused at run time: test_aten_exclusive_on_an_empty_scan_axis_fails_at_run_time
     # no float64 Sum in Caffe2 before torch 1.8 (portable sums floats in float64): asserted by
     # test_gradient_grid_every_flag_and_axis
     assume(target == "aten" or lowered_gradient_ops or has("caffe2 Sum double")
@@ -244,14 +240,19 @@ def test_shapes_come_from_caffe2_inference_over_the_init_net(clean_workspace, to
     np.testing.assert_allclose(workspace.FetchBlob("li_y"), torch_scan(squares, -1, exclusive=True).numpy())
 
 
-def test_aten_exclusive_on_an_empty_scan_axis_fails_at_run_time(clean_workspace):
-    """ATen's roll/index_fill refuse a 0-long axis: an error, never a wrong result."""
-    net = core.Net("lower_empty")
-    net.PyCumSum("le_x", "le_y", axis=1, exclusive=True)
-    lowered = pycumsum_op.lower(net, "aten")
-    workspace.FeedBlob("le_x", np.zeros((3, 0), np.float32))
-    with pytest.raises(RuntimeError, match="ATen|out of range"):  # torch 1.4's message names no operator
-        workspace.RunNetOnce(lowered)
+@pytest.mark.parametrize("lowered_gradient_ops", [False, True])
+@pytest.mark.parametrize("shape, axis", [((3, 0), 1), ((3, 0), -1), ((0, 4), 0), ((0, 4), -2), ((2, 0, 3), 1),
+                                         ((0,), 0)])
+def test_aten_exclusive_on_an_empty_scan_axis(shape, axis, lowered_gradient_ops, clean_workspace, torch_scan):
+    """ATen's index_fill refuses index 0 of a 0-long axis: the lowered net fills the first entry only when there is
+    one (read off Shape at run time), forward and backward."""
+    x, w = np.zeros(shape, np.float32), np.ones(shape, np.float32)
+    for reverse in (False, True):
+        y, grad_x = run_lowered_gradient(x, w, "aten", lowered_gradient_ops, axis=axis, exclusive=True,
+                                         reverse=reverse)
+        reference = torch_scan(torch.from_numpy(x), axis, True, reverse).numpy()
+        assert y.shape == reference.shape == shape and y.dtype == reference.dtype
+        assert_gradient_close(grad_x, torch_gradient(torch_scan, x, w, axis, True, reverse), np.float32)
 
 
 def _not_pycumsum(inputs, outputs):
@@ -356,8 +357,6 @@ def test_forward_grid_every_dtype_flag_and_axis(target, dtype, clean_workspace, 
         x = (rng.randint(0, 2, shape) if dtype == np.bool_ else rng.uniform(-50, 50, shape)).astype(dtype)
         for axis in grid_axes(shape):
             for exclusive, reverse in GRID_FLAGS:
-                if target == "aten" and exclusive and x.ndim and x.shape[axis] == 0:
-                    continue  # refused at run time: test_aten_exclusive_on_an_empty_scan_axis_fails_at_run_time
                 actual = lower_and_run(x, target, "arguments", axis=axis, exclusive=exclusive, reverse=reverse)
                 reference = expected(torch_scan, to_torch_dtype, x, axis, exclusive, reverse, None)
                 assert_lowered_result(actual, reference, target, x, axis)
@@ -379,8 +378,6 @@ def test_gradient_grid_every_flag_and_axis(dtype, target, lowered_gradient_ops, 
         x, w = rng.uniform(-1, 1, shape).astype(dtype), rng.uniform(-1, 1, shape).astype(dtype)
         for axis in grid_axes(shape):
             for exclusive, reverse in GRID_FLAGS:
-                if target == "aten" and exclusive and x.ndim and x.shape[axis] == 0:
-                    continue  # refused at run time (see above)
                 _, grad_x = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
                                                  reverse=reverse)
                 assert_gradient_close(grad_x, torch_gradient(torch_scan, x, w, axis, exclusive, reverse), dtype)

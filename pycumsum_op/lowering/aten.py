@@ -5,8 +5,8 @@
 ``cummin`` with their two outputs (values, int64 indices). ``reverse`` adds ``flip`` around the scan
 (cummax/cummin indices are then mapped back to positions in the input: ``n - 1 - flip(indices)``,
 with n from ``Shape``); ``exclusive`` shifts the result by one with ``roll`` and puts the scan's
-identity (0, 1, -inf) in the first entry with ``index_fill`` (any rank, no shape needed; an empty
-scan axis then fails at run time with torch's message, never with a wrong result);
+identity (0, 1, -inf) in the first entry with ``index_fill`` (any rank; the index is [0], or none on an
+empty scan axis, read off ``Shape`` at run time);
 ``dtype=`` is a Caffe2 ``Cast`` in front (and behind, for integer types other than int64, which
 ATen's cumsum/cumprod widen); uint16 inputs, which ATen cannot read, are cast exactly to int32 (cummax,
 cummin: back to uint16 behind) or int64 (cumsum, cumprod). Only these forms are emitted;
@@ -94,8 +94,13 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
     outputs = [emitter.fresh() for _ in entry.outputs]
     emitter.op("ATen", [current], outputs, operator=form.operator, dim=spec.axis)
     current = outputs[0]
-    if spec.exclusive:
-        first = emitter.step("GivenTensorInt64Fill", [], values=[0], shape=[1])
+    if spec.exclusive:  # the first entry's index, none on an empty axis (index 0 of one fails in index_fill)
+        # Caffe2's Shape takes no negative axis, its Slice counts -1 as the end: dims[axis] either way
+        bounds = [spec.axis, spec.axis + 1] if spec.axis >= 0 else [spec.axis - 1, spec.axis]
+        length = emitter.step("Slice", [emitter.step("Shape", [current])], starts=bounds[:1], ends=bounds[1:])
+        zero = emitter.step("GivenTensorInt64Fill", [], values=[0], shape=[1])
+        nonempty = emitter.step("Cast", [emitter.step("GT", [length, zero])], to=TENSOR_TYPES[np.dtype(np.int64)])
+        first = emitter.step("Range", [emitter.step("Squeeze", [nonempty], dims=[0])])
         current = emitter.step("ATen", [current], operator="roll", shifts=[1], dims=[spec.axis])
         current = emitter.step("ATen", [current, first], operator="index_fill", dim=spec.axis, value=entry.identity)
     if spec.reverse:

@@ -59,6 +59,10 @@ _GRU = {"hidden_size": _ANY, "direction": frozenset(["forward", "bidirectional"]
 _RNN = {"hidden_size": _ANY, "direction": frozenset(["forward", "bidirectional"]),
         "activations": frozenset([("Tanh",), ("Relu",), ("Tanh", "Tanh"), ("Relu", "Relu")])}
 
+#: the element types Caffe2's Cast makes right on CPU (ONNX's numbers: FLOAT, UINT8, INT8, UINT16, INT16, INT32,
+#: INT64, BOOL, DOUBLE); its STRING is wrong, FLOAT16 has no CPU kernel, the unsigned 32/64-bit types no Caffe2 type
+_CAST_TO = frozenset([1, 2, 3, 4, 5, 6, 7, 9, 11])
+
 #: ONNX op -> its accepted forms (the first one that fits is used).
 FORMS: Dict[str, Tuple[Form, ...]] = {
     # elementwise, translated by Caffe2's stock converter
@@ -66,14 +70,14 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Relu": _UNARY, "Sigmoid": _UNARY, "Not": _UNARY, "Reciprocal": _UNARY, "Identity": _UNARY,
     "Add": _BINARY, "Sub": _BINARY, "Mul": _BINARY, "Div": _BINARY, "Or": _BINARY, "And": _BINARY,
     "Equal": _BINARY, "Less": _BINARY, "Greater": _BINARY,
-    "MatMul": _forms(Form((9, NEWEST))),
+    "MatMul": _forms(Form((9, NEWEST), translation=OWN)),  # Caffe2's BatchMatMul: 1-D operands
     "Gemm": _forms(Form((9, NEWEST), {"alpha": _ANY, "beta": _ANY, "transA": _ANY, "transB": _ANY})),
     "Transpose": _forms(Form((1, NEWEST), {"perm": _ANY})),
     "Concat": _forms(Form((4, NEWEST), {"axis": _ANY})),
-    "Cast": _forms(Form((9, NEWEST), {"to": _ANY})),
+    "Cast": _forms(Form((9, NEWEST), {"to": _CAST_TO})),
     "Constant": _forms(Form((9, NEWEST), {"value": _ANY})),
     "Shape": _forms(Form((1, 14))),  # opset 15 adds start/end
-    "Range": _forms(Form((11, NEWEST))),
+    "Range": _forms(Form((11, NEWEST), translation=OWN)),  # Caffe2's Range: a negative integer delta
     "Softmax": _forms(Form((1, 12), {"axis": _ANY}),  # Caffe2's Softmax flattens to 2-D at axis, as ONNX < 13
                       Form((13, NEWEST), {"axis": _ANY}, translation=OWN)),  # the last axis only
     # pycumsum_op's own translations
@@ -118,6 +122,8 @@ WHY = {
              "pycumsum_op translates only constant axes and steps",
     "Reshape": "Caffe2's Reshape copies a 0 in the shape from the input (allowzero=0); allowzero=1 has no form",
     "ReduceSum": "noop_with_empty_axes=1 has no Caffe2 form",
+    "Cast": "Caffe2's Cast writes STRING wrong and has no CPU kernel for FLOAT16; 1 FLOAT, 2 UINT8, 3 INT8, "
+            "4 UINT16, 5 INT16, 6 INT32, 7 INT64, 9 BOOL, 11 DOUBLE are accepted",
 }
 _INPUT_NAMES = {"Slice": ("data", "starts", "ends", "axes", "steps"), "Unsqueeze": ("data", "axes"),
                 "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes")}

@@ -447,20 +447,100 @@ def _gather(node, facts, opset, fresh):
     return [_op("Gather", list(node.input), [node.output[0]], node.name, axis=axis, wrap_indices=1)]
 
 
+def _filled(node, shape: str, out: str, dtype: int, value, fresh) -> list:
+    """Ops filling ``out`` with ``value`` (Caffe2 ``dtype``) in the shape held by 1-D int64 blob ``shape``, whatever
+    its length: Caffe2's ConstantFill refuses an empty shape (a scalar), so it fills (1, *shape) and drops the 1."""
+    padded, filled = fresh(), fresh()
+    one, fill = _constant_blob([1], fresh)
+    return [fill, _op("Concat", [one, shape], [padded, fresh()], node.name, axis=0),
+            _op("ConstantFill", [padded], [filled], node.name, input_as_shape=1, dtype=dtype, value=value),
+            _op("Squeeze", [filled], [out], node.name, dims=[0])]
+
+
+#: ONNX element type -> Caffe2's, of the types Caffe2's Expand and ConstantFill take
+_EXPAND_TYPES = {TensorProto.INT32: caffe2_pb2.TensorProto.INT32, TensorProto.INT64: caffe2_pb2.TensorProto.INT64,
+                 TensorProto.FLOAT: caffe2_pb2.TensorProto.FLOAT, TensorProto.DOUBLE: caffe2_pb2.TensorProto.DOUBLE}
+
+
 def _expand(node, facts, opset, fresh):
-    """Caffe2's Expand broadcasts as ONNX's does, over int32, int64, float and double: bool goes through int32."""
+    """Caffe2's Expand broadcasts as ONNX's does, over int32, int64, float and double, but reads a 0 in the shape as
+    a 1 and enforces (math_cpu.cc) on an empty input dim that the shape broadcasts: unless the model proves that
+    neither happens, x is multiplied by ones of the shape with the ATen op (torch broadcasts empty dims as ONNX
+    does, and x * 1 keeps -0.0, NaN and the infinities). Bool goes through int32 (Caffe2's Expand has no bool
+    kernel)."""
     data, shape = node.input
     elem_type = facts.elem_type(data)
-    if elem_type in (TensorProto.INT32, TensorProto.INT64, TensorProto.FLOAT, TensorProto.DOUBLE):
-        return [_op("Expand", [data, shape], [node.output[0]], node.name)]
-    if elem_type != TensorProto.BOOL:
+    if elem_type not in _EXPAND_TYPES and elem_type != TensorProto.BOOL:
         raise _refuse(node, opset, "input {!r} is {}; Caffe2's Expand takes int32, int64, float, double (and "
                                    "bool, through int32)".format(data, TensorProto.DataType.Name(elem_type)
                                                                  if elem_type else "of unknown type"))
-    widened, expanded = fresh(), fresh()
-    return [_op("Cast", [data], [widened], node.name, to=caffe2_pb2.TensorProto.INT32),
-            _op("Expand", [widened, shape], [expanded], node.name),
-            _op("Cast", [expanded], [node.output[0]], node.name, to=caffe2_pb2.TensorProto.BOOL)]
+    ops, source, target = [], data, node.output[0]
+    if elem_type == TensorProto.BOOL:
+        source, target = fresh(), fresh()
+        ops.append(_op("Cast", [data], [source], node.name, to=caffe2_pb2.TensorProto.INT32))
+    values, dims = facts.constant(shape), facts.dims(data)
+    if values is not None and 0 not in values.reshape(-1).tolist() and dims is not None and None not in dims \
+            and 0 not in dims:
+        ops.append(_op("Expand", [source, shape], [target], node.name))
+    else:
+        ones = fresh()
+        c2_type = _EXPAND_TYPES.get(elem_type, caffe2_pb2.TensorProto.INT32)
+        ops += _filled(node, shape, ones, c2_type, 1.0 if elem_type in _FLOATS else 1, fresh)
+        ops.append(_op("ATen", [source, ones], [target], node.name, operator="mul"))
+    if elem_type == TensorProto.BOOL:
+        ops.append(_op("Cast", [target], [node.output[0]], node.name, to=caffe2_pb2.TensorProto.BOOL))
+    return ops
+
+
+def _matmul(node, facts, opset, fresh):
+    """Caffe2's BatchMatMul (broadcast=1, as Caffe2's converter writes it) multiplies as ONNX's MatMul when both
+    operands have rank 2 or more, empty dims included; with a 1-D operand it gives (1,) for ONNX's scalar and
+    dies of SIGFPE on an empty dim ((3,) x (3, 0), (0,) x (0, 3), (2, 0) x (0,)). Where an operand may be 1-D, the
+    ATen op runs torch's matmul, which is numpy's (ONNX's)."""
+    ranks = [facts.rank(name) for name in node.input]
+    if all(rank is not None and rank >= 2 for rank in ranks):
+        return [_op("BatchMatMul", list(node.input), [node.output[0]], node.name, broadcast=1)]
+    return [_op("ATen", list(node.input), [node.output[0]], node.name, operator="matmul")]
+
+
+#: ONNX element type -> Caffe2's, of the types Caffe2's Range takes
+_RANGE_TYPES = dict(_EXPAND_TYPES)
+
+
+def _range(node, facts, opset, fresh):
+    """Caffe2's Range counts ONNX's max(ceil((limit - start) / delta), 0) elements for floats and for a positive
+    integer delta, but truncates the count for a negative one (Range(4, -1, -2) gives [4, 2], ONNX [4, 2, 0]):
+    an integer Range with a negative delta runs as -Range(-start, -limit, -delta), the sign read at run time
+    unless delta is a constant."""
+    start, limit, delta = node.input
+    elem_type = facts.elem_type(start)
+    if elem_type not in _RANGE_TYPES:
+        raise _refuse(node, opset, "start {!r} is {}; Caffe2's Range takes int32, int64, float and double".format(
+            start, TensorProto.DataType.Name(elem_type) if elem_type else "of unknown type"))
+    step = facts.constant(delta)
+    if step is not None and step.size == 1 and float(step.reshape(-1)[0]) == 0:
+        raise _refuse(node, opset, "delta {!r} is 0".format(delta))
+    if elem_type in (TensorProto.FLOAT, TensorProto.DOUBLE) or (step is not None and step.size == 1 and
+                                                               step.reshape(-1)[0] > 0):
+        return [_op("Range", [start, limit, delta], [node.output[0]], node.name)]
+    c2_type = _RANGE_TYPES[elem_type]
+    ops, sign = [], fresh()
+    if step is not None and step.size == 1:
+        ops.append(_op("ConstantFill", [], [sign], node.name, shape=[], dtype=c2_type, value=-1))
+    else:  # 1 - 2 * (delta < 0)
+        zero, one, negative, flag, twice = (fresh() for _ in range(5))
+        ops += [_op("ConstantFill", [], [zero], node.name, shape=[], dtype=c2_type, value=0),
+                _op("ConstantFill", [], [one], node.name, shape=[], dtype=c2_type, value=1),
+                _op("LT", [delta, zero], [negative], node.name),
+                _op("Cast", [negative], [flag], node.name, to=c2_type),
+                _op("Add", [flag, flag], [twice], node.name),
+                _op("Sub", [one, twice], [sign], node.name)]
+    signed, counted = [], fresh()
+    for name in (start, limit, delta):
+        signed.append(fresh())
+        ops.append(_op("Mul", [name, sign], [signed[-1]], node.name))
+    return ops + [_op("Range", signed, [counted], node.name),
+                  _op("Mul", [counted, sign], [node.output[0]], node.name)]
 
 
 def _clip(node, facts, opset, fresh):
@@ -606,8 +686,14 @@ def _constant_of_shape(node, facts, opset, fresh):
         raise _refuse(node, opset, "value of type {} (Caffe2's ConstantFill makes {})".format(
             TensorProto.DataType.Name(elem_type), ", ".join(TensorProto.DataType.Name(t) for t in _FILL_TYPES)))
     number = float(number) if elem_type in _FLOATS else int(number)
-    return [_op("ConstantFill", [node.input[0]], [node.output[0]], node.name, input_as_shape=1,
-                dtype=_FILL_TYPES[elem_type], value=number)]
+    length, shape = facts.dims(node.input[0]), facts.constant(node.input[0])
+    if shape is not None and shape.size == 0:  # a scalar
+        return [_op("ConstantFill", [], [node.output[0]], node.name, shape=[], dtype=_FILL_TYPES[elem_type],
+                    value=number)]
+    if shape is not None or (length and length[0]):  # ConstantFill refuses an empty shape
+        return [_op("ConstantFill", [node.input[0]], [node.output[0]], node.name, input_as_shape=1,
+                    dtype=_FILL_TYPES[elem_type], value=number)]
+    return _filled(node, node.input[0], node.output[0], _FILL_TYPES[elem_type], number, fresh)
 
 
 #: ONNX LSTM / GRU / RNN -> (gates per direction, initial states, outputs)
@@ -635,6 +721,94 @@ def _checked_lengths(node, opset, x: str, lengths: str, fresh) -> list:
             _op("And", [low, high], [valid], node.name),
             _op("Assert", [valid], [], node.name, error_msg="{}: input 4 (sequence_lens) {!r} holds a length "
                 "outside [0, sequence length]".format(label(node, opset), lengths))]
+
+
+#: the recurrent inputs' names (ONNX's), by position
+_RECURRENT_INPUTS = ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c")
+#: a dim that is the batch size (X's dim 1), and one that is free (X's sequence length)
+_BATCH, _FREE = "batch", None
+
+
+def _recurrent_shapes(gates: int, directions: int, hidden_size: int, input_size: int) -> dict:
+    """Input position -> the dims ONNX requires of it (ints, `_BATCH` or `_FREE`)."""
+    return {0: [_FREE, _BATCH, input_size], 1: [directions, gates * hidden_size, input_size],
+            2: [directions, gates * hidden_size, hidden_size], 3: [directions, 2 * gates * hidden_size],
+            4: [_BATCH], 5: [directions, _BATCH, hidden_size], 6: [directions, _BATCH, hidden_size]}
+
+
+def _spelled(want) -> str:
+    return "[{}]".format(", ".join("seq_length" if dim is _FREE else str(dim) for dim in want))
+
+
+def _checked_recurrent_shapes(node, opset, facts, positions, shapes, fresh) -> list:
+    """Every given recurrent input's shape against ``shapes`` (`_recurrent_shapes`): a dim the model states is
+    checked here (`FormRefused`), one it leaves symbolic by ops that fail the net in one line before Caffe2's
+    RecurrentNetwork reads it. That op checks none of them: too few directions in an initial state or in R make
+    it write past its buffers (the process dies: "double free or corruption", SIGSEGV), an empty one gives a
+    wrong sequence length, a wrong batch or input size stops it in an enforce naming no ONNX node."""
+    x_dims = facts.dims(node.input[0])
+    batch = x_dims[1] if x_dims is not None and len(x_dims) == 3 else None  # the run's batch: X's dim 1
+    ops, batch_blob = [], None
+    for position in positions:
+        name, want = node.input[position], shapes[position]
+        what = "input {} ({}) {!r}".format(position, _RECURRENT_INPUTS[position], name)
+        dims = facts.dims(name)
+        spelled = _spelled(["batch {}".format(batch) if d is _BATCH and batch is not None else d for d in want])
+        stated = "[{}]".format(", ".join("?" if dim is None else str(dim) for dim in dims or []))
+        if dims is not None and len(dims) != len(want):
+            raise _refuse(node, opset, "{} has rank {}, but its dims must be {}".format(what, len(dims), spelled))
+        if dims is not None and any(dim is not None and expected is not _FREE and (
+                dim != expected if expected is not _BATCH else batch is not None and dim != batch)
+                for dim, expected in zip(dims, want)):
+            raise _refuse(node, opset, "{} has dims {}, but hidden_size={}, {} direction(s), W and X make them "
+                                       "{}".format(what, stated, shapes[2][2], shapes[1][0], spelled))
+        if dims is not None and all(expected is _FREE or (position == 0 and expected is _BATCH) or (
+                dim is not None and (expected is not _BATCH or batch is not None))
+                for dim, expected in zip(dims, want)):
+            continue  # every dim the run reads is stated and right
+        message = "{}: {} does not have the dims {} (from hidden_size, direction, W and X's dim 1)".format(
+            label(node, opset), what, _spelled(["batch" if d is _BATCH else d for d in want]))
+        shape = fresh()
+        ops.append(_op("Shape", [name], [shape], node.name))
+        if dims is None:  # the rank first: the dims are then compared position by position
+            count, rank, same = fresh(), fresh(), fresh()
+            ops += [_op("Size", [shape], [count], node.name), _int64_scalar(node, rank, len(want)),
+                    _op("EQ", [count, rank], [same], node.name),
+                    _op("Assert", [same], [], node.name, error_msg=message)]
+        pieces = []
+        for k, expected in enumerate(want):
+            if expected is _BATCH and position != 0:
+                if batch_blob is None:  # X is checked first: its rank is 3 here
+                    whole, batch_blob = fresh(), fresh()
+                    ops += [_op("Shape", [node.input[0]], [whole], node.name),
+                            _op("Slice", [whole], [batch_blob], node.name, starts=[1], ends=[2])]
+                pieces.append(batch_blob)
+            elif expected is _FREE or expected is _BATCH:  # X's own sequence length and batch size
+                piece = fresh()
+                ops.append(_op("Slice", [shape], [piece], node.name, starts=[k], ends=[k + 1]))
+                pieces.append(piece)
+            else:
+                piece, fill = _constant_blob([expected], fresh)
+                ops.append(fill)
+                pieces.append(piece)
+        expected_dims, equal = fresh(), fresh()
+        ops += [_op("Concat", pieces, [expected_dims, fresh()], node.name, axis=0),
+                _op("EQ", [shape, expected_dims], [equal], node.name),
+                _op("Assert", [equal], [], node.name, error_msg=message)]
+    # RecurrentNetwork fails on an empty batch, in an enforce naming no ONNX node (onnxruntime 1.19.2 aborts the
+    # process on one)
+    if batch == 0:
+        raise _refuse(node, opset, "input 0 (X) {!r} has batch size 0, on which Caffe2's RecurrentNetwork "
+                                   "fails".format(node.input[0]))
+    if batch is None:
+        whole, count, zero, positive = fresh(), fresh(), fresh(), fresh()
+        ops += [_op("Shape", [node.input[0]], [whole], node.name),
+                _op("Slice", [whole], [count], node.name, starts=[1], ends=[2]),
+                _int64_scalar(node, zero, 0),
+                _op("GT", [count, zero], [positive], node.name),
+                _op("Assert", [positive], [], node.name, error_msg="{}: input 0 (X) {!r} has batch size 0, on "
+                    "which Caffe2's RecurrentNetwork fails".format(label(node, opset), node.input[0]))]
+    return ops
 
 
 def _recurrent(node, facts, opset, fresh):
@@ -679,7 +853,10 @@ def _recurrent(node, facts, opset, fresh):
     if input_size is None:
         raise _refuse(node, opset, "the input size is unknown (neither W {!r} nor X {!r} has a known last "
                                    "dim)".format(w, x))
-    ops = _checked_lengths(node, opset, x, node.input[4], fresh) if given(node, 4) else []
+    shapes = _recurrent_shapes(gates, directions, hidden_size, input_size)
+    ops = _checked_recurrent_shapes(node, opset, facts, [p for p in range(5 + states) if given(node, p)], shapes,
+                                    fresh)
+    ops += _checked_lengths(node, opset, x, node.input[4], fresh) if given(node, 4) else []
     inputs = [x]
     for position in (1, 2, 3):
         copy = fresh()
@@ -790,7 +967,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "ReduceSum": _reduce, "ReduceMean": _reduce, "ReduceMax": _reduce, "ReduceMin": _reduce,
     "Pow": _pow, "Reshape": _reshape, "Gather": _gather, "Where": _where, "Softmax": _softmax,
     "Max": _extremum, "Min": _extremum, "ScatterND": _scatter_nd, "ConstantOfShape": _constant_of_shape,
-    "Expand": _expand, "Clip": _clip, "Abs": _sign_op, "Neg": _sign_op,
+    "Expand": _expand, "MatMul": _matmul, "Range": _range, "Clip": _clip, "Abs": _sign_op, "Neg": _sign_op,
     "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent,
 }
 
