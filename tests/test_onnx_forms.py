@@ -12,9 +12,11 @@ if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself:
 import os
 
 import numpy as np
+import onnx
+import onnxruntime
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import pycumsum_op.onnx
 from pycumsum_op.input_limits import InputTooLarge
@@ -356,3 +358,82 @@ def docs_table() -> str:
 def test_docs_list_every_accepted_form():
     with open(os.path.join(os.path.dirname(__file__), "..", "docs", "onnx.md")) as docs:
         assert docs_table() in docs.read()
+
+
+#: every ONNX element type numpy can hold (complex and bfloat16 aside), each tried on every form
+ELEMENT_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.INT8, TensorProto.INT16,
+                 TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32,
+                 TensorProto.UINT64, TensorProto.BOOL, TensorProto.STRING]
+#: the inputs of `form_cases` that hold indices, axes or shapes: their type is not the form's
+_INDEX_INPUTS = frozenset(["axes", "axis", "shape", "starts", "ends", "steps", "i", "lengths"])
+
+
+def form_opsets(op):
+    """The opsets each form of ``op`` is tried at: its first (from 9) and its last."""
+    return sorted({opset for form in FORMS[op] for opset in (max(form.opsets[0], 9), form.opsets[1])
+                   if opset >= 9})
+
+
+def _retyped(value, elem_type):
+    """``value`` as an array of ONNX ``elem_type``: floats as integers are 3 x value truncated, never 0 (a divisor),
+    unsigned ones their absolute value; as bool, whether positive; as strings, their text."""
+    value = np.asarray(value)
+    if elem_type == TensorProto.STRING:
+        return value.astype(str).astype(object)
+    if elem_type == TensorProto.BOOL:
+        return value > 0 if value.dtype.kind == "f" else value.astype(bool)
+    dtype = np.dtype(onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[elem_type])
+    if dtype.kind == "f":
+        return value.astype(dtype)
+    if value.dtype.kind == "f":
+        value = np.trunc(value * 3)
+        value[value == 0] = 1
+    return (np.abs(value) if dtype.kind == "u" else value).astype(dtype)
+
+
+def typed_cases(op, opset, elem_type):
+    """`form_cases` of ``op`` with the blob its forms type (``Form.typed``) and every input of that blob's type
+    (not indices, axes or shapes) made ``elem_type``; Cast to every element type."""
+    where, position = FORMS[op][0].typed
+    cases = []
+    for inputs, constants, attrs, *options in form_cases(op, opset):
+        options = dict(*options)
+        if where == "output":  # Constant and ConstantOfShape: the type of their value
+            if "value" not in attrs:
+                continue
+            value = _retyped(numpy_helper.to_array(attrs["value"]), elem_type)
+            cases.append((inputs, constants, dict(attrs, value=numpy_helper.from_array(value, "v")), options))
+            continue
+        arrays = dict(inputs, **constants)
+        order = options.get("order") or list(inputs) + list(constants)
+        kind = arrays[order[position]].dtype
+        inputs, constants = ({name: _retyped(value, elem_type) if value.dtype == kind and name not in _INDEX_INPUTS
+                              else value for name, value in group.items()} for group in (inputs, constants))
+        for to in ELEMENT_TYPES if op == "Cast" else [None]:
+            cases.append((inputs, constants, attrs if to is None else dict(attrs, to=to), options))
+    return cases
+
+
+def _onnxruntime_unoptimized(model, feeds):
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def typed_outcomes(op, opset, elem_type):
+    """[kind, detail] of each of ``typed_cases``: "match", "refused" (at prepare), "mismatch", "error" (the
+    translated net failed) or "unsupported" (onnxruntime does not run it: no case of the type)."""
+    results = []
+    for inputs, constants, attrs, options in typed_cases(op, opset, elem_type):
+        try:
+            model = node_model(op, inputs, constants, attrs, opset, out_rank=1, **options)
+            expected = _onnxruntime_unoptimized(model, inputs)
+        except Exception as error:  # onnx or onnxruntime has no such model: not a case of the type
+            results.append(["unsupported", str(error).splitlines()[0][:200] if str(error) else type(error).__name__])
+            continue
+        try:
+            results.append(list(outcome(model, inputs, expected)))
+        except Exception as error:
+            results.append(["error", (str(error).strip().splitlines() or [type(error).__name__])[0][:200]])
+    return results

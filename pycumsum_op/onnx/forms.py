@@ -42,6 +42,12 @@ class Form(NamedTuple):
     constants: Tuple[int, ...] = ()
     #: who translates it: `STOCK` (Caffe2's converter) or `OWN` (`pycumsum_op.onnx.translations`)
     translation: str = STOCK
+    #: the ONNX element types (TensorProto.DataType) of blob `typed` that Caffe2's kernels run right, as measured
+    #: by tests/onnx_form_types.py (None: any type); a blob of another type, or of a type the graph does not
+    #: state, is refused
+    types: Optional[FrozenSet[int]] = None
+    #: the blob whose element type is checked: ("input", position) or ("output", position)
+    typed: Tuple[str, int] = ("input", 0)
 
 
 def _forms(*forms):
