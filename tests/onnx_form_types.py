@@ -71,6 +71,12 @@ def main(ops):
                     other.append("{}: {}".format(name, "; ".join(
                         "{} {}".format(kind, detail or "")[:160] for kind, detail in outcomes if kind != "match")))
             print("{} {}: match {}".format(op, opset, " ".join(right)))
+            if op == "Cast":  # its cases: each of 3 inputs in the type, to every type in turn
+                for elem_type in ELEMENT_TYPES:
+                    outcomes = results[op, opset, elem_type]
+                    to = [TensorProto.DataType.Name(target) for k, target in enumerate(ELEMENT_TYPES)
+                          if all(kind == "match" for kind, _ in outcomes[k::len(ELEMENT_TYPES)])]
+                    print("    from {} to {}".format(TensorProto.DataType.Name(elem_type), " ".join(to)))
             for line in other:
                 print("    " + line)
 
