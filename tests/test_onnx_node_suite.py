@@ -20,7 +20,6 @@ import onnx_node_suite
 KNOWN_WRONG = {
     "test_range_int32_type_negative_delta": "Caffe2's Range truncates its count for a negative delta that does not "
                                             "divide the span",
-    "test_cast_FLOAT_to_STRING": "Caffe2 writes other digits than onnx's float-to-string",
 }
 BATCHES = 2
 NAMES = sorted(onnx_node_suite.node_tests())

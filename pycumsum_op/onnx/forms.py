@@ -76,6 +76,7 @@ _RNN = {"hidden_size": _ANY, "direction": frozenset(["forward", "bidirectional"]
 _F = TensorProto
 _FLOAT = frozenset([_F.FLOAT])
 _BOOL = frozenset([_F.BOOL])
+_SMALL_INTS = frozenset([_F.INT8, _F.INT16, _F.UINT8])
 #: Caffe2's arithmetic, comparison and reduction kernels
 _NUMBERS = frozenset([_F.FLOAT, _F.DOUBLE, _F.INT32, _F.INT64])
 #: what Caffe2 moves without arithmetic (gathers, slices, reshapes, copies): every type its tensors hold but
@@ -154,7 +155,8 @@ TYPES: Dict[str, FrozenSet[int]] = {
     "ReduceMax": _NUMBERS, "ReduceMin": _NUMBERS, "Pow": _FLOAT, "Reshape": _MOVED, "Gather": _MOVED,
     "Where": _NUMBERS | {_F.FLOAT16}, "Expand": _NUMBERS | _BOOL,
     "Abs": _MOVED - {_F.UINT16, _F.BOOL}, "Neg": _MOVED - {_F.INT16, _F.UINT8, _F.UINT16, _F.BOOL},  # ATen: no uint16
-    "Clip": _FLOAT, "Max": _NUMBERS | {_F.FLOAT16}, "Min": _NUMBERS | {_F.FLOAT16},
+    # Max/Min of int8, int16 and uint8: by onnx's node tests (onnxruntime has no such kernels); ATen has no uint16
+    "Clip": _FLOAT, "Max": _NUMBERS | _SMALL_INTS | {_F.FLOAT16}, "Min": _NUMBERS | _SMALL_INTS | {_F.FLOAT16},
     "ConstantOfShape": _NUMBERS | _BOOL, "ScatterND": _MOVED - {_F.UINT16}, "LSTM": _FLOAT, "GRU": _FLOAT,
     "RNN": _FLOAT,
 }
