@@ -11,6 +11,7 @@ processes, one per batch, each reused until a test kills it (then restarted afte
 
     PYTHONPATH=. python tests/onnx_node_suite.py              # the tally and every test's outcome
     PYTHONPATH=. python tests/onnx_node_suite.py --write      # tests/data/onnx_node_refusals.txt from today's run
+    PYTHONPATH=. python tests/onnx_node_suite.py --stock      # the same through Caffe2's own backend
 """
 import glob
 import json
@@ -30,8 +31,9 @@ def node_tests():
     return {case.name: case for case in onnx.backend.test.loader.load_model_tests(kind="node")}
 
 
-def _run_one(case):
-    """(kind, detail) of node test ``case`` through pycumsum_op's backend (in this process)."""
+def _run_one(case, stock=False):
+    """(kind, detail) of node test ``case`` through pycumsum_op's backend (``stock``: Caffe2's own), in this
+    process."""
     import numpy as np
     import onnx
     from onnx.backend.test.runner import Runner
@@ -39,14 +41,18 @@ def _run_one(case):
     import pycumsum_op.onnx
     from pycumsum_op.onnx.forms import FormRefused
 
+    if stock:
+        from caffe2.python.onnx.backend import Caffe2Backend as backend
+    else:
+        backend = pycumsum_op.onnx.backend
     model = onnx.load(os.path.join(case.model_dir, "model.onnx"))
     try:
-        rep = pycumsum_op.onnx.backend.prepare(model, "CPU")
+        rep = backend.prepare(model, "CPU")
     except FormRefused as error:
         return "refused", str(error)
     except RuntimeError as error:  # the stock backend's own refusals, e.g. of a model without a default opset
         return "refused", "{}: {}".format(type(error).__name__, _first_line(error))
-    except Exception as error:
+    except Exception as error:  # a translation's bug, reported as such
         return "error", "prepare: {}: {}".format(type(error).__name__, _first_line(error))
     loader = Runner.__new__(Runner)
     for data_set in sorted(glob.glob(os.path.join(case.model_dir, "test_data_set*"))):
@@ -71,23 +77,23 @@ def _first_line(error):
     return ((str(error).strip().splitlines() or [""])[0])[:300]
 
 
-def _child(names):
+def _child(names, stock):
     import warnings
 
     warnings.simplefilter("ignore")
     cases = node_tests()
     for name in names:
-        kind, detail = _run_one(cases[name])
+        kind, detail = _run_one(cases[name], stock)
         print(json.dumps([name, kind, detail]), flush=True)
 
 
-def outcomes(names):
+def outcomes(names, stock=False):
     """{name: (kind, detail)} of node tests ``names``, run in one child process, restarted after a test that
-    makes it die (that test: "crash")."""
+    makes it die (that test: "crash"); ``stock``: through Caffe2's own backend."""
     results, todo = {}, list(names)
     environment = dict(os.environ, GLOG_minloglevel="3")
     while todo:
-        child = subprocess.run([sys.executable, os.path.abspath(__file__), "--child"], input=json.dumps(todo),
+        child = subprocess.run([sys.executable, os.path.abspath(__file__), "--child"] + ["--stock"] * stock, input=json.dumps(todo),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
                                env=environment)
         for line in child.stdout.splitlines():
@@ -138,7 +144,7 @@ def write_refusals(results, path=REFUSALS):
 def main(arguments):
     import collections
 
-    results = outcomes(sorted(node_tests()))
+    results = outcomes(sorted(node_tests()), stock="--stock" in arguments)
     tally = collections.Counter(kind for kind, _ in results.values())
     for name in sorted(results):
         print(name, *results[name])
@@ -149,6 +155,6 @@ def main(arguments):
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
-        _child(json.loads(sys.stdin.read()))
+        _child(json.loads(sys.stdin.read()), "--stock" in sys.argv)
     else:
         main(sys.argv[1:])
