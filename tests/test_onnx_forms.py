@@ -450,7 +450,8 @@ def _covering(op, opset):
     return next(form for form in FORMS[op] if form.opsets[0] <= opset <= form.opsets[1])
 
 
-@pytest.mark.parametrize("op, opset", [pytest.param(op, opset, id="{}-{}".format(op, opset))
+@pytest.mark.parametrize("op, opset", [pytest.param(op, opset, id="{}-{}".format(op, opset),
+                                                    marks=[pytest.mark.slow] if op == "Cast" else [])  # 13 x 13 casts
                                        for op in sorted(FORMS) for opset in form_opsets(op)])
 def test_every_element_type_equals_onnxruntime_or_is_refused(op, opset):
     """Each form's cases in every element type onnxruntime runs: a type the form states matches onnxruntime
