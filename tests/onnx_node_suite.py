@@ -93,7 +93,8 @@ def outcomes(names, stock=False):
     results, todo = {}, list(names)
     environment = dict(os.environ, GLOG_minloglevel="3")
     while todo:
-        child = subprocess.run([sys.executable, os.path.abspath(__file__), "--child"] + ["--stock"] * stock, input=json.dumps(todo),
+        child = subprocess.run([sys.executable, os.path.abspath(__file__), "--child"] + ["--stock"] * stock,
+                               input=json.dumps(todo),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
                                env=environment)
         for line in child.stdout.splitlines():

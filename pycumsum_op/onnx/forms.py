@@ -141,7 +141,8 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
 
 #: ONNX op -> the element types its forms run right in Caffe2, measured by tests/onnx_form_types.py (each form on
 #: every element type against onnxruntime: any other fails when the net runs, "Unsupported type of tensor", or
-#: differs). The transcendental, activation, MatMul, Gemm, Softmax and ReduceMean kernels are float only.
+#: differs; a type onnxruntime has no kernel for is left out unless onnx's node tests check it). The
+#: transcendental, activation, MatMul, Gemm, Softmax and ReduceMean kernels are float only.
 TYPES: Dict[str, FrozenSet[int]] = {
     "Sqrt": frozenset([_F.FLOAT, _F.DOUBLE]), "Exp": _FLOAT, "Log": _FLOAT, "Erf": _FLOAT, "Tanh": _FLOAT,
     "Relu": _FLOAT, "Sigmoid": _FLOAT, "Not": _BOOL, "Reciprocal": _FLOAT, "Identity": _MOVED,
@@ -154,7 +155,7 @@ TYPES: Dict[str, FrozenSet[int]] = {
     "Slice": _MOVED, "Unsqueeze": _MOVED, "Squeeze": _MOVED, "ReduceSum": _NUMBERS, "ReduceMean": _FLOAT,
     "ReduceMax": _NUMBERS, "ReduceMin": _NUMBERS, "Pow": _FLOAT, "Reshape": _MOVED, "Gather": _MOVED,
     "Where": _NUMBERS | {_F.FLOAT16}, "Expand": _NUMBERS | _BOOL,
-    "Abs": _MOVED - {_F.UINT16, _F.BOOL}, "Neg": _MOVED - {_F.INT16, _F.UINT8, _F.UINT16, _F.BOOL},  # ATen: no uint16
+    "Abs": _MOVED - {_F.UINT16, _F.BOOL}, "Neg": _MOVED - {_F.INT16, _F.UINT8, _F.UINT16, _F.BOOL},  # no ATen uint16
     # Max/Min of int8, int16 and uint8: by onnx's node tests (onnxruntime has no such kernels); ATen has no uint16
     "Clip": _FLOAT, "Max": _NUMBERS | _SMALL_INTS | {_F.FLOAT16}, "Min": _NUMBERS | _SMALL_INTS | {_F.FLOAT16},
     "ConstantOfShape": _NUMBERS | _BOOL, "ScatterND": _MOVED - {_F.UINT16}, "LSTM": _FLOAT, "GRU": _FLOAT,
@@ -269,4 +270,3 @@ def _type_mismatch(node, form: Form, elem_type) -> Optional[str]:
                 where, position, name, "of a type the model does not state" if found is None else type_name(found),
                 node.op_type, ", ".join(type_name(t) for t in sorted(form.types)))
     return None
-
