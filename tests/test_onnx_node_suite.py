@@ -1,8 +1,9 @@
 """onnx's whole backend node suite (847 node tests of onnx 1.10.2) through ``pycumsum_op.onnx.backend``
 (`tests/onnx_node_suite.py` runs them in child processes, a batch per child): every test listed in
-tests/data/onnx_node_refusals.txt is refused at prepare, every other one passes with onnx's expected outputs
-and tolerances; none gives other numbers, fails when its net runs, or kills a process. A test whose outcome
-changes (a refusal that now passes) fails here with a message to update the list, so the list stays true.
+tests/data/onnx_node_refusals.txt is refused at prepare with the one line listed, every other one passes with
+onnx's expected outputs and tolerances; none gives other numbers, fails when its net runs, or kills a process.
+A test whose outcome changes (a refusal that now passes, or is refused for another reason) fails here with a
+message to rewrite the list, so the list stays true.
 """
 import pytest
 from onnx_support import onnx_backend_refusal
@@ -51,6 +52,8 @@ def test_node_tests_pass_or_are_refused_as_listed(batch):
         elif name in REFUSED and kind != "refused":
             problems.append("{} is listed as refused but is now {}{}; {}".format(
                 name, kind, ": " + detail if detail else "", UPDATE if kind == "pass" else "a wrong result"))
+        elif name in REFUSED and detail != REFUSED[name]:
+            problems.append("{} is refused for another reason than listed: {}; {}".format(name, detail, UPDATE))
         elif name not in REFUSED and kind != "pass":
             problems.append("{}: {}: {}{}".format(name, kind, detail, "; " + UPDATE if kind == "refused" else ""))
     tally = collections.Counter(kind for kind, _ in results.values())
