@@ -482,3 +482,13 @@ def test_every_form_states_its_element_types_and_refuses_an_unstated_one(op):
                                               r"model does not state; Caffe2 runs {} right on [A-Z0-9, ]+ only$".format(
                                                   op, opset, *form.typed, op)):
             check_node(node, opset, lambda name: True)
+
+
+def test_a_graph_that_does_not_state_a_type_is_refused_at_prepare():
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "untyped",
+                              [helper.make_tensor_value_info("x", TensorProto.UNDEFINED, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.UNDEFINED, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(FormRefused, match=r"^ONNX Relu node 'y' \(opset 13\): input 0 'x' is of a type the model does "
+                                          r"not state; Caffe2 runs Relu right on FLOAT only$"):
+        pycumsum_op.onnx.prepare(model)
