@@ -350,7 +350,8 @@ def docs_table() -> str:
     for op in sorted(FORMS):
         for form in FORMS[op]:
             attributes = ", ".join(name if values is None else "{} ({})".format(
-                name, "/".join("[{}]".format(",".join(v)) if isinstance(v, tuple) else str(v) for v in sorted(values)))
+                name, "/".join("[{}]".format(",".join(v)) if isinstance(v, tuple) else
+                               type_name(v).lower() if name == "to" else str(v) for v in sorted(values)))
                 for name, values in sorted(form.attributes.items()))
             types = "any" if form.types is None else ", ".join(type_name(t).lower() for t in sorted(form.types))
             if form.typed != ("input", 0):

@@ -154,7 +154,7 @@ TYPES: Dict[str, FrozenSet[int]] = {
     "CumSum": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16, _F.INT32, _F.INT64]),
     "Slice": _MOVED, "Unsqueeze": _MOVED, "Squeeze": _MOVED, "ReduceSum": _NUMBERS, "ReduceMean": _FLOAT,
     "ReduceMax": _NUMBERS, "ReduceMin": _NUMBERS, "Pow": _FLOAT, "Reshape": _MOVED, "Gather": _MOVED,
-    "Where": _NUMBERS | {_F.FLOAT16}, "Expand": _NUMBERS | _BOOL,
+    "Where": _NUMBERS | {_F.FLOAT16, _F.UINT8}, "Expand": _NUMBERS | _BOOL,
     "Abs": _MOVED - {_F.UINT16, _F.BOOL}, "Neg": _MOVED - {_F.INT16, _F.UINT8, _F.UINT16, _F.BOOL},  # no ATen uint16
     # Max/Min of int8, int16 and uint8: by onnx's node tests (onnxruntime has no such kernels); ATen has no uint16
     "Clip": _FLOAT, "Max": _NUMBERS | _SMALL_INTS | {_F.FLOAT16}, "Min": _NUMBERS | _SMALL_INTS | {_F.FLOAT16},
