@@ -8,7 +8,6 @@ import warnings
 
 import numpy as np
 import onnx
-import onnxruntime
 from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 
@@ -42,20 +41,11 @@ def node_model(op_type, inputs, constants=(), attrs=None, opset=13, dynamic=Fals
     return helper.make_model(graph, opset_imports=opsets)
 
 
-def onnxruntime_plain(model, feeds):
-    """Every output of ``model`` run by onnxruntime with its graph optimizations off (onnxruntime 1.19.2's optimizer
-    is itself wrong on a dynamic ``x[:, torch.arange(n - 1, -1, -2)]``)."""
-    options = onnxruntime.SessionOptions()
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
-
-
-def outcome(model, feeds, oracle=onnxruntime_outputs, lower=None):
+def outcome(model, feeds, expected=None, lower=None):
     """("match", None), ("refused", one line) or ("mismatch", description): ours (``prepare(model, lower=lower)``)
-    against ``oracle`` (onnxruntime). A refusal is `FormRefused` at import; any other exception is reported as an
-    error (a net that imports and then fails at run time is a failure)."""
-    expected = oracle(model, feeds)
+    against onnxruntime (or the ``expected`` outputs). A refusal is `FormRefused` at import; any other exception is
+    reported as an error (a net that imports and then fails at run time is a failure)."""
+    expected = onnxruntime_outputs(model, feeds) if expected is None else expected
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:

@@ -98,8 +98,8 @@ def test_bad_input_exits_2_with_one_line(tmp_path):
         (["onnx", "import", tmp_path / "junk.onnx", "--predict-net", tmp_path / "p.pb", "--init-net",
           tmp_path / "i.pb"], "pycumsum-op onnx: error: cannot read ONNX model"),
         (["onnx", "import", tmp_path / "uint32.onnx", "--predict-net", tmp_path / "p.pb", "--init-net",
-          tmp_path / "i.pb"], "pycumsum-op onnx: error: cannot import '{}': ONNX CumSum node 'y' (opset 11): input 'x' has type "
-                              "UINT32, which Caffe2 has no tensor type for".format(tmp_path / "uint32.onnx")),
+          tmp_path / "i.pb"], "pycumsum-op onnx: error: cannot import '{}': ONNX CumSum node 'y' (opset 11): input 0 'x' is "
+                              "UINT32; Caffe2 runs CumSum right on".format(tmp_path / "uint32.onnx")),
         (["onnx", "export", tmp_path / "slice.pb", "--input", "data=float32:3,4", "-o", tmp_path / "m.onnx"],
          "pycumsum-op onnx: error: Caffe2 op Slice (data -> part): Caffe2's exporter writes it as opset-9 Slice"),
     ]

@@ -10,15 +10,19 @@ if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself:
     pytest.skip(onnx_backend_refusal(), allow_module_level=True)
 
 import os
+import re
 
 import numpy as np
+import onnx
+import onnxruntime
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import pycumsum_op.onnx
 from pycumsum_op.input_limits import InputTooLarge
-from pycumsum_op.onnx.forms import FORMS, OWN, FormRefused, check_node
+from pycumsum_op.onnx.facts import GraphFacts
+from pycumsum_op.onnx.forms import FORMS, OWN, FormRefused, check_node, type_name
 from onnx_forms_support import node_model, outcome
 
 RNG = np.random.default_rng(0)
@@ -153,7 +157,8 @@ def _form_params():
 def test_every_accepted_form_equals_onnxruntime(op, opset):
     for inputs, constants, attrs, *options in form_cases(op, opset):
         model = node_model(op, inputs, constants, attrs, opset, out_rank=1, **dict(*options))
-        assert check_node(model.graph.node[0], opset, lambda name: name in constants).translation  # accepted
+        types = GraphFacts(onnx.shape_inference.infer_shapes(model).graph).elem_type
+        assert check_node(model.graph.node[0], opset, lambda name: name in constants, types).translation  # accepted
         assert outcome(model, inputs) == ("match", None), (op, opset, attrs)
 
 
@@ -194,7 +199,8 @@ def test_recurrent_values_without_a_translation_are_refused_or_fail_the_run():
     assert options["order"][-1] == "lengths"
     model = node_model("GRU", {"x": inputs["x"].astype(np.float64)},
                        {name: value.astype(np.float64) for name, value in constants.items()}, attrs, 13, outputs=2)
-    with pytest.raises(FormRefused, match=r"^ONNX GRU node 'out0,out1' \(opset 13\): input 'x' is not float"):
+    with pytest.raises(FormRefused, match=r"^ONNX GRU node 'out0,out1' \(opset 13\): input 0 'x' is DOUBLE; Caffe2 "
+                                          r"runs GRU right on FLOAT only$"):
         pycumsum_op.onnx.prepare(model)
     rnn = node_model("RNN", {"x": inputs["x"]}, {"w": constants["w"][:, :4], "r": constants["r"][:, :4]},
                      {"hidden_size": 4, "activations": ["Relu", "Relu"]}, 13, outputs=2)
@@ -369,16 +375,20 @@ def test_reduce_property(dims, data, dynamic, op, opset, keepdims):
 
 def docs_table() -> str:
     """The accepted forms as a Markdown table."""
-    rows = ["| ONNX op | opsets | attributes (accepted values) | constant inputs | translated by |",
-            "| --- | --- | --- | --- | --- |"]
+    rows = ["| ONNX op | opsets | attributes (accepted values) | constant inputs | element types | translated by |",
+            "| --- | --- | --- | --- | --- | --- |"]
     for op in sorted(FORMS):
         for form in FORMS[op]:
             attributes = ", ".join(name if values is None else "{} ({})".format(
-                name, "/".join("[{}]".format(",".join(v)) if isinstance(v, tuple) else str(v) for v in sorted(values)))
+                name, "/".join("[{}]".format(",".join(v)) if isinstance(v, tuple) else
+                               type_name(v).lower() if name == "to" else str(v) for v in sorted(values)))
                 for name, values in sorted(form.attributes.items()))
-            rows.append("| {} | {}-{} | {} | {} | {} |".format(
+            types = "any" if form.types is None else ", ".join(type_name(t).lower() for t in sorted(form.types))
+            if form.typed != ("input", 0):
+                types += " ({} {})".format(*form.typed)
+            rows.append("| {} | {}-{} | {} | {} | {} | {} |".format(
                 op, form.opsets[0], form.opsets[1], attributes or "-",
-                ", ".join(str(position) for position in form.constants) or "-",
+                ", ".join(str(position) for position in form.constants) or "-", types,
                 "pycumsum_op" if form.translation == OWN else "Caffe2's converter"))
     return "\n".join(rows)
 
@@ -386,3 +396,130 @@ def docs_table() -> str:
 def test_docs_list_every_accepted_form():
     with open(os.path.join(os.path.dirname(__file__), "..", "docs", "onnx.md")) as docs:
         assert docs_table() in docs.read()
+
+
+#: every ONNX element type numpy can hold (complex and bfloat16 aside), each tried on every form
+ELEMENT_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.INT8, TensorProto.INT16,
+                 TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32,
+                 TensorProto.UINT64, TensorProto.BOOL, TensorProto.STRING]
+#: the inputs of `form_cases` that hold indices, axes or shapes: their type is not the form's
+_INDEX_INPUTS = frozenset(["axes", "axis", "shape", "starts", "ends", "steps", "i", "lengths"])
+
+
+def form_opsets(op):
+    """The opsets each form of ``op`` is tried at: its first (from 9) and its last."""
+    return sorted({opset for form in FORMS[op] for opset in (max(form.opsets[0], 9), form.opsets[1])
+                   if opset >= 9})
+
+
+def _retyped(value, elem_type):
+    """``value`` as an array of ONNX ``elem_type``: floats as integers are 3 x value truncated, never 0 (a divisor),
+    unsigned ones their absolute value; as bool, whether positive; as strings, their text."""
+    value = np.asarray(value)
+    if elem_type == TensorProto.STRING:
+        return value.astype(str).astype(object)
+    if elem_type == TensorProto.BOOL:
+        return np.asarray(value > 0 if value.dtype.kind == "f" else value.astype(bool))
+    dtype = np.dtype(onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[elem_type])
+    if dtype.kind == "f":
+        return value.astype(dtype)
+    if value.dtype.kind == "f":
+        value = np.trunc(value * 3)
+        value = np.where(value == 0, 1, value)
+    return np.asarray(np.abs(value) if dtype.kind == "u" else value).astype(dtype)
+
+
+def typed_cases(op, opset, elem_type):
+    """`form_cases` of ``op`` with the blob its forms type (``Form.typed``) and every input of that blob's type
+    (not indices, axes or shapes) made ``elem_type``; Cast to every element type."""
+    where, position = FORMS[op][0].typed
+    cases = []
+    for inputs, constants, attrs, *options in form_cases(op, opset):
+        options = dict(*options)
+        if where == "output":  # Constant and ConstantOfShape: the type of their value
+            if "value" not in attrs:
+                continue
+            value = _retyped(numpy_helper.to_array(attrs["value"]), elem_type)
+            cases.append((inputs, constants, dict(attrs, value=numpy_helper.from_array(value, "v")), options))
+            continue
+        arrays = dict(inputs, **constants)
+        order = options.get("order") or list(inputs) + list(constants)
+        kind = arrays[order[position]].dtype
+        inputs, constants = ({name: _retyped(value, elem_type) if value.dtype == kind and name not in _INDEX_INPUTS
+                              else value for name, value in group.items()} for group in (inputs, constants))
+        for to in ELEMENT_TYPES if op == "Cast" else [None]:
+            cases.append((inputs, constants, attrs if to is None else dict(attrs, to=to), options))
+    return cases
+
+
+def _onnxruntime_unoptimized(model, feeds):
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def typed_outcomes(op, opset, elem_type):
+    """[kind, detail] of each of ``typed_cases``: "match", "refused" (at prepare), "mismatch", "error" (the
+    translated net failed) or "unsupported" (onnxruntime does not run it: no case of the type)."""
+    results = []
+    for inputs, constants, attrs, options in typed_cases(op, opset, elem_type):
+        try:
+            model = node_model(op, inputs, constants, attrs, opset, out_rank=1, **options)
+            expected = _onnxruntime_unoptimized(model, inputs)
+        except Exception as error:  # onnx or onnxruntime has no such model: not a case of the type
+            results.append(["unsupported", str(error).splitlines()[0][:200] if str(error) else type(error).__name__])
+            continue
+        try:
+            results.append(list(outcome(model, inputs, expected)))
+        except Exception as error:
+            results.append(["error", (str(error).strip().splitlines() or [type(error).__name__])[0][:200]])
+    return results
+
+
+def _covering(op, opset):
+    return next(form for form in FORMS[op] if form.opsets[0] <= opset <= form.opsets[1])
+
+
+@pytest.mark.parametrize("op, opset", [pytest.param(op, opset, id="{}-{}".format(op, opset),
+                                                    marks=[pytest.mark.slow] if op == "Cast" else [])  # 13 x 13 casts
+                                       for op in sorted(FORMS) for opset in form_opsets(op)])
+def test_every_element_type_equals_onnxruntime_or_is_refused(op, opset):
+    """Each form's cases in every element type onnxruntime runs: a type the form states matches onnxruntime
+    (a Cast to a type its `to` does not accept is refused), any other is refused at prepare naming the op and the
+    type; none imports and then fails or differs."""
+    form = _covering(op, opset)
+    for elem_type in ELEMENT_TYPES:
+        outcomes = [(kind, detail) for kind, detail in typed_outcomes(op, opset, elem_type) if kind != "unsupported"]
+        where = (op, opset, type_name(elem_type))
+        assert all(kind in ("match", "refused") for kind, _ in outcomes), (where, outcomes)
+        if form.types is not None and elem_type not in form.types:
+            refusal = " is {}; Caffe2 runs {} right on ".format(type_name(elem_type), op)
+            assert all(kind == "refused" and (refusal in detail or re.search(r": attribute \w+=\S+ is not accepted",
+                                                                            detail))
+                       for kind, detail in outcomes), (where, outcomes)
+        elif outcomes:
+            assert ("match", None) in outcomes, (where, outcomes)
+
+
+@pytest.mark.parametrize("op", sorted(FORMS))
+def test_every_form_states_its_element_types_and_refuses_an_unstated_one(op):
+    """A blob whose element type the graph does not state (a sequence, a graph without types) is refused."""
+    for opset in form_opsets(op):
+        form = _covering(op, opset)
+        assert form.types, (op, opset)  # measured, never "any"
+        node = helper.make_node(op, ["in{}".format(k) for k in range(3)], ["out0"])
+        with pytest.raises(FormRefused, match=r"^ONNX {} node 'out0' \(opset {}\): {} {} '\w+' is of a type the "
+                                              r"model does not state; Caffe2 runs {} right on [A-Z0-9, ]+ only$".format(
+                                                  op, opset, *form.typed, op)):
+            check_node(node, opset, lambda name: True)
+
+
+def test_a_graph_that_does_not_state_a_type_is_refused_at_prepare():
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "untyped",
+                              [helper.make_tensor_value_info("x", TensorProto.UNDEFINED, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.UNDEFINED, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(FormRefused, match=r"^ONNX Relu node 'y' \(opset 13\): input 0 'x' is of a type the model does "
+                                          r"not state; Caffe2 runs Relu right on FLOAT only$"):
+        pycumsum_op.onnx.prepare(model)

@@ -222,7 +222,7 @@ def node_ops(cls, converter, node, facts: GraphFacts, opset: int) -> list:
     translated by pycumsum_op (`translations`) or by Caffe2's stock converter (``converter``: Caffe2's C++
     one, else the stock Python translation). The C++ converter's init ops come first: they are recomputed
     on every run, so the predict net alone is the model."""
-    form = check_node(node, opset, facts.is_constant)
+    form = check_node(node, opset, facts.is_constant, facts.elem_type)
     if form.translation == OWN:
         return translate(node, facts, opset, cls._dummy_name.new_dummy_name)
     try:

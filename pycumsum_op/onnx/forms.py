@@ -10,9 +10,17 @@ converter (`STOCK`) or by pycumsum_op's own translation (`OWN`: `pycumsum_op.onn
 may still refuse a value it cannot express faithfully, e.g. a Slice step over a dimension the model
 leaves symbolic). `tests/test_onnx_forms.py` runs every form against onnxruntime.
 
->>> from onnx import helper
->>> check_node(helper.make_node("Relu", ["x"], ["y"]), 13).translation
+A form whose Caffe2 kernels exist for some element types only states them (`Form.types`, measured); the
+type comes from the graph's inferred types (``elem_type``), and a blob whose type the graph does not state is
+refused for such a form.
+
+>>> from onnx import TensorProto, helper
+>>> check_node(helper.make_node("Relu", ["x"], ["y"]), 13, elem_type={"x": TensorProto.FLOAT}.get).translation
 'stock'
+>>> check_node(helper.make_node("Relu", ["x"], ["y"]), 13, elem_type={"x": TensorProto.DOUBLE}.get)
+Traceback (most recent call last):
+...
+pycumsum_op.onnx.forms.FormRefused: ONNX Relu node 'y' (opset 13): input 0 'x' is DOUBLE; Caffe2 runs Relu right on FLOAT only
 >>> check_node(helper.make_node("Slice", ["x", "s", "e", "a"], ["y"]), 13)
 Traceback (most recent call last):
 ...
@@ -20,7 +28,7 @@ pycumsum_op.onnx.forms.FormRefused: ONNX Slice node 'y' (opset 13): input 3 (axe
 """
 from typing import Dict, FrozenSet, Mapping, NamedTuple, Optional, Tuple
 
-from onnx import helper
+from onnx import TensorProto, helper
 
 STOCK = "stock"
 OWN = "pycumsum_op"
@@ -42,6 +50,12 @@ class Form(NamedTuple):
     constants: Tuple[int, ...] = ()
     #: who translates it: `STOCK` (Caffe2's converter) or `OWN` (`pycumsum_op.onnx.translations`)
     translation: str = STOCK
+    #: the ONNX element types (TensorProto.DataType) of blob `typed` that Caffe2's kernels run right, as measured
+    #: by tests/onnx_form_types.py (None: any type); a blob of another type, or of a type the graph does not
+    #: state, is refused
+    types: Optional[FrozenSet[int]] = None
+    #: the blob whose element type is checked: ("input", position) or ("output", position)
+    typed: Tuple[str, int] = ("input", 0)
 
 
 def _forms(*forms):
@@ -59,9 +73,18 @@ _GRU = {"hidden_size": _ANY, "direction": frozenset(["forward", "bidirectional"]
 _RNN = {"hidden_size": _ANY, "direction": frozenset(["forward", "bidirectional"]),
         "activations": frozenset([("Tanh",), ("Relu",), ("Tanh", "Tanh"), ("Relu", "Relu")])}
 
-#: the element types Caffe2's Cast makes right on CPU (ONNX's numbers: FLOAT, UINT8, INT8, UINT16, INT16, INT32,
-#: INT64, BOOL, DOUBLE); its STRING is wrong, FLOAT16 has no CPU kernel, the unsigned 32/64-bit types no Caffe2 type
-_CAST_TO = frozenset([1, 2, 3, 4, 5, 6, 7, 9, 11])
+_F = TensorProto
+_FLOAT = frozenset([_F.FLOAT])
+_BOOL = frozenset([_F.BOOL])
+_SMALL_INTS = frozenset([_F.INT8, _F.INT16, _F.UINT8])
+#: Caffe2's arithmetic, comparison and reduction kernels
+_NUMBERS = frozenset([_F.FLOAT, _F.DOUBLE, _F.INT32, _F.INT64])
+#: what Caffe2 moves without arithmetic (gathers, slices, reshapes, copies): every type its tensors hold but
+#: uint32/uint64 (no Caffe2 tensor type) and strings (no numpy array in and out of its workspace)
+_MOVED = frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16, _F.INT8, _F.INT16, _F.INT32, _F.INT64, _F.UINT8, _F.UINT16,
+                    _F.BOOL])
+#: Caffe2's CPU Cast has no float16 (nor the types Caffe2 has no tensor for)
+_CASTS = _MOVED - {_F.FLOAT16}
 
 #: ONNX op -> its accepted forms (the first one that fits is used).
 FORMS: Dict[str, Tuple[Form, ...]] = {
@@ -74,7 +97,7 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Gemm": _forms(Form((9, NEWEST), {"alpha": _ANY, "beta": _ANY, "transA": _ANY, "transB": _ANY})),
     "Transpose": _forms(Form((1, NEWEST), {"perm": _ANY})),
     "Concat": _forms(Form((4, NEWEST), {"axis": _ANY})),
-    "Cast": _forms(Form((9, NEWEST), {"to": _CAST_TO})),
+    "Cast": _forms(Form((9, NEWEST), {"to": _CASTS})),
     "Constant": _forms(Form((9, NEWEST), {"value": _ANY})),
     "Shape": _forms(Form((1, 14))),  # opset 15 adds start/end
     "Range": _forms(Form((11, NEWEST), translation=OWN)),  # Caffe2's Range: a negative integer delta
@@ -116,6 +139,35 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
                   Form((14, NEWEST), dict(_RNN, layout=frozenset([0])), translation=OWN)),
 }
 
+#: ONNX op -> the element types its forms run right in Caffe2, measured by tests/onnx_form_types.py (each form on
+#: every element type against onnxruntime: any other fails when the net runs, "Unsupported type of tensor", or
+#: differs; a type onnxruntime has no kernel for is left out unless onnx's node tests check it). The
+#: transcendental, activation, MatMul, Gemm, Softmax and ReduceMean kernels are float only.
+TYPES: Dict[str, FrozenSet[int]] = {
+    "Sqrt": frozenset([_F.FLOAT, _F.DOUBLE]), "Exp": _FLOAT, "Log": _FLOAT, "Erf": _FLOAT, "Tanh": _FLOAT,
+    "Relu": _FLOAT, "Sigmoid": _FLOAT, "Not": _BOOL, "Reciprocal": _FLOAT, "Identity": _MOVED,
+    "Add": _NUMBERS, "Sub": _NUMBERS, "Mul": _NUMBERS, "Div": _NUMBERS, "Or": _BOOL, "And": _BOOL,
+    "Equal": _NUMBERS | _BOOL, "Less": _NUMBERS, "Greater": _NUMBERS,
+    "MatMul": _FLOAT, "Gemm": _FLOAT, "Transpose": _NUMBERS, "Concat": _MOVED,
+    "Cast": _CASTS,
+    "Constant": _NUMBERS | _BOOL, "Shape": _MOVED, "Range": _NUMBERS, "Softmax": _FLOAT,
+    "CumSum": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16, _F.INT32, _F.INT64]),
+    "Slice": _MOVED, "Unsqueeze": _MOVED, "Squeeze": _MOVED, "ReduceSum": _NUMBERS, "ReduceMean": _FLOAT,
+    "ReduceMax": _NUMBERS, "ReduceMin": _NUMBERS, "Pow": _FLOAT, "Reshape": _MOVED, "Gather": _MOVED,
+    "Where": _NUMBERS | {_F.FLOAT16, _F.UINT8}, "Expand": _NUMBERS | _BOOL,
+    "Abs": _MOVED - {_F.UINT16, _F.BOOL}, "Neg": _MOVED - {_F.INT16, _F.UINT8, _F.UINT16, _F.BOOL},  # no ATen uint16
+    # Max/Min of int8, int16 and uint8: by onnx's node tests (onnxruntime has no such kernels); ATen has no uint16
+    "Clip": _FLOAT, "Max": _NUMBERS | _SMALL_INTS | {_F.FLOAT16}, "Min": _NUMBERS | _SMALL_INTS | {_F.FLOAT16},
+    "ConstantOfShape": _NUMBERS | _BOOL, "ScatterND": _MOVED - {_F.UINT16}, "LSTM": _FLOAT, "GRU": _FLOAT,
+    "RNN": _FLOAT,
+}
+#: the blob whose type is checked, where it is not input 0 (Where's X; what Constant and ConstantOfShape make)
+_TYPED = {"Where": ("input", 1), "Constant": ("output", 0), "ConstantOfShape": ("output", 0)}
+#: an op whose types were not measured accepts no type (tests/test_onnx_forms.py fails on it)
+FORMS = {op: tuple(form._replace(types=form.types if form.types is not None else TYPES.get(op, frozenset()),
+                                 typed=_TYPED.get(op, form.typed)) for form in forms)
+         for op, forms in FORMS.items()}
+
 #: Why a form that is not accepted would be wrong or fail in Caffe2's stock converter, where that is known.
 WHY = {
     "Slice": "Caffe2's stock Slice converter returns its input unchanged for starts/ends given as inputs, and "
@@ -139,15 +191,16 @@ def given(node, position: int) -> bool:
     return position < len(node.input) and bool(node.input[position])
 
 
-def _refused(node, opset, why: str) -> FormRefused:
-    extra = WHY.get(node.op_type)
+def _refused(node, opset, why: str, explained: bool = True) -> FormRefused:
+    extra = WHY.get(node.op_type) if explained else None
     return FormRefused("{}: {}{}".format(label(node, opset), why, "; " + extra if extra and extra not in why else ""))
 
 
-def check_node(node, opset: Optional[int], is_constant=lambda name: False) -> Form:
+def check_node(node, opset: Optional[int], is_constant=lambda name: False, elem_type=lambda name: None) -> Form:
     """The accepted `Form` of ONNX ``node`` (a NodeProto) in a model of ``opset``, else `FormRefused`.
 
-    ``is_constant(name)`` says whether a blob is a constant of the model."""
+    ``is_constant(name)`` says whether a blob is a constant of the model, ``elem_type(name)`` its ONNX element
+    type (None: the graph does not state it)."""
     if node.domain not in ("", "ai.onnx"):
         raise _refused(node, opset, "domain {!r} has no accepted forms (only the default ONNX domain)".format(
             node.domain))
@@ -164,9 +217,13 @@ def check_node(node, opset: Optional[int], is_constant=lambda name: False) -> Fo
     for form in covering:
         problem = _mismatch(node, form, is_constant)
         if problem is None:
-            return form
-        problems.append(problem)
-    raise _refused(node, opset, problems[0])
+            problem = _type_mismatch(node, form, elem_type)
+            if problem is None:
+                return form
+            problems.append((problem, False))  # `WHY` speaks of the attributes and constants
+        else:
+            problems.append((problem, True))
+    raise _refused(node, opset, *problems[0])
 
 
 def _comparable(value):
@@ -176,6 +233,11 @@ def _comparable(value):
     if isinstance(value, list):
         return tuple(_comparable(item) for item in value)
     return value
+
+
+def type_name(elem_type: Optional[int]) -> str:
+    """``FLOAT``, ``INT64``, ...: the ONNX name of an element type."""
+    return TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else str(elem_type)
 
 
 def _mismatch(node, form: Form, is_constant) -> Optional[str]:
@@ -197,3 +259,16 @@ def _mismatch(node, form: Form, is_constant) -> Optional[str]:
                 position, " ({})".format(names[position]) if position < len(names) else "")
     return None
 
+
+def _type_mismatch(node, form: Form, elem_type) -> Optional[str]:
+    """Why the element type of ``node``'s typed blob does not fit ``form``, or None."""
+    if form.types is not None:
+        where, position = form.typed
+        blobs = node.input if where == "input" else node.output
+        name = blobs[position] if position < len(blobs) else ""
+        found = elem_type(name) if name else None
+        if found not in form.types:
+            return "{} {} {!r} is {}; Caffe2 runs {} right on {} only".format(
+                where, position, name, "of a type the model does not state" if found is None else type_name(found),
+                node.op_type, ", ".join(type_name(t) for t in sorted(form.types)))
+    return None

@@ -1,0 +1,61 @@
+"""onnx's whole backend node suite (847 node tests of onnx 1.10.2) through ``pycumsum_op.onnx.backend``
+(`tests/onnx_node_suite.py` runs them in child processes, a batch per child): every test listed in
+tests/data/onnx_node_refusals.txt is refused at prepare with the one line listed, every other one passes with
+onnx's expected outputs and tolerances; none gives other numbers, fails when its net runs, or kills a process.
+A test whose outcome changes (a refusal that now passes, or is refused for another reason) fails here with a
+message to rewrite the list, so the list stays true.
+"""
+import pytest
+from onnx_support import onnx_backend_refusal
+
+if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself: tests/test_torch_versions.py
+    pytest.skip(onnx_backend_refusal(), allow_module_level=True)
+
+import collections
+import warnings
+
+import onnx_node_suite
+
+#: node tests whose numbers are wrong today, each with what is wrong; reported (a warning) whatever their outcome
+#: but a crash, until their translation is corrected or refused (then they leave this list)
+KNOWN_WRONG = {
+    "test_range_int32_type_negative_delta": "Caffe2's Range truncates its count for a negative delta that does not "
+                                            "divide the span",
+}
+BATCHES = 2
+NAMES = sorted(onnx_node_suite.node_tests())
+REFUSED = onnx_node_suite.read_refusals()
+UPDATE = "update tests/data/onnx_node_refusals.txt: PYTHONPATH=. python tests/onnx_node_suite.py --write"
+
+
+def test_the_refusal_list_names_node_tests():
+    assert len(NAMES) == 847
+    assert sorted(set(REFUSED) - set(NAMES)) == []
+    assert sorted(set(REFUSED) & set(KNOWN_WRONG)) == []
+    assert all(reason.startswith(("ONNX ", "RuntimeError: ")) for reason in REFUSED.values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batch", range(BATCHES))
+def test_node_tests_pass_or_are_refused_as_listed(batch):
+    names = NAMES[batch::BATCHES]
+    results = onnx_node_suite.outcomes(names)
+    problems = []
+    for name in names:
+        kind, detail = results[name]
+        if name in KNOWN_WRONG:
+            if kind == "crash":
+                problems.append("{}: crash: {}".format(name, detail))
+            else:
+                warnings.warn("known wrong ({}): {} is now {}{}".format(
+                    KNOWN_WRONG[name], name, kind, ": " + detail if detail else ""))
+        elif name in REFUSED and kind != "refused":
+            problems.append("{} is listed as refused but is now {}{}; {}".format(
+                name, kind, ": " + detail if detail else "", UPDATE if kind == "pass" else "a wrong result"))
+        elif name in REFUSED and detail != REFUSED[name]:
+            problems.append("{} is refused for another reason than listed: {}; {}".format(name, detail, UPDATE))
+        elif name not in REFUSED and kind != "pass":
+            problems.append("{}: {}: {}{}".format(name, kind, detail, "; " + UPDATE if kind == "refused" else ""))
+    tally = collections.Counter(kind for kind, _ in results.values())
+    assert not problems, "{} of {} node tests ({}):\n{}".format(len(problems), len(names), dict(tally),
+                                                                "\n".join(problems))
