@@ -12,16 +12,9 @@ if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself:
     pytest.skip(onnx_backend_refusal(), allow_module_level=True)
 
 import collections
-import warnings
 
 import onnx_node_suite
 
-#: node tests whose numbers are wrong today, each with what is wrong; reported (a warning) whatever their outcome
-#: but a crash, until their translation is corrected or refused (then they leave this list)
-KNOWN_WRONG = {
-    "test_range_int32_type_negative_delta": "Caffe2's Range truncates its count for a negative delta that does not "
-                                            "divide the span",
-}
 BATCHES = 2
 NAMES = sorted(onnx_node_suite.node_tests())
 REFUSED = onnx_node_suite.read_refusals()
@@ -31,7 +24,6 @@ UPDATE = "update tests/data/onnx_node_refusals.txt: PYTHONPATH=. python tests/on
 def test_the_refusal_list_names_node_tests():
     assert len(NAMES) == 847
     assert sorted(set(REFUSED) - set(NAMES)) == []
-    assert sorted(set(REFUSED) & set(KNOWN_WRONG)) == []
     assert all(reason.startswith(("ONNX ", "RuntimeError: ")) for reason in REFUSED.values())
 
 
@@ -43,13 +35,7 @@ def test_node_tests_pass_or_are_refused_as_listed(batch):
     problems = []
     for name in names:
         kind, detail = results[name]
-        if name in KNOWN_WRONG:
-            if kind == "crash":
-                problems.append("{}: crash: {}".format(name, detail))
-            else:
-                warnings.warn("known wrong ({}): {} is now {}{}".format(
-                    KNOWN_WRONG[name], name, kind, ": " + detail if detail else ""))
-        elif name in REFUSED and kind != "refused":
+        if name in REFUSED and kind != "refused":
             problems.append("{} is listed as refused but is now {}{}; {}".format(
                 name, kind, ": " + detail if detail else "", UPDATE if kind == "pass" else "a wrong result"))
         elif name in REFUSED and detail != REFUSED[name]:

@@ -174,8 +174,8 @@ WHY = {
              "pycumsum_op translates only constant axes and steps",
     "Reshape": "Caffe2's Reshape copies a 0 in the shape from the input (allowzero=0); allowzero=1 has no form",
     "ReduceSum": "noop_with_empty_axes=1 has no Caffe2 form",
-    "Cast": "Caffe2's Cast writes STRING wrong and has no CPU kernel for FLOAT16; 1 FLOAT, 2 UINT8, 3 INT8, "
-            "4 UINT16, 5 INT16, 6 INT32, 7 INT64, 9 BOOL, 11 DOUBLE are accepted",
+    "Cast": "Caffe2's Cast writes STRING wrong and has no CPU kernel for FLOAT16 (ONNX's numbers: 1 FLOAT, 2 UINT8, "
+            "3 INT8, 4 UINT16, 5 INT16, 6 INT32, 7 INT64, 9 BOOL, 11 DOUBLE)",
 }
 _INPUT_NAMES = {"Slice": ("data", "starts", "ends", "axes", "steps"), "Unsqueeze": ("data", "axes"),
                 "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes")}
