@@ -29,7 +29,7 @@ Slice + Expand + Add + Concat loop is refused (`UnfixableError`): it is no cumul
 >>> [op.type for op in fix(net, ["doc_f_loss"], init, strategy="pycumsum").op]
 ['Python', 'SumElements']
 >>> [op.type for op in fix(net, ["doc_f_loss"], init, strategy="lowered").op]
-['ATen', 'GivenTensorInt64Fill', 'ATen', 'ATen', 'SumElements']
+['ATen', 'Shape', 'Slice', 'GivenTensorInt64Fill', 'GT', 'Cast', 'Squeeze', 'Range', 'ATen', 'ATen', 'SumElements']
 
 `repair` is `fix` that also says what it applied at each site:
 
