@@ -21,13 +21,6 @@ why, is the plan's to say):
 
 Every path runs on the calling thread (torch's call uses torch's own threads). Memory: besides
 the output, one buffer of at most `tuning.BUFFER_ELEMENTS` accumulation-dtype elements and a carry row.
-
->>> x = np.arange(6, dtype=np.float32).reshape(2, 3)
->>> out = np.empty_like(x)
->>> scan(x, out, axis=1, exclusive=False, reverse=True, accumulate_dtype=np.dtype(np.float64))
->>> out
-array([[ 3.,  3.,  2.],
-       [12.,  9.,  5.]], dtype=float32)
 """
 import functools
 
@@ -35,8 +28,8 @@ import numpy as np
 import torch
 
 from . import compiled, tuning
-from .plan import plan, sharing, view_3d
-from .spec import EXACT_DTYPES
+from .plan import view_3d
+from .spec import EXACT_DTYPES, PRODUCT_LOOP
 from .torch_scans import along
 
 _add = np.add
@@ -57,37 +50,28 @@ def torch_product(src: torch.Tensor, dst: torch.Tensor, axis: int) -> None:
     _cumprod(src, axis, out=dst)
 
 
-def compiled_scan(shape: tuple, operation: int, chains: bool, src: torch.Tensor, dst: torch.Tensor,
-                  axis: int) -> None:
-    """dst = torch.cumsum (``operation`` `compiled.SUM`) or torch.cumprod (`compiled.PRODUCT`) of src along ``axis``
-    by the accelerator's loop (``chains`` or row loops, as planned), on C-contiguous tensors seen as the 3-D (outer,
-    length, inner) ``shape`` around ``axis``; torch's call once the accelerator is turned off."""
+def _torch_call(kernel):
+    """torch's one call for a sum or product ``kernel`` (`spec.ScanKernel`)."""
+    return torch_product if kernel.loop == PRODUCT_LOOP else torch_scan
+
+
+def compiled_scan(shape: tuple, kernel, chains: bool, src: torch.Tensor, dst: torch.Tensor, axis: int) -> None:
+    """dst = torch.cumsum or torch.cumprod (as ``kernel``'s loop says) of src along ``axis`` by the accelerator's
+    loop (``chains`` or row loops, as planned), on C-contiguous tensors seen as the 3-D (outer, length, inner)
+    ``shape`` around ``axis``; torch's call once the accelerator is turned off."""
     if not compiled.enabled():
-        return (torch_product if operation == compiled.PRODUCT else torch_scan)(src, dst, axis)
-    compiled.scan_rows(src.numpy().reshape(shape), dst.numpy().reshape(shape), operation, False, False, chains)
+        return _torch_call(kernel)(src, dst, axis)
+    compiled.scan_rows(src.numpy().reshape(shape), dst.numpy().reshape(shape), kernel, False, False, chains)
 
 
-def direct_call(found, operation: int = compiled.SUM):
-    """The function making the one call ``found`` (a `plan.Route` with ``direct``) amounts to, on torch tensors
-    viewing the input and the output and the axis; None where the plan is not one call."""
+def direct_call(found):
+    """The function making the one call ``found`` (a `plan.Route` of a sum or product with ``direct``) amounts to,
+    on torch tensors viewing the input and the output and the axis; None where the plan is not one call."""
     if not found.direct:
         return None
     if found.path == "compiled":
-        return functools.partial(compiled_scan, found.view, operation, found.variant != "row loops")
-    return torch_product if operation == compiled.PRODUCT else torch_scan
-
-
-def scan(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, reverse: bool,
-         accumulate_dtype: np.dtype) -> None:
-    """dst = running sum of src along ``axis`` (inclusive or exclusive, forward or reverse), by its `plan`.
-
-    src and dst have one shape; dst may be src itself. ``axis`` is normalised (0 <= axis);
-    ``accumulate_dtype`` (a numpy dtype) is float64 or int64.
-    """
-    if src.size:
-        found = plan("cumsum", src.shape, src.dtype, axis, exclusive, reverse, out_dtype=dst.dtype,
-                     strides=src.strides, out_strides=dst.strides, sharing=sharing(src, dst))
-        run(found, src, dst, axis, exclusive, reverse, accumulate_dtype)
+        return functools.partial(compiled_scan, found.view, found.kernel, found.variant != "row loops")
+    return _torch_call(found.kernel)
 
 
 def run(found, src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, reverse: bool,
@@ -103,7 +87,7 @@ def run(found, src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, rev
     src3 = view_3d(src, axis)
     dst3 = src3 if src is dst else view_3d(dst, axis)  # the same view of the same memory when shared
     if found.path == "compiled":
-        return compiled.scan_rows(src3, dst3, compiled.SUM, exclusive, reverse, found.variant != "row loops")
+        return compiled.scan_rows(src3, dst3, found.kernel, exclusive, reverse, found.variant != "row loops")
     if reverse:
         src3, dst3 = src3[::-1, ::-1, ::-1], dst3[::-1, ::-1, ::-1]
     _PATHS[found.path](src3, dst3, 1, exclusive, accumulate_dtype)

@@ -34,14 +34,16 @@ from ..torch_versions import has
 from .plan import plan as kernel_plan
 from .plan import APART, Route, sharing
 from .torch_scans import flip, reversed_cumsum, run_gradient, scan_forward
-from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
+from .spec import DtypeRule, ScanKernel, ScanPlan, ScanSpec, backward_plan_and_out
 
 #: The input dtypes accepted (torch.logcumsumexp's floating types, and float16).
 INPUT_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 #: The dtype rule of logcumsumexp: floating inputs only; the result keeps their dtype.
 DTYPES = DtypeRule(INPUT_DTYPES, integers_to_int64=False)
-#: What an exclusive scan starts with: the log of an empty sum.
-IDENTITY = -np.inf
+#: logcumsumexp's kernel: torch's scan only; an exclusive scan starts with -inf (the log of an empty sum); float16,
+#: which torch does not scan on CPU, runs in float64.
+KERNEL = ScanKernel("logcumsumexp", identity=-np.inf,
+                    compute=((np.dtype(np.float16), np.dtype(np.float64)),))
 
 
 def inclusive_logcumsumexp(tensor: torch.Tensor, axis: int, out: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -62,17 +64,18 @@ def logcumsumexp_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray
     if out is None:
         out = np.empty(x.shape, plan.result_dtype)
     found = logcumsumexp_plan(x, spec, plan, out) if route is None else route
-    source = x if x.dtype != np.float16 else x.astype(np.float64)
-    return scan_forward(inclusive_logcumsumexp, source, out, plan.axis, spec.exclusive, spec.reverse, IDENTITY,
+    source = x.astype(KERNEL.compute_dtype(x.dtype), copy=False)
+    return scan_forward(inclusive_logcumsumexp, source, out, plan.axis, spec.exclusive, spec.reverse, KERNEL.identity,
                         found.variant == "staged")
 
 
 def logcumsumexp_plan(x: np.ndarray, spec: ScanSpec, plan: ScanPlan, out: Optional[np.ndarray] = None,
                       accelerator=None):
     """The `kernels.plan.Route` of ``logcumsumexp_forward(x, spec, out, plan)`` (``out`` None: a new C-contiguous
-    array): float16 is scanned as a float64 copy."""
-    copied = x.dtype == np.float16
-    return kernel_plan("logcumsumexp", x.shape, np.float64 if copied else x.dtype, plan.axis, spec.exclusive,
+    array): a dtype torch does not scan (float16) is scanned as a copy in the kernel's compute dtype."""
+    compute = KERNEL.compute_dtype(x.dtype)
+    copied = compute != x.dtype
+    return kernel_plan(KERNEL, x.shape, compute, plan.axis, spec.exclusive,
                        spec.reverse, out_dtype=plan.result_dtype, strides=None if copied else x.strides,
                        out_strides=None if out is None else out.strides,
                        sharing=APART if copied or out is None else sharing(x, out), accelerator=accelerator)
