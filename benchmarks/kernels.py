@@ -68,7 +68,7 @@ def _calls(loop, x):
     (`plan.plan`, which the scans ask), the accelerator's loop alone (the planned variant)."""
     kernel = KERNELS[loop]
     found = plan(kernel, x.shape, x.dtype, 1, accelerator=True)
-    taken, chains = found.path == "compiled", found.variant in ("chains of four", "one chain")
+    taken, chains = found.path == "compiled", found.chains
     if loop == "extremum":
         values, indices = torch.empty_like(torch.from_numpy(x)), torch.empty(x.shape, dtype=torch.int64)
         tensor = torch.from_numpy(x)

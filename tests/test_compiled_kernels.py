@@ -24,7 +24,8 @@ import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine, tuning
 from pycumsum_op.kernels.cumprod import KERNEL as CUMPROD
 from pycumsum_op.kernels.cumsum import KERNEL as CUMSUM
-from pycumsum_op.kernels.plan import SAME, plan
+from pycumsum_op.kernels import plan as plan_module
+from pycumsum_op.kernels.plan import SAME, plan, planned
 from pycumsum_op.scans import scan as registered_scan
 from pycumsum_op.torch_versions import has
 from engine_support import NEEDS_NUMBA, record_paths
@@ -396,25 +397,24 @@ def test_the_op_keeps_the_route_of_each_shape(clean_workspace, torch_scan, scan,
     monkeypatch.setenv(compiled.SWITCH, "0")
     kernel = registered_scan(scan)
     asked = []
-    module = sys.modules[kernel.forward.__module__]
-    monkeypatch.setattr(module, "kernel_plan", lambda *args, **kwargs: asked.append(args[1]) or plan(*args, **kwargs))
+    monkeypatch.setattr(plan_module, "planned", lambda *args: asked.append(args[1]) or planned(*args))
     net = core.Net("kept_routes")
     outputs = ["kept_v", "kept_i"][:len(kernel.outputs)]
     getattr(net, kernel.op_name)("kept_x", outputs, axis=0, reverse=True)
     workspace.FeedBlob("kept_x", np.zeros((3, 2), np.float32))
     workspace.CreateNet(net)
-    planned = []  # per run: whether the planner was asked
+    planning = []  # per run: whether the planner was asked
     for seed, shape, dtype in [(1, (3, 2), np.float32), (2, (3, 2), np.float32), (3, (5,), np.float32),
                                (4, (3, 2), np.float64), (5, (5,), np.float32), (6, (3, 2), np.float32)]:
         x = values(shape, dtype, seed)
         workspace.FeedBlob("kept_x", x)
         before = len(asked)
         workspace.RunNet(net.Proto().name)
-        planned.append(len(asked) > before)
+        planning.append(len(asked) > before)
         expected = torch_scan(torch.from_numpy(x), 0, reverse=True, scan=scan)
         for name, want in zip(outputs, expected if len(outputs) > 1 else [expected]):
             assert_same(workspace.FetchBlob(name), want.numpy())
-    assert planned == [True, False, True, True, False, False]
+    assert planning == [True, False, True, True, False, False]
 
 
 @NEEDS_NUMBA

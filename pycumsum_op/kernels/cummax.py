@@ -35,11 +35,6 @@ from .torch_scans import along, as_lanes, as_tensor, gradient_compute_dtype
 from .spec import (EXTREMUM_LOOP, DtypeRule, ScanKernel, ScanPlan, ScanSpec, backward_plan_and_out,
                    takes_lead_elementwise)
 
-#: (input dtype, the dtype torch scans it in): exactly, every value is representable.
-_COMPUTE = ((np.dtype(np.float16), np.dtype(np.float32)), (np.dtype(np.uint16), np.dtype(np.int32)))
-#: cummax's and cummin's kernels: no exclusive form; the accelerator's extremum loops.
-CUMMAX = ScanKernel("cummax", identity=None, loop=EXTREMUM_LOOP, compute=_COMPUTE)
-CUMMIN = CUMMAX._replace(name="cummin")
 #: The input dtypes accepted (those Caffe2 blobs hold; torch scans every one of them, or in its compute dtype).
 INPUT_DTYPES = tuple(np.dtype(t) for t in (np.bool_, np.uint8, np.int8, np.int16, np.uint16, np.int32, np.int64,
                                            np.float16, np.float32, np.float64))
@@ -71,31 +66,43 @@ TORCH_CUMMAX = torch.cummax if has("torch.cummax") else partial(sequential_extre
 TORCH_CUMMIN = torch.cummin if has("torch.cummax") else partial(sequential_extremum, False)
 
 
-def _extremum_forward(kernel: ScanKernel, torch_scan: Callable, maximum: bool, x: np.ndarray, spec: ScanSpec,
+def _run_extremum(torch_scan: Callable, maximum: bool, route: Route, source: np.ndarray,
+                  out: Tuple[np.ndarray, np.ndarray]) -> None:
+    """cummax's / cummin's `ScanKernel.run`: ``route`` of the lanes ``source`` (the compute dtype) into ``out``
+    (values, indices)."""
+    axis, (values, indices) = route.axis, out
+    if route.reverse:  # scan the reversed lanes; write back through reversed views, indices counted from the end
+        source, values, indices = (np.flip(a, axis) for a in (source, values, indices))
+    if route.path == "compiled":  # the accelerator: whole rows compared at once, torch's rule in each lane
+        compiled.extremum_rows(view_3d(source, axis), view_3d(values, axis), view_3d(indices, axis), maximum,
+                               route.chains)
+    elif route.staged:
+        found_values, found_indices = torch_scan(as_tensor(source), axis)
+        np.copyto(values, found_values.numpy(), casting="unsafe")
+        np.copyto(indices, found_indices.numpy())
+    else:
+        torch_scan(as_tensor(source), axis, out=(torch.from_numpy(values), torch.from_numpy(indices)))
+    if route.reverse:
+        np.subtract(source.shape[axis] - 1, indices, out=indices)
+
+
+#: (input dtype, the dtype torch scans it in): exactly, every value is representable.
+_COMPUTE = ((np.dtype(np.float16), np.dtype(np.float32)), (np.dtype(np.uint16), np.dtype(np.int32)))
+#: cummax's and cummin's kernels: no exclusive form; the accelerator's extremum loops.
+CUMMAX = ScanKernel("cummax", identity=None, loop=EXTREMUM_LOOP, compute=_COMPUTE,
+                    run=partial(_run_extremum, TORCH_CUMMAX, True))
+CUMMIN = CUMMAX._replace(name="cummin", run=partial(_run_extremum, TORCH_CUMMIN, False))
+
+
+def _extremum_forward(kernel: ScanKernel, x: np.ndarray, spec: ScanSpec,
                       out: Optional[Tuple[np.ndarray, np.ndarray]] = None, plan: Optional[ScanPlan] = None,
                       route: Optional[Route] = None) -> Tuple[np.ndarray, np.ndarray]:
     if plan is None:
         plan = DTYPES.plan(spec, x)
     values, indices = out if out is not None else (np.empty(x.shape, x.dtype), np.empty(x.shape, np.int64))
-    if x.size == 0:
-        return values, indices
-    axis, lanes_values, lanes_indices = plan.axis, as_lanes(values), as_lanes(indices)
     if route is None:
         route = _extremum_plan(kernel, x, spec, plan, (values, indices))
-    source = as_lanes(x).astype(kernel.compute_dtype(x.dtype), copy=False)
-    if spec.reverse:  # scan the reversed lanes; write back through reversed views, indices counted from the end
-        source, lanes_values, lanes_indices = (np.flip(a, axis) for a in (source, lanes_values, lanes_indices))
-    if route.path == "compiled":  # the accelerator: whole rows compared at once, torch's rule in each lane
-        compiled.extremum_rows(view_3d(source, axis), view_3d(lanes_values, axis), view_3d(lanes_indices, axis),
-                               maximum, route.variant != "row loops")
-    elif route.variant == "out=":
-        torch_scan(as_tensor(source), axis, out=(torch.from_numpy(lanes_values), torch.from_numpy(lanes_indices)))
-    else:
-        found_values, found_indices = torch_scan(as_tensor(source), axis)
-        np.copyto(lanes_values, found_values.numpy(), casting="unsafe")
-        np.copyto(lanes_indices, found_indices.numpy())
-    if spec.reverse:
-        np.subtract(source.shape[axis] - 1, lanes_indices, out=lanes_indices)
+    route.run(as_lanes(x).astype(kernel.compute_dtype(x.dtype), copy=False), (as_lanes(values), as_lanes(indices)))
     return values, indices
 
 
@@ -126,7 +133,7 @@ def _extremum_direct(kernel: ScanKernel, torch_scan: Callable, maximum: bool, sp
     if not found.direct:
         return None
     if found.path == "compiled":
-        return partial(_compiled_extremum, found.view, torch_scan, maximum, found.variant != "row loops")
+        return partial(_compiled_extremum, found.view, torch_scan, maximum, found.chains)
     return partial(_torch_extremum, torch_scan)
 
 
@@ -173,14 +180,14 @@ def cummax_forward(x: np.ndarray, spec: ScanSpec, out: Optional[Tuple[np.ndarray
                    plan: Optional[ScanPlan] = None, route: Optional[Route] = None) -> Tuple[np.ndarray, np.ndarray]:
     """(values, indices) = torch.cummax(x) along ``spec.axis``, into ``out`` (allocated when None); ``route``:
     ``cummax_plan(x, spec, plan, out)`` when the caller has it."""
-    return _extremum_forward(CUMMAX, TORCH_CUMMAX, True, x, spec, out, plan, route)
+    return _extremum_forward(CUMMAX, x, spec, out, plan, route)
 
 
 def cummin_forward(x: np.ndarray, spec: ScanSpec, out: Optional[Tuple[np.ndarray, np.ndarray]] = None,
                    plan: Optional[ScanPlan] = None, route: Optional[Route] = None) -> Tuple[np.ndarray, np.ndarray]:
     """(values, indices) = torch.cummin(x) along ``spec.axis``, into ``out`` (allocated when None); ``route``:
     ``cummin_plan(x, spec, plan, out)`` when the caller has it."""
-    return _extremum_forward(CUMMIN, TORCH_CUMMIN, False, x, spec, out, plan, route)
+    return _extremum_forward(CUMMIN, x, spec, out, plan, route)
 
 
 cummax_plan = partial(_extremum_plan, CUMMAX)

@@ -29,7 +29,7 @@ import torch
 
 from . import compiled, tuning
 from .plan import view_3d
-from .spec import EXACT_DTYPES, PRODUCT_LOOP
+from .spec import EXACT_DTYPES, PRODUCT_LOOP, accumulate_dtype
 from .torch_scans import along
 
 _add = np.add
@@ -70,27 +70,27 @@ def direct_call(found):
     if not found.direct:
         return None
     if found.path == "compiled":
-        return functools.partial(compiled_scan, found.view, found.kernel, found.variant != "row loops")
+        return functools.partial(compiled_scan, found.view, found.kernel, found.chains)
     return _torch_call(found.kernel)
 
 
-def run(found, src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, reverse: bool,
-        accumulate_dtype: np.dtype) -> None:
-    """Run cumsum's plan ``found`` of src into dst: the numpy path gets the arrays (flipped along ``axis`` when
-    ``reverse``), the others their (outer, length, inner) views, flipped along all three axes when ``reverse``
-    (lanes are independent: a contiguous input stays one reversed run for the copies) except the compiled
-    path, which walks the lanes back itself."""
-    if found.path in ("trivial", "numpy"):
-        if reverse and found.path == "numpy":
+def run(route, src: np.ndarray, dst: np.ndarray) -> None:
+    """Run cumsum's ``route`` (a `plan.Route`; cumsum's `ScanKernel.run`) of src into dst, summed in src's
+    accumulation dtype: the numpy path gets the arrays (flipped along the axis when reversed), the others their
+    (outer, length, inner) views, flipped along all three axes when reversed (lanes are independent: a contiguous
+    input stays one reversed run for the copies) except the compiled path, which walks the lanes back itself."""
+    path, axis, exclusive, reverse = route.path, route.axis, route.exclusive, route.reverse
+    if path in ("trivial", "numpy"):
+        if reverse and path == "numpy":
             src, dst = np.flip(src, axis), np.flip(dst, axis)
-        return _PATHS[found.path](src, dst, axis, exclusive, accumulate_dtype)
+        return _PATHS[path](src, dst, axis, exclusive, accumulate_dtype(src.dtype))
     src3 = view_3d(src, axis)
     dst3 = src3 if src is dst else view_3d(dst, axis)  # the same view of the same memory when shared
-    if found.path == "compiled":
-        return compiled.scan_rows(src3, dst3, found.kernel, exclusive, reverse, found.variant != "row loops")
+    if path == "compiled":
+        return compiled.scan_rows(src3, dst3, route.kernel, exclusive, reverse, route.chains)
     if reverse:
         src3, dst3 = src3[::-1, ::-1, ::-1], dst3[::-1, ::-1, ::-1]
-    _PATHS[found.path](src3, dst3, 1, exclusive, accumulate_dtype)
+    _PATHS[path](src3, dst3, 1, exclusive, accumulate_dtype(src.dtype))
 
 
 def _trivial_path(src, dst, axis, exclusive, accumulate_dtype):

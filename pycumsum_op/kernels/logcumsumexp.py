@@ -25,25 +25,21 @@ torch before 1.9 returns NaN after a leading -inf (and torch before 1.6 has no l
 >>> logcumsumexp_backward(np.ones(3), np.array([-np.inf, -np.inf, 0.]), spec)
 array([0., 0., 1.])
 """
+from functools import partial
 from typing import Optional
 
 import numpy as np
 import torch
 
 from ..torch_versions import has
-from .plan import plan as kernel_plan
-from .plan import APART, Route, sharing
-from .torch_scans import flip, reversed_cumsum, run_gradient, scan_forward
+from .plan import Route
+from .torch_scans import flip, forward_route, reversed_cumsum, run_forward, run_gradient, runner
 from .spec import DtypeRule, ScanKernel, ScanPlan, ScanSpec, backward_plan_and_out
 
 #: The input dtypes accepted (torch.logcumsumexp's floating types, and float16).
 INPUT_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 #: The dtype rule of logcumsumexp: floating inputs only; the result keeps their dtype.
 DTYPES = DtypeRule(INPUT_DTYPES, integers_to_int64=False)
-#: logcumsumexp's kernel: torch's scan only; an exclusive scan starts with -inf (the log of an empty sum); float16,
-#: which torch does not scan on CPU, runs in float64.
-KERNEL = ScanKernel("logcumsumexp", identity=-np.inf,
-                    compute=((np.dtype(np.float16), np.dtype(np.float64)),))
 
 
 def inclusive_logcumsumexp(tensor: torch.Tensor, axis: int, out: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -55,30 +51,20 @@ def inclusive_logcumsumexp(tensor: torch.Tensor, axis: int, out: Optional[torch.
     return result.to(tensor.dtype) if out is None else out.copy_(result)
 
 
+#: logcumsumexp's kernel: torch's scan only; an exclusive scan starts with -inf (the log of an empty sum); float16,
+#: which torch does not scan on CPU, runs in float64.
+KERNEL = ScanKernel("logcumsumexp", identity=-np.inf, compute=((np.dtype(np.float16), np.dtype(np.float64)),),
+                    run=runner(inclusive_logcumsumexp))
+#: The `kernels.plan.Route` of ``logcumsumexp_forward(x, spec, out, plan)``: logcumsumexp_plan(x, spec, plan,
+#: out=None, accelerator=None) (`torch_scans.forward_route`).
+logcumsumexp_plan = partial(forward_route, KERNEL)
+
+
 def logcumsumexp_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
                          plan: Optional[ScanPlan] = None, route: Optional[Route] = None) -> np.ndarray:
     """y = logcumsumexp(x) along ``spec.axis`` into ``out`` (allocated when None; may overlap ``x``); ``route``:
-    ``logcumsumexp_plan(x, spec, plan, out)`` when the caller has it."""
-    if plan is None:
-        plan = DTYPES.plan(spec, x)
-    if out is None:
-        out = np.empty(x.shape, plan.result_dtype)
-    found = logcumsumexp_plan(x, spec, plan, out) if route is None else route
-    source = x.astype(KERNEL.compute_dtype(x.dtype), copy=False)
-    return scan_forward(inclusive_logcumsumexp, source, out, plan.axis, spec.exclusive, spec.reverse, KERNEL.identity,
-                        found.variant == "staged")
-
-
-def logcumsumexp_plan(x: np.ndarray, spec: ScanSpec, plan: ScanPlan, out: Optional[np.ndarray] = None,
-                      accelerator=None):
-    """The `kernels.plan.Route` of ``logcumsumexp_forward(x, spec, out, plan)`` (``out`` None: a new C-contiguous
-    array): a dtype torch does not scan (float16) is scanned as a copy in the kernel's compute dtype."""
-    compute = KERNEL.compute_dtype(x.dtype)
-    copied = compute != x.dtype
-    return kernel_plan(KERNEL, x.shape, compute, plan.axis, spec.exclusive,
-                       spec.reverse, out_dtype=plan.result_dtype, strides=None if copied else x.strides,
-                       out_strides=None if out is None else out.strides,
-                       sharing=APART if copied or out is None else sharing(x, out), accelerator=accelerator)
+    ``logcumsumexp_plan(x, spec, plan, out)`` when the caller has it (`torch_scans.run_forward`)."""
+    return run_forward(KERNEL, DTYPES, x, spec, out, plan, route)
 
 
 def _reversed_logcumsumexp(tensor: torch.Tensor, axis: int) -> torch.Tensor:

@@ -1,7 +1,7 @@
-"""How a scan runs: `plan`, one pure function of the scan, the layout, the dtypes and the flags.
+"""How a scan runs: `plan`, one pure function of the scan's kernel, the layout, the dtypes and the flags.
 
-Every caller asks it and nothing else decides a path: the scans' kernels (`engine.scan` for cumsum, cumprod's,
-cummax's / cummin's and logcumsumexp's forwards), the Caffe2 op's one-call fast path (``Scan.direct``, kept per
+The scan is given by its kernel's facts (`spec.ScanKernel`: the accelerator's loop, whether cumsum's engine runs it),
+never by its name. Every caller asks it and nothing else decides a path: the scans' forwards and cumsum's backward, the Caffe2 op's one-call fast path (``Scan.direct``, kept per
 shape by the op), `pycumsum_op.explain`, the benchmarks and the tests. A `Route` names:
 
 - ``path``: ``trivial`` (a lane of one element: a copy), ``numpy`` (``np.add.accumulate``: small inputs, layouts
@@ -13,6 +13,9 @@ shape by the op), `pycumsum_op.explain`, the benchmarks and the tests. A `Route`
 - ``view``: the (outer, length, inner) shape the path sees around the axis; ``buffers``: what it allocates;
 - ``reason``: one line naming the rule and the `tuning` constants that chose it;
 - ``direct``: the scan is one call from the input's memory into the output's (the Caffe2 op makes it itself).
+
+A route runs itself: ``route.run(src, dst)`` hands it to its kernel's runner (`ScanKernel.run`), which reads the
+route's facts (``chains``, ``staged``), so no caller looks at a variant again.
 
 >>> from pycumsum_op.kernels.cumsum import KERNEL as CUMSUM
 >>> p = plan(CUMSUM, (64, 4096), "float32", 0, accelerator=True)
@@ -38,6 +41,10 @@ PATHS = ("empty", "trivial", "numpy", "torch", "compiled", "lanes", "rows")
 #: How a planned layout relates its output to its input: separate memory, the very same view (in place), or
 #: memory shared some other way.
 APART, SAME, OVERLAP = "apart", "same", "overlap"
+#: The variants a route may name (``Route.variant``): torch's scan straight into the output (shifted by one when
+#: exclusive) or through a copy; the accelerator's row loops, chains of four lanes in registers, or one chain.
+OUT, OUT_SHIFTED, STAGED = "out=", "out=, shifted", "staged"
+ROW_LOOPS, CHAINS, ONE_CHAIN = "row loops", "chains of four", "one chain"
 
 
 class Route(NamedTuple):
@@ -50,6 +57,26 @@ class Route(NamedTuple):
     reason: str
     accelerator: str
     direct: bool = False
+    #: the scan's normalised axis and flags, which the kernel's runner reads
+    axis: int = 0
+    exclusive: bool = False
+    reverse: bool = False
+
+    @property
+    def chains(self) -> bool:
+        """The accelerator's loop runs lanes in chains (C-contiguous views), not through an accumulator row."""
+        return self.variant in (CHAINS, ONE_CHAIN)
+
+    @property
+    def staged(self) -> bool:
+        """torch's scan runs on a copy of the input and is copied into the output (not ``out=`` into it)."""
+        return self.variant == STAGED
+
+    def run(self, src, dst) -> None:
+        """Scan ``src`` into ``dst`` (arrays of this route's layout; a kernel with several outputs takes a tuple) the
+        way this route says, by its kernel's runner."""
+        if self.path != "empty":
+            self.kernel.run(self, src, dst)
 
     def __str__(self) -> str:
         variant = " ({})".format(self.variant) if self.variant else ""
@@ -185,11 +212,11 @@ def _compiled_variant(loop: str, view: tuple, itemsize: int, contiguous: bool) -
     outer, _, inner = view
     if loop == EXTREMUM_LOOP:
         if contiguous and inner < tuning.COMPILED_EXTREMUM_CHAINS_WIDTH:
-            return "chains of four", ""
-        return "row loops", "a best-value row and an index row of {} lanes".format(min(inner, tuning.COMPILED_BLOCK))
+            return CHAINS, ""
+        return ROW_LOOPS, "a best-value row and an index row of {} lanes".format(min(inner, tuning.COMPILED_BLOCK))
     if contiguous and inner < min(tuning.COMPILED_NARROW, tuning.COMPILED_NARROW_BYTES // itemsize):
-        return ("one chain" if outer * inner == 1 else "chains of four"), ""
-    return "row loops", "an accumulator row of {} lanes".format(min(inner, tuning.COMPILED_BLOCK))
+        return (ONE_CHAIN if outer * inner == 1 else CHAINS), ""
+    return ROW_LOOPS, "an accumulator row of {} lanes".format(min(inner, tuning.COMPILED_BLOCK))
 
 
 def _blocked(view: tuple, itemsize: int, why: str) -> Tuple[str, str, str]:
@@ -229,18 +256,19 @@ def planned(kernel: ScanKernel, shape: tuple, dtype: np.dtype, axis: int, exclus
     strides = c_strides(shape, dtype.itemsize) if strides is None else strides
     out_strides = c_strides(shape, out_dtype.itemsize) if out_strides is None else out_strides
     index_strides = c_strides(shape, 8) if index_strides is None else index_strides
+    flags = dict(axis=axis, exclusive=exclusive, reverse=reverse)
     if 0 in shape:
-        return Route(kernel, "empty", "", None, "", "no element to scan", status)
+        return Route(kernel, "empty", "", None, "", "no element to scan", status, **flags)
     scalar = not shape
     if scalar:  # a 0-d tensor is a scan of length 1
         shape, strides, out_strides, index_strides, axis = (1,), (dtype.itemsize,), (out_dtype.itemsize,), (8,), 0
     view = shape_3d(shape, axis)
     if kernel.engine:
         return _plan_sum(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, sharing,
-                         status, view)
+                         status, view)._replace(**flags)
     found = _plan_torch_scan(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides,
                              index_strides, sharing, status, view)
-    return found._replace(direct=False) if scalar else found
+    return found._replace(direct=found.direct and not scalar, **flags)
 
 
 def _plan_sum(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, sharing, status,
@@ -297,7 +325,7 @@ def _plan_sum(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, strides
             dtype, out_dtype)
     slow = _torch_strided_slow(length, inner, dtype.itemsize)
     if torch_may_run and not slow:
-        return made("torch", "out=, shifted" if exclusive else "out=",
+        return made("torch", OUT_SHIFTED if exclusive else OUT,
                     "{}; torch's strided loop keeps the lanes in cache (CACHE_*, STREAM_CACHE_BYTES)".format(rule),
                     direct=direct)
     why = why_not or "torch's strided loop would miss the cache on lanes of {} rows (CACHE_*)".format(length)
@@ -339,7 +367,7 @@ def _plan_torch_scan(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, 
     into = not (exclusive or reverse or dtype != out_dtype or sharing != APART
                 or min(sum(outputs, ()), default=0) < 0)
     if into:
-        return Route(kernel, "torch", "out=", view, "", rule + ": torch's scan straight into the output", status, True)
-    return Route(kernel, "torch", "staged", view, "a copy of the input and of the result",
+        return Route(kernel, "torch", OUT, view, "", rule + ": torch's scan straight into the output", status, True)
+    return Route(kernel, "torch", STAGED, view, "a copy of the input and of the result",
                 rule + ": torch's scan of a (cast, flipped) copy, copied into the output (shifted when exclusive)",
                 status)

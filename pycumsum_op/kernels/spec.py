@@ -14,7 +14,7 @@ Traceback (most recent call last):
 pycumsum_op.kernels.spec.ScanArgumentError: PyCumSum: axis=2 is out of range for an input of shape (2, 3) (rank 2); valid axes are -2..1
 """
 import numbers
-from typing import NamedTuple, Optional, Tuple
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -82,6 +82,8 @@ class ScanKernel(NamedTuple):
     compute: Tuple[Tuple[np.dtype, np.dtype], ...] = ()
     #: planned and run by cumsum's engine paths (`engine`: numpy, blocked lanes and rows), not by torch's scan
     engine: bool = False
+    #: run(route, src, dst): runs a `plan.Route` of this kernel (``Route.run`` calls it); None: the scan is not planned
+    run: Optional[Callable] = None
 
     def compute_dtype(self, dtype) -> np.dtype:
         """The dtype this kernel scans a result of ``dtype`` in."""

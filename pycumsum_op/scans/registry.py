@@ -137,8 +137,8 @@ def _check_entry(entry: Scan) -> None:
                                                               sorted(ALL_ARGUMENTS)))
     if entry.kernel is not None and not isinstance(entry.kernel, ScanKernel):
         problems.append("kernel must be the ScanKernel its kernel module declares")
-    elif entry.plans is not None and entry.kernel is None:
-        problems.append("a planned scan states its kernel (the ScanKernel its plans hand the planner)")
+    elif entry.plans is not None and (entry.kernel is None or entry.kernel.run is None):
+        problems.append("a planned scan states its kernel with the runner of its routes (ScanKernel.run)")
     elif ("exclusive" in entry.arguments) != (entry.identity is not None):
         problems.append("an exclusive scan needs an identity, and an identity means exclusive is taken")
     if not isinstance(entry.dtypes, DtypeRule):
