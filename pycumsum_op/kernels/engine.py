@@ -83,30 +83,30 @@ def run(route, src: np.ndarray, dst: np.ndarray) -> None:
     if path in ("trivial", "numpy"):
         if reverse and path == "numpy":
             src, dst = np.flip(src, axis), np.flip(dst, axis)
-        return _PATHS[path](src, dst, axis, exclusive, accumulate_dtype(src.dtype))
+        return _PATHS[path](src, dst, axis, exclusive)
     src3 = view_3d(src, axis)
     dst3 = src3 if src is dst else view_3d(dst, axis)  # the same view of the same memory when shared
     if path == "compiled":
         return compiled.scan_rows(src3, dst3, route.kernel, exclusive, reverse, route.chains)
     if reverse:
         src3, dst3 = src3[::-1, ::-1, ::-1], dst3[::-1, ::-1, ::-1]
-    _PATHS[path](src3, dst3, 1, exclusive, accumulate_dtype(src.dtype))
+    _PATHS[path](src3, dst3, 1, exclusive)
 
 
-def _trivial_path(src, dst, axis, exclusive, accumulate_dtype):
+def _trivial_path(src, dst, axis, exclusive):
     dst[...] = 0 if exclusive else src
 
 
-def _numpy_path(src, dst, axis, exclusive, accumulate_dtype):
+def _numpy_path(src, dst, axis, exclusive):
     if exclusive:  # numpy copies the input first when in place
-        np.add.accumulate(src[along(axis, slice(None, -1))], axis, accumulate_dtype,
+        np.add.accumulate(src[along(axis, slice(None, -1))], axis, accumulate_dtype(src.dtype),
                           dst[along(axis, slice(1, None))])
         dst[along(axis, 0)] = 0
     else:
-        np.add.accumulate(src, axis, accumulate_dtype, dst)
+        np.add.accumulate(src, axis, accumulate_dtype(src.dtype), dst)
 
 
-def _torch_path(src, dst, axis, exclusive, accumulate_dtype):
+def _torch_path(src, dst, axis, exclusive):
     if exclusive:  # src and dst do not overlap here
         dst[:, 0] = 0
         src, dst = src[:, :-1], dst[:, 1:]
@@ -171,19 +171,19 @@ def _numpy_rows_block(view):
         _add(previous, row, row)
 
 
-def _lanes_path(src, dst, axis, exclusive, accumulate_dtype):
+def _lanes_path(src, dst, axis, exclusive):
     """torch.cumsum over cache-sized copies of the lanes; the buffer keeps the data's own dtype where whole
     lanes fit it (no carry) and torch accumulates that dtype as we do."""
     tiles = _tiles(*src.shape)
     whole_lanes = src[tiles[0][0], :, tiles[0][1]].size <= tuning.BUFFER_ELEMENTS
     exact = src.dtype == dst.dtype and src.dtype in EXACT_DTYPES
-    _through_buffer(src, dst, tiles, exclusive, src.dtype if whole_lanes and exact else accumulate_dtype,
+    _through_buffer(src, dst, tiles, exclusive, src.dtype if whole_lanes and exact else accumulate_dtype(src.dtype),
                     _torch_block)
 
 
-def _rows_path(src, dst, axis, exclusive, accumulate_dtype):
+def _rows_path(src, dst, axis, exclusive):
     """numpy's vectorised row adds over cache-sized copies of the rows, in the accumulation dtype."""
-    _through_buffer(src, dst, _tiles(*src.shape), exclusive, accumulate_dtype, _numpy_rows_block)
+    _through_buffer(src, dst, _tiles(*src.shape), exclusive, accumulate_dtype(src.dtype), _numpy_rows_block)
 
 
 _PATHS = {
