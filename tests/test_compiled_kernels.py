@@ -347,15 +347,15 @@ def test_ops_make_their_planned_call(accelerator, clean_workspace, torch_scan, s
     if dtype != np.int64:
         x.reshape(-1)[::7] = 1.0  # ties: the later index
         x.reshape(-1)[::97] = np.nan
-    kernel = registered_scan(scan)
-    found = plan(kernel.kernel, shape, dtype, axis)
-    spec = ScanSpec(kernel.op_name, axis)
-    assert (kernel.direct(spec, kernel.plan(spec, x), x) is not None) is found.direct
+    entry = registered_scan(scan)
+    found = plan(entry.kernel, shape, dtype, axis)
+    spec = ScanSpec(entry.op_name, axis)
+    assert (entry.direct(spec, entry.plan(spec, x), x) is not None) is found.direct
     taken = record_paths(monkeypatch)
     workspace.FeedBlob("direct_x", x)
     net = core.Net("family_direct")
-    outputs = ["direct_v", "direct_i"] if len(kernel.outputs) > 1 else ["direct_v"]
-    getattr(net, kernel.op_name)("direct_x", outputs, axis=axis)
+    outputs = ["direct_v", "direct_i"] if len(entry.outputs) > 1 else ["direct_v"]
+    getattr(net, entry.op_name)("direct_x", outputs, axis=axis)
     workspace.CreateNet(net)
     expected = torch_scan(torch.from_numpy(x), axis, scan=scan)
     for _ in range(2):  # the second run takes the call the first one remembered

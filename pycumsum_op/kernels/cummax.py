@@ -123,7 +123,7 @@ def _extremum_plan(kernel: ScanKernel, x: np.ndarray, spec: ScanSpec, plan: Scan
 
 def _extremum_direct(kernel: ScanKernel, torch_scan: Callable, maximum: bool, spec: ScanSpec, plan: ScanPlan,
                      x: np.ndarray):
-    """The one call ``_extremum_forward(kernel, torch_scan, maximum, x, spec, out, plan)`` amounts to for a
+    """The one call ``_extremum_forward(kernel, x, spec, out, plan)`` amounts to for a
     C-contiguous ``x`` and separate C-contiguous outputs where its plan is one call (the accelerator's loop, or
     torch's scan), else None (reversed scans, dtypes torch scans in another: the kernel's compute dtypes). The
     function found takes a torch tensor viewing x, the (values, indices) tensors and the axis."""

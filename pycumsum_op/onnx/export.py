@@ -141,7 +141,7 @@ def cumsum_params(op, opset: int) -> dict:
     if info.builder != _SCAN_FORWARD:
         raise ValueError("{}: built by {}, which has no ONNX form".format(_op_label(op), info.builder))
     params = builder_params(info.args, info.kwargs)  # verify_net checked them against the builders
-    defaults = builder_params(("cumsum",), {})
+    defaults = builder_params((params["scan"],), {})
     known = {"scan", "axis", "exclusive", "reverse", "dtype", "axis_input"}
     other = {name: value for name, value in params.items() if name not in known and value != defaults[name]}
     entry = registered_scan(params["scan"], _op_label(op))
