@@ -28,7 +28,9 @@ import nets
 import sweep
 import timing
 from pycumsum_op.kernels import compiled, engine
-from pycumsum_op.kernels.plan import LOOPS, plan
+from pycumsum_op.kernels.cumsum import KERNEL as CUMSUM
+from pycumsum_op.kernels.plan import plan
+from pycumsum_op.scans import scan as registered_scan
 from timing import median, table
 
 CLASSES = ("1-D", "last axis, many rows", "last axis, few rows", "non-last axes")
@@ -102,7 +104,7 @@ def time_cumsum(shape, axis, dtype, budget_s, statistic=median, clock=time.perf_
         candidates["pycumsum_forward_backward" + suffix] = switched(nets.pycumsum(axis, backward=True), on)
     if shape_class(shape, axis) != "1-D":  # the memory floor: a scan with cold caches is close to a copy
         candidates["copy"] = nets.copy()
-    call = engine.direct_call(plan("cumsum", x.shape, x.dtype, axis % x.ndim, accelerator=True))  # as PyCumSum makes it
+    call = engine.direct_call(plan(CUMSUM, x.shape, x.dtype, axis % x.ndim, accelerator=True))  # as PyCumSum makes it
     if call is not None:  # the accelerator's loop makes torch's call when switched off: switched on for it
         candidates["floor"] = switched(nets.python_floor(axis, call), True if accelerated else None)
     os.environ[compiled.SWITCH] = "1"
@@ -124,7 +126,9 @@ def time_family(scan, shape, axis, dtype, budget_s, statistic=median, clock=time
     x, _ = nets.feed(shape, 0.99, 1.01, dtype=dtype)
     candidates = {"torch_forward": nets.torch_family_forward(scan, x, axis)}
     os.environ[compiled.SWITCH] = "1"
-    accelerated = compiled.installed() and plan(scan, x.shape, x.dtype, axis % x.ndim, accelerator=True).path == "compiled"
+    kernel = registered_scan(scan).kernel
+    accelerated = compiled.installed() and plan(kernel, x.shape, x.dtype, axis % x.ndim,
+                                                accelerator=True).path == "compiled"
     for on in (True, False) if accelerated else (None,):
         candidates["forward" if on is not False else "forward_plain"] = switched(nets.family(scan, axis), on)
     os.environ[compiled.SWITCH] = "1"
@@ -189,7 +193,7 @@ def summary(result, state):
             ours = [entry for entry in family if entry["scan"] == scan]
             row[scan] = _stats(_ratios(ours, state, "forward", "torch_forward"))
             row[scan + "_plain"] = _stats(_ratios(ours, state, "forward_plain", "torch_forward"))
-            if LOOPS[scan] and ours:  # the scans whose accelerated loop is torch's bit for bit
+            if registered_scan(scan).kernel.loop and ours:  # the scans whose accelerated loop is torch's bit for bit
                 checks.append(("{}: {} forward median <= {}x, worst <= {}x torch ({})".format(
                     name, scan, medium, worst, state),
                                row[scan][0] <= medium and row[scan][1] <= worst,

@@ -31,13 +31,15 @@ import torch
 
 import timing
 from pycumsum_op.commands._common import whole_number
-from pycumsum_op.kernels import compiled, engine, tuning
+from pycumsum_op.kernels import compiled, cummax, cumprod, cumsum, engine, tuning
 from pycumsum_op.kernels.plan import plan
 from timing import table
 
 MIN_SIZE, MAX_SIZE = 1 << 16, 1 << 22
 #: (loop, widths): the chains of sums and products take rows of 1-15 lanes, cummax's rows of 4-7.
 LOOPS = (("sum", tuple(range(1, 16))), ("product", tuple(range(1, 16))), ("extremum", (4, 5, 6, 7)))
+#: loop -> a kernel that takes it (cummax for the extremum loop).
+KERNELS = {kernel.loop: kernel for kernel in (cumsum.KERNEL, cumprod.KERNEL, cummax.CUMMAX)}
 
 
 def _log_uniform(rng, low, high):
@@ -64,9 +66,9 @@ def draw(seed, count):
 def _calls(loop, x):
     """({name: callable}, whether the engine takes the accelerator) for one case: torch's call, the engine's choice
     (`plan.plan`, which the scans ask), the accelerator's loop alone (the planned variant)."""
-    found = plan({"sum": "cumsum", "product": "cumprod", "extremum": "cummax"}[loop], x.shape, x.dtype, 1,
-                 accelerator=True)
-    taken, chains = found.path == "compiled", found.variant in ("chains of four", "one chain")
+    kernel = KERNELS[loop]
+    found = plan(kernel, x.shape, x.dtype, 1, accelerator=True)
+    taken, chains = found.path == "compiled", found.chains
     if loop == "extremum":
         values, indices = torch.empty_like(torch.from_numpy(x)), torch.empty(x.shape, dtype=torch.int64)
         tensor = torch.from_numpy(x)
@@ -78,12 +80,11 @@ def _calls(loop, x):
             torch.cummax(tensor, 1, out=(values, indices))
     else:
         out = np.empty_like(x)
-        operation = compiled.PRODUCT if loop == "product" else compiled.SUM
         source, target = torch.from_numpy(x), torch.from_numpy(out)
         scan = engine.torch_product if loop == "product" else engine.torch_scan
 
         def accelerator():
-            compiled.scan_rows(x, out, operation, False, False, chains)
+            compiled.scan_rows(x, out, kernel, False, False, chains)
 
         def torch_call():
             scan(source, target, 1)

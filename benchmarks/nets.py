@@ -12,6 +12,7 @@ from caffe2.python import core, workspace
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op.idioms import add_sparse_lengths_cumsum
 from pycumsum_op.kernels import engine
+from pycumsum_op.kernels.cumsum import KERNEL as CUMSUM
 from pycumsum_op.kernels.plan import plan
 
 X, GRAD_Y = "bench_x", "bench_y_grad"
@@ -158,7 +159,7 @@ def numpy_forward(x, axis):
 
 def paths(x, axis):
     """The engine paths PyCumSum takes for x along axis: forward, backward (a reverse scan)."""
-    return tuple(plan("cumsum", x.shape, x.dtype, axis % x.ndim, reverse=reverse).path for reverse in (False, True))
+    return tuple(plan(CUMSUM, x.shape, x.dtype, axis % x.ndim, reverse=reverse).path for reverse in (False, True))
 
 
 def lowered(axis, target, backward=False):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from pycumsum_op.kernels import compiled, tuning
+from pycumsum_op.kernels.cumsum import KERNEL as CUMSUM
 from pycumsum_op.kernels.plan import APART, SAME, plan
 
 #: The tests of the compiled paths: the `fast` extra installs numba 0.56.4 on CPython >= 3.7 only.
@@ -79,13 +80,13 @@ def forward_path(dtype, shape, axis, exclusive, reverse, seed=None, accelerated=
     """The path a PyCumSum forward takes (its result dtype is torch's: int64 for integers, which it casts into
     the output first and scans there in place)."""
     result = dtype if dtype.kind == "f" else np.dtype(np.int64)
-    return plan("cumsum", shape, result, axis % len(shape), exclusive, reverse, sharing=APART if result == dtype
+    return plan(CUMSUM, shape, result, axis % len(shape), exclusive, reverse, sharing=APART if result == dtype
                 else SAME, accelerator=accelerated).path
 
 
 def backward_path(dtype, shape, axis, exclusive, reverse, seed=None, accelerated=True):
     """The path the gradient of a float PyCumSum takes: the reverse scan of the output gradient."""
-    return plan("cumsum", shape, dtype, axis % len(shape), exclusive, not reverse, accelerator=accelerated).path
+    return plan(CUMSUM, shape, dtype, axis % len(shape), exclusive, not reverse, accelerator=accelerated).path
 
 
 def record_paths(monkeypatch) -> list:

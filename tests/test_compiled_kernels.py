@@ -22,7 +22,10 @@ from hypothesis import example, given, settings
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine, tuning
-from pycumsum_op.kernels.plan import SAME, plan
+from pycumsum_op.kernels.cumprod import KERNEL as CUMPROD
+from pycumsum_op.kernels.cumsum import KERNEL as CUMSUM
+from pycumsum_op.kernels import plan as plan_module
+from pycumsum_op.kernels.plan import SAME, plan, planned
 from pycumsum_op.scans import scan as registered_scan
 from pycumsum_op.torch_versions import has
 from engine_support import NEEDS_NUMBA, record_paths
@@ -93,16 +96,16 @@ EDGE_ROWS = [(1, 1), (1, 2), (1, 3), (1, 4), (5, 1), (3, 2), (2, 3), (5, 3), (2,
 
 @st.composite
 def kernel_cases(draw):
-    """(operation, dtype, outer, length, inner, exclusive, reverse, in_place, contiguous, chains, block)."""
+    """(kernel, dtype, outer, length, inner, exclusive, reverse, in_place, contiguous, chains, block)."""
     contiguous = draw(st.booleans())
-    return (draw(st.sampled_from([compiled.SUM, compiled.PRODUCT])), draw(st.sampled_from(DTYPES)),
+    return (draw(st.sampled_from([CUMSUM, CUMPROD])), draw(st.sampled_from(DTYPES)),
             draw(st.integers(1, 6)), draw(st.one_of(st.integers(1, 40), st.just(301))),
             draw(st.one_of(st.integers(1, 17), st.integers(18, 70))), draw(st.booleans()), draw(st.booleans()),
             draw(st.booleans()), contiguous, contiguous and draw(st.booleans()), draw(st.sampled_from([3, 1024])))
 
 
-def check_scan_rows(operation, dtype, outer, length, inner, exclusive, reverse, in_place, contiguous, chains, block):
-    make = factors if operation == compiled.PRODUCT else values
+def check_scan_rows(kernel, dtype, outer, length, inner, exclusive, reverse, in_place, contiguous, chains, block):
+    make = factors if kernel is CUMPROD else values
     x = make((outer, length, inner if contiguous else 2 * inner), dtype, seed=outer * 1000 + length * 10 + inner)
     target = x.copy() if in_place else np.empty_like(x)
     source = target if in_place else x
@@ -110,8 +113,8 @@ def check_scan_rows(operation, dtype, outer, length, inner, exclusive, reverse, 
         source, target, x = source[:, :, ::2], target[:, :, ::2], x[:, :, ::2]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(tuning, "COMPILED_BLOCK", block)
-        compiled.scan_rows(source, target, operation, exclusive, reverse, chains)
-    scan, identity = (torch.cumprod, 1) if operation == compiled.PRODUCT else (torch.cumsum, 0)
+        compiled.scan_rows(source, target, kernel, exclusive, reverse, chains)
+    scan, identity = (torch.cumprod, 1) if kernel is CUMPROD else (torch.cumsum, 0)
     expected = oracle(x, 1, exclusive, reverse, scan, identity)
     assert_same(target, expected.astype(x.dtype))  # torch scans int32 into int64
 
@@ -119,8 +122,8 @@ def check_scan_rows(operation, dtype, outer, length, inner, exclusive, reverse, 
 @NEEDS_NUMBA
 @settings(max_examples=120)
 @given(case=kernel_cases())
-@example(case=(compiled.SUM, np.float64, 1, 301, 1, True, True, True, True, True, 1024))  # one chain, in place
-@example(case=(compiled.PRODUCT, np.int64, 5, 40, 3, False, True, False, False, False, 3))  # gaps, blocks of 3
+@example(case=(CUMSUM, np.float64, 1, 301, 1, True, True, True, True, True, 1024))  # one chain, in place
+@example(case=(CUMPROD, np.int64, 5, 40, 3, False, True, False, False, False, 3))  # gaps, blocks of 3
 def test_scan_rows_are_torchs(case):
     check_scan_rows(*case)
 
@@ -130,11 +133,11 @@ def test_scan_rows_are_torchs(case):
 def test_scan_rows_edges(outer, inner):
     """Each named edge by both loops, every flag, sums and products, in place and not."""
     for exclusive, reverse in FLAGS:
-        for operation, dtype, in_place, chains in [(compiled.SUM, np.float32, False, True),
-                                                    (compiled.SUM, np.int64, True, True),
-                                                    (compiled.PRODUCT, np.float64, True, True),
-                                                    (compiled.SUM, np.float64, False, False)]:
-            check_scan_rows(operation, dtype, outer, 37, inner, exclusive, reverse, in_place, True, chains, 3)
+        for kernel, dtype, in_place, chains in [(CUMSUM, np.float32, False, True),
+                                                (CUMSUM, np.int64, True, True),
+                                                (CUMPROD, np.float64, True, True),
+                                                (CUMSUM, np.float64, False, False)]:
+            check_scan_rows(kernel, dtype, outer, 37, inner, exclusive, reverse, in_place, True, chains, 3)
 
 
 @NEEDS_NUMBA
@@ -144,7 +147,7 @@ def test_float32_sums_are_taken_in_float64():
     x = np.array([[1e8] * 3] + [[1.0] * 3] * 99, np.float32)
     for chains in (True, False):
         y = np.empty_like(x)
-        compiled.scan_rows(x[None], y[None], compiled.SUM, False, False, chains)
+        compiled.scan_rows(x[None], y[None], CUMSUM, False, False, chains)
         assert_same(y, torch.cumsum(torch.from_numpy(x), 0).numpy())
         assert y[-1, 0] == np.float32(1e8 + 99)
 
@@ -258,7 +261,7 @@ def test_the_path_table(accelerator, case, monkeypatch):
     gives torch's bits."""
     name, shape, axis, dtype, exclusive, reverse, in_place, (on, variant), off = case
     sharing = SAME if in_place else "apart"
-    found = plan(name, shape, dtype, axis, exclusive, reverse, sharing=sharing)
+    found = plan(registered_scan(name).kernel, shape, dtype, axis, exclusive, reverse, sharing=sharing)
     assert (found.path, found.variant if accelerator else "") == ((on, variant) if accelerator else (off, ""))
     x = (factors if name == "cumprod" else values)(shape, dtype)
     if name == "logcumsumexp":
@@ -281,7 +284,7 @@ def test_the_planned_path_is_the_path_run(rank, data, dtype, exclusive, reverse,
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(compiled.SWITCH, "1" if accelerated else "0")
         taken = record_paths(patch)
-        found = plan("cumsum", shape, dtype, axis, exclusive, reverse)
+        found = plan(CUMSUM, shape, dtype, axis, exclusive, reverse)
         actual = cumsum_forward(x, ScanSpec("PyCumSum", axis, exclusive, reverse))
     assert taken == [found.path]
     assert_same(actual, oracle(x, axis, exclusive, reverse))
@@ -312,7 +315,7 @@ def test_caffe2_op_forward_and_gradient(accelerator, shape, axis, exclusive, rev
     grad_y = rng.standard_normal(shape).astype(np.float32)
     taken = record_paths(monkeypatch)
     y, grad_x = run_op(x, grad_y, axis, exclusive, reverse)
-    assert taken == [plan("cumsum", shape, np.float32, axis, exclusive, r).path for r in (reverse, not reverse)]
+    assert taken == [plan(CUMSUM, shape, np.float32, axis, exclusive, r).path for r in (reverse, not reverse)]
     tx = torch.from_numpy(x).requires_grad_()
     shifted = tx.flip(axis) if reverse else tx
     expected = torch.cumsum(shifted, axis)
@@ -344,15 +347,15 @@ def test_ops_make_their_planned_call(accelerator, clean_workspace, torch_scan, s
     if dtype != np.int64:
         x.reshape(-1)[::7] = 1.0  # ties: the later index
         x.reshape(-1)[::97] = np.nan
-    kernel = registered_scan(scan)
-    found = plan(scan, shape, dtype, axis)
-    spec = ScanSpec(kernel.op_name, axis)
-    assert (kernel.direct(spec, kernel.plan(spec, x), x) is not None) is found.direct
+    entry = registered_scan(scan)
+    found = plan(entry.kernel, shape, dtype, axis)
+    spec = ScanSpec(entry.op_name, axis)
+    assert (entry.direct(spec, entry.plan(spec, x), x) is not None) is found.direct
     taken = record_paths(monkeypatch)
     workspace.FeedBlob("direct_x", x)
     net = core.Net("family_direct")
-    outputs = ["direct_v", "direct_i"] if len(kernel.outputs) > 1 else ["direct_v"]
-    getattr(net, kernel.op_name)("direct_x", outputs, axis=axis)
+    outputs = ["direct_v", "direct_i"] if len(entry.outputs) > 1 else ["direct_v"]
+    getattr(net, entry.op_name)("direct_x", outputs, axis=axis)
     workspace.CreateNet(net)
     expected = torch_scan(torch.from_numpy(x), axis, scan=scan)
     for _ in range(2):  # the second run takes the call the first one remembered
@@ -394,25 +397,24 @@ def test_the_op_keeps_the_route_of_each_shape(clean_workspace, torch_scan, scan,
     monkeypatch.setenv(compiled.SWITCH, "0")
     kernel = registered_scan(scan)
     asked = []
-    module = sys.modules[kernel.forward.__module__]
-    monkeypatch.setattr(module, "kernel_plan", lambda *args, **kwargs: asked.append(args[1]) or plan(*args, **kwargs))
+    monkeypatch.setattr(plan_module, "planned", lambda *args: asked.append(args[1]) or planned(*args))
     net = core.Net("kept_routes")
     outputs = ["kept_v", "kept_i"][:len(kernel.outputs)]
     getattr(net, kernel.op_name)("kept_x", outputs, axis=0, reverse=True)
     workspace.FeedBlob("kept_x", np.zeros((3, 2), np.float32))
     workspace.CreateNet(net)
-    planned = []  # per run: whether the planner was asked
+    planning = []  # per run: whether the planner was asked
     for seed, shape, dtype in [(1, (3, 2), np.float32), (2, (3, 2), np.float32), (3, (5,), np.float32),
                                (4, (3, 2), np.float64), (5, (5,), np.float32), (6, (3, 2), np.float32)]:
         x = values(shape, dtype, seed)
         workspace.FeedBlob("kept_x", x)
         before = len(asked)
         workspace.RunNet(net.Proto().name)
-        planned.append(len(asked) > before)
+        planning.append(len(asked) > before)
         expected = torch_scan(torch.from_numpy(x), 0, reverse=True, scan=scan)
         for name, want in zip(outputs, expected if len(outputs) > 1 else [expected]):
             assert_same(workspace.FetchBlob(name), want.numpy())
-    assert planned == [True, False, True, True, False, False]
+    assert planning == [True, False, True, True, False, False]
 
 
 @NEEDS_NUMBA
@@ -421,7 +423,7 @@ def test_turning_the_accelerator_off_takes_effect_at_once(clean_workspace, monke
     the switch says off."""
     monkeypatch.setenv(compiled.SWITCH, "1")
     shape = (tuning.SMALL_SIZE // tuning.COMPILED_NARROW, tuning.COMPILED_NARROW)
-    assert plan("cumsum", shape, np.float32, 0, reverse=True).path == "compiled"
+    assert plan(CUMSUM, shape, np.float32, 0, reverse=True).path == "compiled"
     taken = record_paths(monkeypatch)
     net = core.Net("switched_off")
     net.PyCumSum("switch_x", "switch_y", axis=0, reverse=True)
@@ -497,9 +499,10 @@ def test_an_unwritable_cache_compiles_in_memory(tmp_path):
     env.pop(compiled.SWITCH, None)
     code = ("import numpy as np\n"
             "from pycumsum_op.kernels import ScanSpec, cumsum_forward\n"
+            "from pycumsum_op.kernels.cumsum import KERNEL\n"
             "from pycumsum_op.kernels.plan import plan\n"
             "x = np.ones((1000, 200), np.float32)\n"
-            "print(plan('cumsum', x.shape, x.dtype, 0).path, cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, 0])\n")
+            "print(plan(KERNEL, x.shape, x.dtype, 0).path, cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, 0])\n")
     assert python(code, env) == "compiled 1000.0\n"
 
 
@@ -508,7 +511,7 @@ def test_the_switch_turns_the_accelerator_off(monkeypatch, setting):
     monkeypatch.setenv(compiled.SWITCH, setting)
     assert not compiled.enabled()
     assert compiled.status() == "off: turned off by {}={}".format(compiled.SWITCH, setting)
-    assert plan("cumsum", (1000, 200), np.float32, 0).path != "compiled"
+    assert plan(CUMSUM, (1000, 200), np.float32, 0).path != "compiled"
 
 
 def test_a_broken_numba_counts_as_none(tmp_path):
@@ -520,9 +523,10 @@ def test_a_broken_numba_counts_as_none(tmp_path):
     env.pop(compiled.SWITCH, None)
     code = ("import numpy as np\n"
             "from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward\n"
+            "from pycumsum_op.kernels.cumsum import KERNEL\n"
             "from pycumsum_op.kernels.plan import plan\n"
             "x = np.ones((2000, 200), np.float32)\n"
-            "print(compiled.enabled(), plan('cumsum', x.shape, x.dtype, 0).path,\n"
+            "print(compiled.enabled(), plan(KERNEL, x.shape, x.dtype, 0).path,\n"
             "      cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, 0])\n"
             "print(compiled.status())\n")
     assert python(code, env) == ("False lanes 2000.0\n"

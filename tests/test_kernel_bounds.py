@@ -13,6 +13,8 @@ CHILD = r"""
 import numpy as np, torch
 from numba.core import config
 from pycumsum_op.kernels import compiled, tuning
+from pycumsum_op.kernels.cumprod import KERNEL as CUMPROD
+from pycumsum_op.kernels.cumsum import KERNEL as CUMSUM
 assert config.BOUNDSCHECK == 1
 tuning.COMPILED_BLOCK = 3
 
@@ -28,17 +30,17 @@ runs = 0
 for dtype in (np.float64,):  # the loops' code is the same for every dtype
     for outer, length, inner in [(1, 5, 1), (2, 4, 1), (5, 3, 1), (1, 6, 3), (2, 5, 3), (3, 2, 5), (1, 3, 8)]:
         x = (np.arange(outer * length * inner) % 5 - 2).astype(dtype).reshape(outer, length, inner)
-        for operation in (compiled.SUM, compiled.PRODUCT):
+        for kernel in (CUMSUM, CUMPROD):
             for exclusive in (False, True):
                 for reverse in (False, True):
                     for chains, in_place in ((True, False), (True, True), (False, False), (False, True)):
                         y = x.copy() if in_place else np.empty_like(x)
-                        compiled.scan_rows(y if in_place else x, y, operation, exclusive, reverse, chains)
-                        assert np.array_equal(y, oracle(x, exclusive, reverse, operation == compiled.PRODUCT))
+                        compiled.scan_rows(y if in_place else x, y, kernel, exclusive, reverse, chains)
+                        assert np.array_equal(y, oracle(x, exclusive, reverse, kernel is CUMPROD))
                         runs += 1
         wide = np.concatenate([x, x], 2)[:, :, ::2]  # a view with gaps: the row loops
         y = np.empty_like(wide)
-        compiled.scan_rows(wide, y, compiled.SUM, False, True, False)
+        compiled.scan_rows(wide, y, CUMSUM, False, True, False)
         assert np.array_equal(y, oracle(wide, False, True, False))
         for maximum in (True, False):
             for chains in (True, False):

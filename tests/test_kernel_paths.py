@@ -17,6 +17,7 @@ from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op.kernels import ScanSpec, compiled, cumsum_backward, cumsum_forward, engine, tuning
+from pycumsum_op.kernels.cumsum import KERNEL as CUMSUM
 from pycumsum_op.kernels.plan import APART, SAME, plan
 from pycumsum_op.torch_versions import has
 
@@ -135,7 +136,7 @@ def test_each_path_matches_torch(tiny_blocks, paths_taken, shape, axis, dtype, f
     # a shifted scan in place would make torch read what it wrote: the blocked path takes it
     path = reverse_path if reverse or (exclusive and in_place) else forward_path
     normalised = axis % len(shape)
-    assert plan("cumsum", shape, dtype, normalised, exclusive, reverse, sharing=SAME if in_place else APART).path == path
+    assert plan(CUMSUM, shape, dtype, normalised, exclusive, reverse, sharing=SAME if in_place else APART).path == path
     expected = oracle(x, normalised, exclusive, reverse, dtype=dtype)
     actual = run_kernel(x.copy() if in_place else x, axis, exclusive, reverse, in_place=in_place, dtype=dtype)
     assert paths_taken == [path]
@@ -386,7 +387,7 @@ def test_caffe2_op_rechecks_when_the_input_dtype_or_rank_changes():
                                          ((80, 44, 28), 2)])
 def test_caffe2_op_direct_call_is_torchs(paths_taken, shape, axis, dtype):
     """Where the plan is torch's one call, the op's forward is one torch.cumsum between the blobs: torch's bits."""
-    assert engine.direct_call(plan("cumsum", shape, dtype, axis)) is engine.torch_scan
+    assert engine.direct_call(plan(CUMSUM, shape, dtype, axis)) is engine.torch_scan
     workspace.ResetWorkspace()
     net = core.Net("kernel_paths_direct")
     net.PyCumSum("kp_x", "kp_y", axis=axis)

@@ -2,14 +2,18 @@
 API and the brew helper, its gradient, save_net / load_net / verify_net, and lowering where a target can
 express it (else the entry's refusal reason in the LoweringError) — against torch as the oracle.
 
-Two scans are registered, each with its own numpy kernels written below:
+Three scans are registered, each with its own kernels written below:
 
 - ``cummean`` (``PyCumMean``): the running mean along an axis (``reverse`` too); no ATen or portable form,
   so lowering and ONNX export refuse it with the entry's reasons.
 - ``runningsum`` (``PyRunningSum``): a plain running sum, declared with the ATen operator ``cumsum`` and
   the portable ``Add`` form, so both targets lower it (and its gradient op) from the entry alone.
+- ``runningproduct`` (``PyRunningProduct``): a planned scan with the accelerator's product loop, its kernel facts
+  (`ScanKernel`: identity, loop, compute dtypes, runner) declared here with its entry; the planner, `explain`, the
+  op's kept routes and the ATen lowering follow from them.
 """
 import contextlib
+import functools
 import re
 
 import numpy as np
@@ -19,10 +23,12 @@ from caffe2.python import brew, core, gradient_checker, model_helper, workspace
 
 import pycumsum_op
 from pycumsum_op import scans
-from pycumsum_op.kernels import DtypeRule, ScanArgumentError
-from pycumsum_op.kernels.spec import backward_plan_and_out
+from pycumsum_op.kernels import DtypeRule, ScanArgumentError, compiled
+from pycumsum_op.kernels.spec import PRODUCT_LOOP, ScanKernel, backward_plan_and_out
+from pycumsum_op.kernels.torch_scans import forward_route, run_forward, runner
 from pycumsum_op.ops import add_scan_op, scan_function
 from pycumsum_op.scans import AtenForm, PortableForm, Refused, Scan, aten_backward
+from engine_support import NEEDS_NUMBA, record_paths
 from onnx_support import needs_onnx_backend
 
 FLOATING = DtypeRule((np.dtype(np.float32), np.dtype(np.float64)), integers_to_int64=False)
@@ -86,6 +92,42 @@ RUNNING_SUM = Scan(
     portable=PortableForm("Add", blocked=True))
 
 
+def torch_running_product(t, axis, reverse=False, exclusive=False):
+    lanes = t.flip(axis) if reverse else t
+    if exclusive:
+        lanes = torch.cat([torch.ones_like(lanes.narrow(axis, 0, 1)), lanes.narrow(axis, 0, lanes.shape[axis] - 1)],
+                          axis)
+    products = lanes.cumprod(axis)
+    return products.flip(axis) if reverse else products
+
+
+def running_product_backward(grad_y, x, spec, out=None, plan=None):
+    """torch autograd's gradient of the scan (the plumbing is under test here, not this kernel)."""
+    plan, out = backward_plan_and_out(spec, grad_y, x, out, plan)
+    t = torch.from_numpy(np.array(x, np.float64, ndmin=1)).requires_grad_()
+    torch_running_product(t, plan.axis, spec.reverse, spec.exclusive).backward(
+        torch.from_numpy(np.array(grad_y, np.float64, ndmin=1)))
+    out[...] = t.grad.numpy().reshape(out.shape)
+    return out
+
+
+#: Its kernel's facts: what an exclusive scan starts with, the accelerator's loop, the dtypes torch scans in,
+#: and how a route runs (torch.cumprod, or the accelerator's product loop where the route takes it).
+RUNNING_PRODUCT_KERNEL = ScanKernel(
+    "runningproduct", identity=1.0, loop=PRODUCT_LOOP,
+    compute=((np.dtype(np.float16), np.dtype(np.float64)), (np.dtype(np.int32), np.dtype(np.int64))),
+    run=runner(torch.cumprod))
+RUNNING_PRODUCT = Scan(
+    "runningproduct", "PyRunningProduct", functools.partial(run_forward, RUNNING_PRODUCT_KERNEL, DtypeRule()),
+    running_product_backward,
+    doc="Append ``blob_out`` = the running product of ``blob_in`` along ``axis``; returns the output BlobReference.",
+    saves=("input",), dtypes=DtypeRule(), kernel=RUNNING_PRODUCT_KERNEL,
+    plans=functools.partial(forward_route, RUNNING_PRODUCT_KERNEL),
+    aten=AtenForm("cumprod", needs=None, backward=aten_backward.cumprod_backward,
+                  backward_needs="aten cumprod_backward(grad, input)"),
+    portable=Refused("no exact portable product is declared"))
+
+
 def torch_cummean(t, axis, reverse=False):
     lanes = t.flip(axis) if reverse else t
     counts = torch.arange(1, lanes.shape[axis] + 1, dtype=t.dtype).reshape((-1,) + (1,) * (t.dim() - axis % t.dim() - 1))
@@ -97,7 +139,7 @@ def torch_running_sum(t, axis, reverse=False):
     return t.flip(axis).cumsum(axis).flip(axis) if reverse else t.cumsum(axis)
 
 
-ORACLES = {"cummean": torch_cummean, "runningsum": torch_running_sum}
+ORACLES = {"cummean": torch_cummean, "runningsum": torch_running_sum, "runningproduct": torch_running_product}
 
 
 @contextlib.contextmanager
@@ -115,18 +157,18 @@ def registered(*entries):
 
 @pytest.fixture
 def new_scans(clean_workspace):
-    with registered(CUMMEAN, RUNNING_SUM):
+    with registered(CUMMEAN, RUNNING_SUM, RUNNING_PRODUCT):
         yield
-    for entry in (CUMMEAN, RUNNING_SUM):  # the registration is gone without a trace
+    for entry in (CUMMEAN, RUNNING_SUM, RUNNING_PRODUCT):  # the registration is gone without a trace
         assert entry.name not in scans.SCANS and not hasattr(core.Net, entry.op_name)
         assert not hasattr(pycumsum_op, entry.name)
         assert not brew.has_helper(entry.name)
 
 
-def gradient_net(name, op_name, x, axis, reverse, weights):
+def gradient_net(name, op_name, x, axis, weights, **flags):
     """``op(x)`` with its gradient op, ``weights`` the output's gradient; runs it, returns (net, y, x's gradient)."""
     net = core.Net(name)
-    getattr(net, op_name)("nx", "ny", axis=axis, reverse=reverse)
+    getattr(net, op_name)("nx", "ny", axis=axis, **flags)
     net.AddGradientOperators({"ny": "ny_grad_in"})
     net.AddExternalInput("ny_grad_in")
     workspace.FeedBlob("nx", x)
@@ -142,13 +184,14 @@ def torch_gradient(scan, x, axis, reverse, weights):
     return y.detach().numpy(), t.grad.numpy()
 
 
-@pytest.mark.parametrize("scan, op_name", [("cummean", "PyCumMean"), ("runningsum", "PyRunningSum")])
+@pytest.mark.parametrize("scan, op_name", [("cummean", "PyCumMean"), ("runningsum", "PyRunningSum"),
+                                           ("runningproduct", "PyRunningProduct")])
 @pytest.mark.parametrize("shape, axis, reverse", [((3, 5), 1, False), ((3, 5), 0, True), ((2, 3, 4), -2, True),
                                                   ((7,), 0, False), ((0, 3), 1, True)])
 def test_net_method_and_gradient_match_torch(new_scans, scan, op_name, shape, axis, reverse):
     rng = np.random.RandomState(3)
     x, weights = rng.uniform(-2, 2, shape), rng.uniform(-1, 1, shape)
-    _, y, grad_x = gradient_net("new_" + scan, op_name, x, axis, reverse, weights)
+    _, y, grad_x = gradient_net("new_" + scan, op_name, x, axis, weights, reverse=reverse)
     expected_y, expected_grad = torch_gradient(scan, x, axis, reverse, weights)
     np.testing.assert_allclose(y, expected_y, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(grad_x, expected_grad, rtol=1e-12, atol=1e-12)
@@ -275,7 +318,7 @@ def test_onnx_export_refuses_with_the_entrys_reason(new_scans):
 def test_a_scan_with_declared_forms_lowers_with_its_gradient(new_scans, target, reverse):
     rng = np.random.RandomState(8)
     x, weights = rng.uniform(-2, 2, (3, 40)).astype(np.float32), rng.uniform(-1, 1, (3, 40)).astype(np.float32)
-    net, _, _ = gradient_net("new_lowered_" + target, "PyRunningSum", x, 1, reverse, weights)
+    net, _, _ = gradient_net("new_lowered_" + target, "PyRunningSum", x, 1, weights, reverse=reverse)
     lowered = pycumsum_op.lower(net, target=target, shapes={"nx": x.shape}, dtypes={"nx": x.dtype})
     assert not any(op.type.startswith("Python") for op in lowered.op)
     if target == "aten":
@@ -301,3 +344,91 @@ def test_the_aten_gradient_of_a_scan_reads_its_entry(new_scans):
     workspace.FeedBlob("ay_grad_in", g)
     workspace.RunNetOnce(lowered)
     np.testing.assert_array_equal(workspace.FetchBlob("ax_grad"), torch_gradient("runningsum", x, 0, False, g)[1])
+
+
+# --- a planned scan with an accelerator loop: its kernel's facts are all the planner, explain and the op need
+
+FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusive, reverse)
+
+
+def signs(shape, seed):
+    """+-1 (products neither overflow nor round: every path gives the same bits) and weights for the gradient."""
+    rng = np.random.RandomState(seed)
+    return rng.choice([-1.0, 1.0], shape).astype(np.float32), rng.uniform(-1, 1, shape).astype(np.float32)
+
+
+def running_product_gradient(x, weights, axis, exclusive, reverse):
+    t = torch.from_numpy(x.astype(np.float64)).requires_grad_()
+    y = torch_running_product(t, axis, reverse, exclusive)
+    y.backward(torch.from_numpy(weights.astype(np.float64)))
+    return y.detach().numpy().astype(x.dtype), t.grad.numpy().astype(x.dtype)
+
+
+@pytest.mark.parametrize("accelerated", [pytest.param(True, marks=NEEDS_NUMBA), False],
+                         ids=["accelerated", "plain"])
+@pytest.mark.parametrize("exclusive, reverse", FLAGS)
+def test_a_planned_scan_runs_the_route_explain_names(new_scans, monkeypatch, accelerated, exclusive, reverse):
+    """The op runs the route its kernel's facts plan, the one `explain` names (the accelerator's product loop, else
+    torch's scan), on its first run and on a repeated one (the kept route); forward and gradient equal torch."""
+    monkeypatch.setenv(compiled.SWITCH, "1" if accelerated else "0")
+    shape = (2000, 64)  # rows of 64 lanes: the accelerator's row loops, where it is on
+    explained = pycumsum_op.explain(shape, 0, "float32", op="PyRunningProduct", exclusive=exclusive, reverse=reverse)
+    assert explained.plan.path == ("compiled" if accelerated else "torch")
+    assert explained.plain.variant == ("out=" if not (exclusive or reverse) else "staged")
+    taken = record_paths(monkeypatch)
+    for seed in (1, 2):
+        x, weights = signs(shape, seed)
+        _, y, grad_x = gradient_net("new_planned", "PyRunningProduct", x, 0, weights, exclusive=exclusive,
+                                    reverse=reverse)
+        expected_y, expected_grad = running_product_gradient(x, weights, 0, exclusive, reverse)
+        np.testing.assert_array_equal(y, expected_y)
+        np.testing.assert_allclose(grad_x, expected_grad, rtol=1e-5, atol=1e-5)
+    assert taken == ["compiled"] * (2 if accelerated else 0)
+
+
+def test_a_planned_scan_takes_its_compute_dtypes_and_dtype_rule(new_scans):
+    """int32 is multiplied in int64 (the kernel's compute dtypes) and given as int64 (the entry's dtype rule)."""
+    net = core.Net("new_planned_int")
+    net.PyRunningProduct("ix", "iy", axis=1, exclusive=True)
+    x = np.array([[2, 3, 4], [5, -1, 7]], np.int32)
+    workspace.FeedBlob("ix", x)
+    workspace.RunNetOnce(net)
+    np.testing.assert_array_equal(workspace.FetchBlob("iy"), np.array([[1, 2, 6], [1, 5, -5]], np.int64))
+
+
+@pytest.mark.parametrize("exclusive, reverse", FLAGS)
+def test_a_planned_scan_lowers_to_aten_with_its_gradient(new_scans, exclusive, reverse):
+    """The entry's ATen form, with its identity (from its kernel) where the lowering shifts an exclusive scan."""
+    x, weights = signs((3, 40), 9)
+    net, _, _ = gradient_net("new_planned_lowered", "PyRunningProduct", x, 1, weights, exclusive=exclusive,
+                             reverse=reverse)
+    lowered = pycumsum_op.lower(net, target="aten", shapes={"nx": x.shape}, dtypes={"nx": x.dtype})
+    assert not any(op.type.startswith("Python") for op in lowered.op)
+    for blob in ("ny", "nx_grad"):
+        workspace.FeedBlob(blob, np.full(x.shape, np.nan, np.float32))
+    workspace.RunNetOnce(lowered)
+    expected_y, expected_grad = running_product_gradient(x, weights, 1, exclusive, reverse)
+    np.testing.assert_array_equal(workspace.FetchBlob("ny"), expected_y)
+    np.testing.assert_allclose(workspace.FetchBlob("nx_grad"), expected_grad, rtol=1e-5, atol=1e-5)
+
+
+def test_a_planned_scan_saves_and_loads(new_scans, tmp_path):
+    net = core.Net("new_planned_saved")
+    net.PyRunningProduct("px", "py", axis=0, exclusive=True, reverse=True)
+    path = str(tmp_path / "runningproduct.pb")
+    pycumsum_op.save_net(net, path)
+    loaded = pycumsum_op.load_net(path)
+    assert len(pycumsum_op.verify_net(loaded)) == 1
+    x, _ = signs((2000, 64), 11)
+    workspace.FeedBlob("px", x)
+    workspace.RunNetOnce(loaded)
+    np.testing.assert_array_equal(workspace.FetchBlob("py"),
+                                  torch_running_product(torch.from_numpy(x), 0, True, True).numpy())
+
+
+def test_a_planned_scan_needs_its_kernel_and_runner():
+    with pytest.raises(ScanArgumentError, match=r"a planned scan states its kernel with the runner of its routes"):
+        scans.register(RUNNING_PRODUCT._replace(kernel=RUNNING_PRODUCT_KERNEL._replace(run=None)))
+    with pytest.raises(ScanArgumentError, match=r"a planned scan states its kernel"):
+        scans.register(RUNNING_PRODUCT._replace(kernel=None))
+    assert "runningproduct" not in scans.SCANS

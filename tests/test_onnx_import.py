@@ -130,7 +130,7 @@ def test_cumsum_in_a_subgraph_is_refused():
          [("cond", TensorProto.BOOL, []), ("x", TensorProto.FLOAT, [3]), ("axis", TensorProto.INT64, [])]],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
-    with pytest.raises(ValueError, match=r"CumSum inside subgraphs \(If > inner, If > inner\) is not supported"):
+    with pytest.raises(ValueError, match=r"scans inside subgraphs \(If > CumSum inner, If > CumSum inner\) are not supported"):
         pycumsum_op.onnx.prepare(model)
 
 

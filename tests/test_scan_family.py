@@ -176,8 +176,8 @@ def test_large_inputs_on_both_paths(scan, shape, axis, flags, torch_scan, clean_
     rng = np.random.RandomState(len(shape) + axis)
     x = rng.uniform(0.9, 1.1, shape).astype(np.float32)
     w = rng.standard_normal(shape).astype(np.float32)
-    found = plan(scan, shape, x.dtype, axis % len(shape), flags.get("exclusive", False), flags.get("reverse", False),
-                 accelerator=False)
+    found = plan(registered_scan(scan).kernel, shape, x.dtype, axis % len(shape), flags.get("exclusive", False),
+                 flags.get("reverse", False), accelerator=False)
     assert found.variant == ("out=" if not flags else "staged")
     outputs, grad_x = run_scan(scan, x, w, axis=axis, **flags)
     expected, reference = oracle(torch_scan, scan, x, w, axis=axis, **flags)

@@ -8,8 +8,8 @@ row, and each row of the result is the accumulator rounded to the output dtype. 
 is still combined element by element from its first element to its last, in the order torch
 uses, so the results are torch's bit for bit; only the order in which lanes advance differs.
 
-- `scan_rows(src, dst, operation, exclusive, reverse, chains)`: a running sum (``SUM``) or product
-  (``PRODUCT``) of 3-D views; ``exclusive`` shifts by one (the identity first), ``reverse``
+- `scan_rows(src, dst, kernel, exclusive, reverse, chains)`: the running sum or product (``kernel.loop``, a
+  `spec.ScanKernel`) of 3-D views; ``exclusive`` shifts by one (``kernel.identity`` first), ``reverse``
   walks each lane from its end. ``dst`` may be ``src`` itself (in place). By whole-row loops
   (`loops.sum_rows`, any view) or, ``chains``, four lanes at a time, each lane's running sum in a
   register (`loops.sum_chains`, C-contiguous views): the scan's plan (`plan.plan`) says which.
@@ -30,13 +30,12 @@ import threading
 import numpy as np
 
 from . import tuning
-from .spec import accumulate_dtype
+from .spec import PRODUCT_LOOP, accumulate_dtype
 
 #: The environment variable that turns the accelerator off ("0", "off", "false", "no").
 SWITCH = "PYCUMSUM_OP_ACCELERATOR"
 #: The environment variable naming the on-disk cache of compiled kernels.
 CACHE_VARIABLE = "PYCUMSUM_OP_CACHE_DIR"
-SUM, PRODUCT = 0, 1
 
 _OFF = ("0", "off", "false", "no")
 _lock = threading.Lock()
@@ -95,14 +94,14 @@ def cache_directory() -> str:
     return os.path.join(base, "pycumsum_op")
 
 
-def scan_rows(src: np.ndarray, dst: np.ndarray, operation: int, exclusive: bool, reverse: bool,
-              chains: bool) -> None:
-    """dst = the running sum or product of src along axis 1 of the 3-D (outer, length, inner) views: by the
-    chains (C-contiguous views, lane by lane) or the row loops, as the scan's plan says."""
+def scan_rows(src: np.ndarray, dst: np.ndarray, kernel, exclusive: bool, reverse: bool, chains: bool) -> None:
+    """dst = the running sum or product (``kernel``: a `spec.ScanKernel` with a sum or product loop) of src along
+    axis 1 of the 3-D (outer, length, inner) views: by the chains (C-contiguous views, lane by lane) or the row
+    loops, as the scan's plan says."""
     outer, length, inner = src.shape
     accumulator = ACCUMULATORS[src.dtype.kind]
-    product = operation == PRODUCT
-    identity = accumulator.type(1 if product else 0)
+    product = kernel.loop == PRODUCT_LOOP
+    identity = accumulator.type(kernel.identity)
     if chains:
         _loops().sum_chains(src.reshape(-1), dst.reshape(-1), outer, length, inner, identity, product, exclusive,
                             reverse)

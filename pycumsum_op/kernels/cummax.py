@@ -32,11 +32,10 @@ from . import compiled
 from .plan import APART, OVERLAP, SAME, Route, sharing, view_3d
 from .plan import plan as kernel_plan
 from .torch_scans import along, as_lanes, as_tensor, gradient_compute_dtype
-from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out, takes_lead_elementwise
+from .spec import (EXTREMUM_LOOP, DtypeRule, ScanKernel, ScanPlan, ScanSpec, backward_plan_and_out,
+                   takes_lead_elementwise)
 
-#: input dtype -> the dtype torch scans it in (exactly: every value is representable).
-COMPUTE_DTYPES = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.uint16): np.dtype(np.int32)}
-#: The input dtypes accepted (those Caffe2 blobs hold; torch scans every one of them, or its COMPUTE_DTYPES).
+#: The input dtypes accepted (those Caffe2 blobs hold; torch scans every one of them, or in its compute dtype).
 INPUT_DTYPES = tuple(np.dtype(t) for t in (np.bool_, np.uint8, np.int8, np.int16, np.uint16, np.int32, np.int64,
                                            np.float16, np.float32, np.float64))
 #: The dtype rule of cummax / cummin: any of `INPUT_DTYPES`; values keep the input's dtype.
@@ -67,61 +66,74 @@ TORCH_CUMMAX = torch.cummax if has("torch.cummax") else partial(sequential_extre
 TORCH_CUMMIN = torch.cummin if has("torch.cummax") else partial(sequential_extremum, False)
 
 
-def _extremum_forward(torch_scan: Callable, maximum: bool, x: np.ndarray, spec: ScanSpec,
+def _run_extremum(torch_scan: Callable, maximum: bool, route: Route, source: np.ndarray,
+                  out: Tuple[np.ndarray, np.ndarray]) -> None:
+    """cummax's / cummin's `ScanKernel.run`: ``route`` of the lanes ``source`` (the compute dtype) into ``out``
+    (values, indices)."""
+    axis, (values, indices) = route.axis, out
+    if route.reverse:  # scan the reversed lanes; write back through reversed views, indices counted from the end
+        source, values, indices = (np.flip(a, axis) for a in (source, values, indices))
+    if route.path == "compiled":  # the accelerator: whole rows compared at once, torch's rule in each lane
+        compiled.extremum_rows(view_3d(source, axis), view_3d(values, axis), view_3d(indices, axis), maximum,
+                               route.chains)
+    elif route.staged:
+        found_values, found_indices = torch_scan(as_tensor(source), axis)
+        np.copyto(values, found_values.numpy(), casting="unsafe")
+        np.copyto(indices, found_indices.numpy())
+    else:
+        torch_scan(as_tensor(source), axis, out=(torch.from_numpy(values), torch.from_numpy(indices)))
+    if route.reverse:
+        np.subtract(source.shape[axis] - 1, indices, out=indices)
+
+
+#: (input dtype, the dtype torch scans it in): exactly, every value is representable.
+_COMPUTE = ((np.dtype(np.float16), np.dtype(np.float32)), (np.dtype(np.uint16), np.dtype(np.int32)))
+#: cummax's and cummin's kernels: no exclusive form; the accelerator's extremum loops.
+CUMMAX = ScanKernel("cummax", identity=None, loop=EXTREMUM_LOOP, compute=_COMPUTE,
+                    run=partial(_run_extremum, TORCH_CUMMAX, True))
+CUMMIN = CUMMAX._replace(name="cummin", run=partial(_run_extremum, TORCH_CUMMIN, False))
+
+
+def _extremum_forward(kernel: ScanKernel, x: np.ndarray, spec: ScanSpec,
                       out: Optional[Tuple[np.ndarray, np.ndarray]] = None, plan: Optional[ScanPlan] = None,
                       route: Optional[Route] = None) -> Tuple[np.ndarray, np.ndarray]:
     if plan is None:
         plan = DTYPES.plan(spec, x)
     values, indices = out if out is not None else (np.empty(x.shape, x.dtype), np.empty(x.shape, np.int64))
-    if x.size == 0:
-        return values, indices
-    axis, lanes_values, lanes_indices = plan.axis, as_lanes(values), as_lanes(indices)
     if route is None:
-        route = _extremum_plan("cummax" if maximum else "cummin", x, spec, plan, (values, indices))
-    source = as_lanes(x).astype(COMPUTE_DTYPES.get(x.dtype, x.dtype), copy=False)
-    if spec.reverse:  # scan the reversed lanes; write back through reversed views, indices counted from the end
-        source, lanes_values, lanes_indices = (np.flip(a, axis) for a in (source, lanes_values, lanes_indices))
-    if route.path == "compiled":  # the accelerator: whole rows compared at once, torch's rule in each lane
-        compiled.extremum_rows(view_3d(source, axis), view_3d(lanes_values, axis), view_3d(lanes_indices, axis),
-                               maximum, route.variant != "row loops")
-    elif route.variant == "out=":
-        torch_scan(as_tensor(source), axis, out=(torch.from_numpy(lanes_values), torch.from_numpy(lanes_indices)))
-    else:
-        found_values, found_indices = torch_scan(as_tensor(source), axis)
-        np.copyto(lanes_values, found_values.numpy(), casting="unsafe")
-        np.copyto(lanes_indices, found_indices.numpy())
-    if spec.reverse:
-        np.subtract(source.shape[axis] - 1, lanes_indices, out=lanes_indices)
+        route = _extremum_plan(kernel, x, spec, plan, (values, indices))
+    route.run(as_lanes(x).astype(kernel.compute_dtype(x.dtype), copy=False), (as_lanes(values), as_lanes(indices)))
     return values, indices
 
 
-def _extremum_plan(name: str, x: np.ndarray, spec: ScanSpec, plan: ScanPlan,
+def _extremum_plan(kernel: ScanKernel, x: np.ndarray, spec: ScanSpec, plan: ScanPlan,
                    out: Optional[Tuple[np.ndarray, np.ndarray]] = None, accelerator=None):
     """The `kernels.plan.Route` of cummax's / cummin's forward of ``x`` into ``out`` (values, indices; None: new
-    C-contiguous arrays): the scan runs in `COMPUTE_DTYPES`, on a cast copy where x has another dtype."""
-    compute = COMPUTE_DTYPES.get(x.dtype, x.dtype)
+    C-contiguous arrays): the scan runs in the kernel's compute dtype, on a cast copy where x has another dtype."""
+    compute = kernel.compute_dtype(x.dtype)
     copied = compute != x.dtype
     values, indices = out if out is not None else (None, None)
     shared = APART if copied or out is None else max((sharing(x, output) for output in out),
                                                      key=(APART, OVERLAP, SAME).index)
-    return kernel_plan(name, x.shape, compute, plan.axis, False, spec.reverse, out_dtype=x.dtype,
+    return kernel_plan(kernel, x.shape, compute, plan.axis, False, spec.reverse, out_dtype=x.dtype,
                        strides=None if copied else x.strides, out_strides=None if out is None else values.strides,
                        index_strides=None if out is None else indices.strides, sharing=shared,
                        accelerator=accelerator)
 
 
-def _extremum_direct(torch_scan: Callable, maximum: bool, spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
-    """The one call ``_extremum_forward(torch_scan, maximum, x, spec, out, plan)`` amounts to for a C-contiguous
-    ``x`` and separate C-contiguous outputs where its plan is one call (the accelerator's loop, or torch's scan), else
-    None (reversed scans, dtypes torch scans in another: `COMPUTE_DTYPES`). The function found takes a torch tensor
-    viewing x, the (values, indices) tensors and the axis."""
-    if x.dtype in COMPUTE_DTYPES:
+def _extremum_direct(kernel: ScanKernel, torch_scan: Callable, maximum: bool, spec: ScanSpec, plan: ScanPlan,
+                     x: np.ndarray):
+    """The one call ``_extremum_forward(kernel, x, spec, out, plan)`` amounts to for a
+    C-contiguous ``x`` and separate C-contiguous outputs where its plan is one call (the accelerator's loop, or
+    torch's scan), else None (reversed scans, dtypes torch scans in another: the kernel's compute dtypes). The
+    function found takes a torch tensor viewing x, the (values, indices) tensors and the axis."""
+    if kernel.compute_dtype(x.dtype) != x.dtype:
         return None
-    found = _extremum_plan("cummax" if maximum else "cummin", x, spec, plan)
+    found = _extremum_plan(kernel, x, spec, plan)
     if not found.direct:
         return None
     if found.path == "compiled":
-        return partial(_compiled_extremum, found.view, torch_scan, maximum, found.variant != "row loops")
+        return partial(_compiled_extremum, found.view, torch_scan, maximum, found.chains)
     return partial(_torch_extremum, torch_scan)
 
 
@@ -168,19 +180,19 @@ def cummax_forward(x: np.ndarray, spec: ScanSpec, out: Optional[Tuple[np.ndarray
                    plan: Optional[ScanPlan] = None, route: Optional[Route] = None) -> Tuple[np.ndarray, np.ndarray]:
     """(values, indices) = torch.cummax(x) along ``spec.axis``, into ``out`` (allocated when None); ``route``:
     ``cummax_plan(x, spec, plan, out)`` when the caller has it."""
-    return _extremum_forward(TORCH_CUMMAX, True, x, spec, out, plan, route)
+    return _extremum_forward(CUMMAX, x, spec, out, plan, route)
 
 
 def cummin_forward(x: np.ndarray, spec: ScanSpec, out: Optional[Tuple[np.ndarray, np.ndarray]] = None,
                    plan: Optional[ScanPlan] = None, route: Optional[Route] = None) -> Tuple[np.ndarray, np.ndarray]:
     """(values, indices) = torch.cummin(x) along ``spec.axis``, into ``out`` (allocated when None); ``route``:
     ``cummin_plan(x, spec, plan, out)`` when the caller has it."""
-    return _extremum_forward(TORCH_CUMMIN, False, x, spec, out, plan, route)
+    return _extremum_forward(CUMMIN, x, spec, out, plan, route)
 
 
-cummax_plan = partial(_extremum_plan, "cummax")
-cummin_plan = partial(_extremum_plan, "cummin")
-cummax_direct = partial(_extremum_direct, TORCH_CUMMAX, True)
-cummin_direct = partial(_extremum_direct, TORCH_CUMMIN, False)
+cummax_plan = partial(_extremum_plan, CUMMAX)
+cummin_plan = partial(_extremum_plan, CUMMIN)
+cummax_direct = partial(_extremum_direct, CUMMAX, TORCH_CUMMAX, True)
+cummin_direct = partial(_extremum_direct, CUMMIN, TORCH_CUMMIN, False)
 cummax_backward = partial(_extremum_backward, cummax_forward)
 cummin_backward = partial(_extremum_backward, cummin_forward)

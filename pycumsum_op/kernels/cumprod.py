@@ -19,55 +19,35 @@ array([2, 6, 0, 0])
 >>> cumprod_backward(np.ones(4), np.array([2., 3., 0., 4.]), spec)
 array([ 4.,  2., 30.,  0.])
 """
+from functools import partial
 from typing import Optional
 
 import numpy as np
 import torch
 
-from . import compiled, engine
-from .plan import APART, Route, sharing, view_3d
-from .plan import plan as kernel_plan
-from .torch_scans import reversed_cumsum, run_gradient, scan_forward
-from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
+from . import engine
+from .plan import Route
+from .torch_scans import forward_route, reversed_cumsum, run_forward, run_gradient, runner
+from .spec import PRODUCT_LOOP, DtypeRule, ScanKernel, ScanPlan, ScanSpec, backward_plan_and_out
 
-#: result dtype -> the dtype torch.cumprod runs in (it accumulates int32 in int64, and has no float16).
-COMPUTE_DTYPES = {np.dtype(np.float16): np.dtype(np.float64), np.dtype(np.int32): np.dtype(np.int64)}
 #: The dtype rule of cumprod (torch.cumprod's): any bool, integer or floating input; bool and integers give int64.
 DTYPES = DtypeRule()
-#: What an exclusive scan starts with: the empty product.
-IDENTITY = 1.0
+#: cumprod's kernel: an exclusive product starts with 1 (the empty product); torch.cumprod runs float16 (which it
+#: does not scan on CPU) in float64 and int32 in int64 (which it accumulates in).
+#: The accelerator multiplies rows into a float64 (int64) row, as torch's lanes.
+KERNEL = ScanKernel("cumprod", identity=1.0, loop=PRODUCT_LOOP,
+                    compute=((np.dtype(np.float16), np.dtype(np.float64)), (np.dtype(np.int32), np.dtype(np.int64))),
+                    run=runner(torch.cumprod))
+#: The `kernels.plan.Route` of ``cumprod_forward(x, spec, out, plan)``: cumprod_plan(x, spec, plan, out=None,
+#: accelerator=None) (`torch_scans.forward_route`).
+cumprod_plan = partial(forward_route, KERNEL)
 
 
 def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
                     plan: Optional[ScanPlan] = None, route: Optional[Route] = None) -> np.ndarray:
     """y = cumprod(x) along ``spec.axis`` into ``out`` (allocated when None; may overlap ``x``); ``route``:
-    ``cumprod_plan(x, spec, plan, out)`` when the caller has it."""
-    if plan is None:
-        plan = DTYPES.plan(spec, x)
-    if out is None:
-        out = np.empty(x.shape, plan.result_dtype)
-    compute = COMPUTE_DTYPES.get(plan.result_dtype, plan.result_dtype)
-    if x.dtype != plan.result_dtype:  # torch casts first (dtype= narrowing included), then multiplies
-        x = x.astype(plan.result_dtype)
-    found = cumprod_plan(x, spec, plan, out) if route is None else route
-    x = x.astype(compute, copy=False)
-    if found.path == "compiled":  # the accelerator: rows multiplied into a float64 (int64) row, as torch's lanes
-        compiled.scan_rows(view_3d(x, plan.axis), view_3d(out, plan.axis), compiled.PRODUCT, spec.exclusive,
-                           spec.reverse, found.variant != "row loops")
-        return out
-    return scan_forward(torch.cumprod, x, out, plan.axis, spec.exclusive, spec.reverse, IDENTITY,
-                        found.variant == "staged")
-
-
-def cumprod_plan(x: np.ndarray, spec: ScanSpec, plan: ScanPlan, out: Optional[np.ndarray] = None, accelerator=None):
-    """The `kernels.plan.Route` of ``cumprod_forward(x, spec, out, plan)`` (``out`` None: a new C-contiguous array):
-    the product runs in `COMPUTE_DTYPES`, on a cast copy where the input has another dtype."""
-    compute = COMPUTE_DTYPES.get(plan.result_dtype, plan.result_dtype)
-    copied = x.dtype != plan.result_dtype or compute != plan.result_dtype
-    return kernel_plan("cumprod", x.shape, compute, plan.axis, spec.exclusive, spec.reverse,
-                       out_dtype=plan.result_dtype, strides=None if copied else x.strides,
-                       out_strides=None if out is None else out.strides,
-                       sharing=APART if copied or out is None else sharing(x, out), accelerator=accelerator)
+    ``cumprod_plan(x, spec, plan, out)`` when the caller has it (`torch_scans.run_forward`)."""
+    return run_forward(KERNEL, DTYPES, x, spec, out, plan, route)
 
 
 def cumprod_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
@@ -79,9 +59,9 @@ def cumprod_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
     >>> cumprod_direct(spec, spec.plan(x), x) is engine.torch_product
     True
     """
-    if x.dtype != plan.result_dtype or x.dtype in COMPUTE_DTYPES:
+    if x.dtype != plan.result_dtype or KERNEL.compute_dtype(x.dtype) != x.dtype:
         return None
-    return engine.direct_call(cumprod_plan(x, spec, plan), compiled.PRODUCT)
+    return engine.direct_call(cumprod_plan(x, spec, plan))
 
 
 def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int,

@@ -20,13 +20,14 @@ from typing import Optional
 import numpy as np
 
 from . import engine
-from .engine import scan
 from .plan import APART, SAME, Route, sharing
 from .plan import plan as kernel_plan
-from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
+from .spec import SUM_LOOP, DtypeRule, ScanKernel, ScanPlan, ScanSpec, backward_plan_and_out
 
 #: The dtype rule of cumsum (torch.cumsum's): any bool, integer or floating input; bool and integers give int64.
 DTYPES = DtypeRule()
+#: cumsum's kernel: the engine's paths or the accelerator's sum loops; exclusive sums start with 0.
+KERNEL = ScanKernel("cumsum", identity=0.0, loop=SUM_LOOP, engine=True, run=engine.run)
 
 
 def cumsum_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
@@ -44,8 +45,7 @@ def cumsum_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = No
     if x.dtype != plan.result_dtype:  # torch casts first, then sums (dtype= narrowing included)
         np.copyto(out, x, casting="unsafe")
         x = out
-    if x.size:
-        engine.run(found, x, out, plan.axis, spec.exclusive, spec.reverse, plan.accumulate_dtype)
+    found.run(x, out)
     return out
 
 
@@ -60,9 +60,9 @@ def cumsum_plan(x: np.ndarray, spec: ScanSpec, plan: ScanPlan, out: Optional[np.
     """
     out_strides = None if out is None else out.strides
     if x.dtype != plan.result_dtype:
-        return kernel_plan("cumsum", x.shape, plan.result_dtype, plan.axis, spec.exclusive, spec.reverse,
+        return kernel_plan(KERNEL, x.shape, plan.result_dtype, plan.axis, spec.exclusive, spec.reverse,
                            strides=out_strides, out_strides=out_strides, sharing=SAME, accelerator=accelerator)
-    return kernel_plan("cumsum", x.shape, x.dtype, plan.axis, spec.exclusive, spec.reverse, out_dtype=plan.result_dtype,
+    return kernel_plan(KERNEL, x.shape, x.dtype, plan.axis, spec.exclusive, spec.reverse, out_dtype=plan.result_dtype,
                        strides=x.strides, out_strides=out_strides,
                        sharing=APART if out is None else sharing(x, out), accelerator=accelerator)
 
@@ -91,5 +91,6 @@ def cumsum_backward(grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec, out: Opti
     ``plan`` is ``spec.plan(grad_y)`` when the caller has it.
     """
     plan, out = backward_plan_and_out(spec, grad_y, x, out, plan)
-    scan(grad_y, out, plan.axis, spec.exclusive, not spec.reverse, plan.accumulate_dtype)
+    kernel_plan(KERNEL, grad_y.shape, grad_y.dtype, plan.axis, spec.exclusive, not spec.reverse, out_dtype=out.dtype,
+                strides=grad_y.strides, out_strides=out.strides, sharing=sharing(grad_y, out)).run(grad_y, out)
     return out

@@ -21,13 +21,6 @@ why, is the plan's to say):
 
 Every path runs on the calling thread (torch's call uses torch's own threads). Memory: besides
 the output, one buffer of at most `tuning.BUFFER_ELEMENTS` accumulation-dtype elements and a carry row.
-
->>> x = np.arange(6, dtype=np.float32).reshape(2, 3)
->>> out = np.empty_like(x)
->>> scan(x, out, axis=1, exclusive=False, reverse=True, accumulate_dtype=np.dtype(np.float64))
->>> out
-array([[ 3.,  3.,  2.],
-       [12.,  9.,  5.]], dtype=float32)
 """
 import functools
 
@@ -35,8 +28,8 @@ import numpy as np
 import torch
 
 from . import compiled, tuning
-from .plan import plan, sharing, view_3d
-from .spec import EXACT_DTYPES
+from .plan import view_3d
+from .spec import EXACT_DTYPES, PRODUCT_LOOP, accumulate_dtype
 from .torch_scans import along
 
 _add = np.add
@@ -57,72 +50,63 @@ def torch_product(src: torch.Tensor, dst: torch.Tensor, axis: int) -> None:
     _cumprod(src, axis, out=dst)
 
 
-def compiled_scan(shape: tuple, operation: int, chains: bool, src: torch.Tensor, dst: torch.Tensor,
-                  axis: int) -> None:
-    """dst = torch.cumsum (``operation`` `compiled.SUM`) or torch.cumprod (`compiled.PRODUCT`) of src along ``axis``
-    by the accelerator's loop (``chains`` or row loops, as planned), on C-contiguous tensors seen as the 3-D (outer,
-    length, inner) ``shape`` around ``axis``; torch's call once the accelerator is turned off."""
+def _torch_call(kernel):
+    """torch's one call for a sum or product ``kernel`` (`spec.ScanKernel`)."""
+    return torch_product if kernel.loop == PRODUCT_LOOP else torch_scan
+
+
+def compiled_scan(shape: tuple, kernel, chains: bool, src: torch.Tensor, dst: torch.Tensor, axis: int) -> None:
+    """dst = torch.cumsum or torch.cumprod (as ``kernel``'s loop says) of src along ``axis`` by the accelerator's
+    loop (``chains`` or row loops, as planned), on C-contiguous tensors seen as the 3-D (outer, length, inner)
+    ``shape`` around ``axis``; torch's call once the accelerator is turned off."""
     if not compiled.enabled():
-        return (torch_product if operation == compiled.PRODUCT else torch_scan)(src, dst, axis)
-    compiled.scan_rows(src.numpy().reshape(shape), dst.numpy().reshape(shape), operation, False, False, chains)
+        return _torch_call(kernel)(src, dst, axis)
+    compiled.scan_rows(src.numpy().reshape(shape), dst.numpy().reshape(shape), kernel, False, False, chains)
 
 
-def direct_call(found, operation: int = compiled.SUM):
-    """The function making the one call ``found`` (a `plan.Route` with ``direct``) amounts to, on torch tensors
-    viewing the input and the output and the axis; None where the plan is not one call."""
+def direct_call(found):
+    """The function making the one call ``found`` (a `plan.Route` of a sum or product with ``direct``) amounts to,
+    on torch tensors viewing the input and the output and the axis; None where the plan is not one call."""
     if not found.direct:
         return None
     if found.path == "compiled":
-        return functools.partial(compiled_scan, found.view, operation, found.variant != "row loops")
-    return torch_product if operation == compiled.PRODUCT else torch_scan
+        return functools.partial(compiled_scan, found.view, found.kernel, found.chains)
+    return _torch_call(found.kernel)
 
 
-def scan(src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, reverse: bool,
-         accumulate_dtype: np.dtype) -> None:
-    """dst = running sum of src along ``axis`` (inclusive or exclusive, forward or reverse), by its `plan`.
-
-    src and dst have one shape; dst may be src itself. ``axis`` is normalised (0 <= axis);
-    ``accumulate_dtype`` (a numpy dtype) is float64 or int64.
-    """
-    if src.size:
-        found = plan("cumsum", src.shape, src.dtype, axis, exclusive, reverse, out_dtype=dst.dtype,
-                     strides=src.strides, out_strides=dst.strides, sharing=sharing(src, dst))
-        run(found, src, dst, axis, exclusive, reverse, accumulate_dtype)
-
-
-def run(found, src: np.ndarray, dst: np.ndarray, axis: int, exclusive: bool, reverse: bool,
-        accumulate_dtype: np.dtype) -> None:
-    """Run cumsum's plan ``found`` of src into dst: the numpy path gets the arrays (flipped along ``axis`` when
-    ``reverse``), the others their (outer, length, inner) views, flipped along all three axes when ``reverse``
-    (lanes are independent: a contiguous input stays one reversed run for the copies) except the compiled
-    path, which walks the lanes back itself."""
-    if found.path in ("trivial", "numpy"):
-        if reverse and found.path == "numpy":
+def run(route, src: np.ndarray, dst: np.ndarray) -> None:
+    """Run cumsum's ``route`` (a `plan.Route`; cumsum's `ScanKernel.run`) of src into dst, summed in src's
+    accumulation dtype: the numpy path gets the arrays (flipped along the axis when reversed), the others their
+    (outer, length, inner) views, flipped along all three axes when reversed (lanes are independent: a contiguous
+    input stays one reversed run for the copies) except the compiled path, which walks the lanes back itself."""
+    path, axis, exclusive, reverse = route.path, route.axis, route.exclusive, route.reverse
+    if path in ("trivial", "numpy"):
+        if reverse and path == "numpy":
             src, dst = np.flip(src, axis), np.flip(dst, axis)
-        return _PATHS[found.path](src, dst, axis, exclusive, accumulate_dtype)
+        return _PATHS[path](src, dst, axis, exclusive)
     src3 = view_3d(src, axis)
     dst3 = src3 if src is dst else view_3d(dst, axis)  # the same view of the same memory when shared
-    if found.path == "compiled":
-        return compiled.scan_rows(src3, dst3, compiled.SUM, exclusive, reverse, found.variant != "row loops")
+    if path == "compiled":
+        return compiled.scan_rows(src3, dst3, route.kernel, exclusive, reverse, route.chains)
     if reverse:
         src3, dst3 = src3[::-1, ::-1, ::-1], dst3[::-1, ::-1, ::-1]
-    _PATHS[found.path](src3, dst3, 1, exclusive, accumulate_dtype)
+    _PATHS[path](src3, dst3, 1, exclusive)
 
 
-def _trivial_path(src, dst, axis, exclusive, accumulate_dtype):
+def _trivial_path(src, dst, axis, exclusive):
     dst[...] = 0 if exclusive else src
 
 
-def _numpy_path(src, dst, axis, exclusive, accumulate_dtype):
+def _numpy_path(src, dst, axis, exclusive):
     if exclusive:  # numpy copies the input first when in place
-        np.add.accumulate(src[along(axis, slice(None, -1))], axis, accumulate_dtype,
+        np.add.accumulate(src[along(axis, slice(None, -1))], axis, accumulate_dtype(src.dtype),
                           dst[along(axis, slice(1, None))])
         dst[along(axis, 0)] = 0
     else:
-        np.add.accumulate(src, axis, accumulate_dtype, dst)
+        np.add.accumulate(src, axis, accumulate_dtype(src.dtype), dst)
 
 
-def _torch_path(src, dst, axis, exclusive, accumulate_dtype):
+def _torch_path(src, dst, axis, exclusive):
     if exclusive:  # src and dst do not overlap here
         dst[:, 0] = 0
         src, dst = src[:, :-1], dst[:, 1:]
@@ -187,19 +171,19 @@ def _numpy_rows_block(view):
         _add(previous, row, row)
 
 
-def _lanes_path(src, dst, axis, exclusive, accumulate_dtype):
+def _lanes_path(src, dst, axis, exclusive):
     """torch.cumsum over cache-sized copies of the lanes; the buffer keeps the data's own dtype where whole
     lanes fit it (no carry) and torch accumulates that dtype as we do."""
     tiles = _tiles(*src.shape)
     whole_lanes = src[tiles[0][0], :, tiles[0][1]].size <= tuning.BUFFER_ELEMENTS
     exact = src.dtype == dst.dtype and src.dtype in EXACT_DTYPES
-    _through_buffer(src, dst, tiles, exclusive, src.dtype if whole_lanes and exact else accumulate_dtype,
+    _through_buffer(src, dst, tiles, exclusive, src.dtype if whole_lanes and exact else accumulate_dtype(src.dtype),
                     _torch_block)
 
 
-def _rows_path(src, dst, axis, exclusive, accumulate_dtype):
+def _rows_path(src, dst, axis, exclusive):
     """numpy's vectorised row adds over cache-sized copies of the rows, in the accumulation dtype."""
-    _through_buffer(src, dst, _tiles(*src.shape), exclusive, accumulate_dtype, _numpy_rows_block)
+    _through_buffer(src, dst, _tiles(*src.shape), exclusive, accumulate_dtype(src.dtype), _numpy_rows_block)
 
 
 _PATHS = {

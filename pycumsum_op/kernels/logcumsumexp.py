@@ -25,23 +25,21 @@ torch before 1.9 returns NaN after a leading -inf (and torch before 1.6 has no l
 >>> logcumsumexp_backward(np.ones(3), np.array([-np.inf, -np.inf, 0.]), spec)
 array([0., 0., 1.])
 """
+from functools import partial
 from typing import Optional
 
 import numpy as np
 import torch
 
 from ..torch_versions import has
-from .plan import plan as kernel_plan
-from .plan import APART, Route, sharing
-from .torch_scans import flip, reversed_cumsum, run_gradient, scan_forward
-from .spec import DtypeRule, ScanPlan, ScanSpec, backward_plan_and_out
+from .plan import Route
+from .torch_scans import flip, forward_route, reversed_cumsum, run_forward, run_gradient, runner
+from .spec import DtypeRule, ScanKernel, ScanPlan, ScanSpec, backward_plan_and_out
 
 #: The input dtypes accepted (torch.logcumsumexp's floating types, and float16).
 INPUT_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 #: The dtype rule of logcumsumexp: floating inputs only; the result keeps their dtype.
 DTYPES = DtypeRule(INPUT_DTYPES, integers_to_int64=False)
-#: What an exclusive scan starts with: the log of an empty sum.
-IDENTITY = -np.inf
 
 
 def inclusive_logcumsumexp(tensor: torch.Tensor, axis: int, out: Optional[torch.Tensor] = None) -> torch.Tensor:
@@ -53,29 +51,20 @@ def inclusive_logcumsumexp(tensor: torch.Tensor, axis: int, out: Optional[torch.
     return result.to(tensor.dtype) if out is None else out.copy_(result)
 
 
+#: logcumsumexp's kernel: torch's scan only; an exclusive scan starts with -inf (the log of an empty sum); float16,
+#: which torch does not scan on CPU, runs in float64.
+KERNEL = ScanKernel("logcumsumexp", identity=-np.inf, compute=((np.dtype(np.float16), np.dtype(np.float64)),),
+                    run=runner(inclusive_logcumsumexp))
+#: The `kernels.plan.Route` of ``logcumsumexp_forward(x, spec, out, plan)``: logcumsumexp_plan(x, spec, plan,
+#: out=None, accelerator=None) (`torch_scans.forward_route`).
+logcumsumexp_plan = partial(forward_route, KERNEL)
+
+
 def logcumsumexp_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
                          plan: Optional[ScanPlan] = None, route: Optional[Route] = None) -> np.ndarray:
     """y = logcumsumexp(x) along ``spec.axis`` into ``out`` (allocated when None; may overlap ``x``); ``route``:
-    ``logcumsumexp_plan(x, spec, plan, out)`` when the caller has it."""
-    if plan is None:
-        plan = DTYPES.plan(spec, x)
-    if out is None:
-        out = np.empty(x.shape, plan.result_dtype)
-    found = logcumsumexp_plan(x, spec, plan, out) if route is None else route
-    source = x if x.dtype != np.float16 else x.astype(np.float64)
-    return scan_forward(inclusive_logcumsumexp, source, out, plan.axis, spec.exclusive, spec.reverse, IDENTITY,
-                        found.variant == "staged")
-
-
-def logcumsumexp_plan(x: np.ndarray, spec: ScanSpec, plan: ScanPlan, out: Optional[np.ndarray] = None,
-                      accelerator=None):
-    """The `kernels.plan.Route` of ``logcumsumexp_forward(x, spec, out, plan)`` (``out`` None: a new C-contiguous
-    array): float16 is scanned as a float64 copy."""
-    copied = x.dtype == np.float16
-    return kernel_plan("logcumsumexp", x.shape, np.float64 if copied else x.dtype, plan.axis, spec.exclusive,
-                       spec.reverse, out_dtype=plan.result_dtype, strides=None if copied else x.strides,
-                       out_strides=None if out is None else out.strides,
-                       sharing=APART if copied or out is None else sharing(x, out), accelerator=accelerator)
+    ``logcumsumexp_plan(x, spec, plan, out)`` when the caller has it (`torch_scans.run_forward`)."""
+    return run_forward(KERNEL, DTYPES, x, spec, out, plan, route)
 
 
 def _reversed_logcumsumexp(tensor: torch.Tensor, axis: int) -> torch.Tensor:

@@ -1,7 +1,7 @@
-"""How a scan runs: `plan`, one pure function of the scan, the layout, the dtypes and the flags.
+"""How a scan runs: `plan`, one pure function of the scan's kernel, the layout, the dtypes and the flags.
 
-Every caller asks it and nothing else decides a path: the scans' kernels (`engine.scan` for cumsum, cumprod's,
-cummax's / cummin's and logcumsumexp's forwards), the Caffe2 op's one-call fast path (``Scan.direct``, kept per
+The scan is given by its kernel's facts (`spec.ScanKernel`: the accelerator's loop, whether cumsum's engine runs it),
+never by its name. Every caller asks it and nothing else decides a path: the scans' forwards and cumsum's backward, the Caffe2 op's one-call fast path (``Scan.direct``, kept per
 shape by the op), `pycumsum_op.explain`, the benchmarks and the tests. A `Route` names:
 
 - ``path``: ``trivial`` (a lane of one element: a copy), ``numpy`` (``np.add.accumulate``: small inputs, layouts
@@ -14,12 +14,16 @@ shape by the op), `pycumsum_op.explain`, the benchmarks and the tests. A `Route`
 - ``reason``: one line naming the rule and the `tuning` constants that chose it;
 - ``direct``: the scan is one call from the input's memory into the output's (the Caffe2 op makes it itself).
 
->>> p = plan("cumsum", (64, 4096), "float32", 0, accelerator=True)
+A route runs itself: ``route.run(src, dst)`` hands it to its kernel's runner (`ScanKernel.run`), which reads the
+route's facts (``chains``, ``staged``), so no caller looks at a variant again.
+
+>>> from pycumsum_op.kernels.cumsum import KERNEL as CUMSUM
+>>> p = plan(CUMSUM, (64, 4096), "float32", 0, accelerator=True)
 >>> p.path, p.variant, p.view, p.direct
 ('compiled', 'row loops', (1, 64, 4096), True)
->>> plan("cumsum", (64, 4096), "float32", 0, accelerator=False).path
+>>> plan(CUMSUM, (64, 4096), "float32", 0, accelerator=False).path
 'rows'
->>> plan("cumsum", (4096, 64), "float32", 1, accelerator=False).variant
+>>> plan(CUMSUM, (4096, 64), "float32", 1, accelerator=False).variant
 'out='
 """
 import functools
@@ -30,20 +34,22 @@ from typing import NamedTuple, Optional, Tuple
 import numpy as np
 
 from . import compiled, tuning
-from .spec import EXACT_DTYPES
+from .spec import EXACT_DTYPES, EXTREMUM_LOOP, PRODUCT_LOOP, ScanKernel
 
-#: The scans with planned kernels, and the accelerator's loop each one may take (None: torch's scan only).
-LOOPS = {"cumsum": "sum", "cumprod": "product", "cummax": "extremum", "cummin": "extremum", "logcumsumexp": None}
 #: Every path a plan may name (see the module doc).
 PATHS = ("empty", "trivial", "numpy", "torch", "compiled", "lanes", "rows")
 #: How a planned layout relates its output to its input: separate memory, the very same view (in place), or
 #: memory shared some other way.
 APART, SAME, OVERLAP = "apart", "same", "overlap"
+#: The variants a route may name (``Route.variant``): torch's scan straight into the output (shifted by one when
+#: exclusive) or through a copy; the accelerator's row loops, chains of four lanes in registers, or one chain.
+OUT, OUT_SHIFTED, STAGED = "out=", "out=, shifted", "staged"
+ROW_LOOPS, CHAINS, ONE_CHAIN = "row loops", "chains of four", "one chain"
 
 
 class Route(NamedTuple):
     """How one scan runs (see the module doc)."""
-    scan: str
+    kernel: ScanKernel
     path: str
     variant: str
     view: Optional[Tuple[int, int, int]]
@@ -51,6 +57,26 @@ class Route(NamedTuple):
     reason: str
     accelerator: str
     direct: bool = False
+    #: the scan's normalised axis and flags, which the kernel's runner reads
+    axis: int = 0
+    exclusive: bool = False
+    reverse: bool = False
+
+    @property
+    def chains(self) -> bool:
+        """The accelerator's loop runs lanes in chains (C-contiguous views), not through an accumulator row."""
+        return self.variant in (CHAINS, ONE_CHAIN)
+
+    @property
+    def staged(self) -> bool:
+        """torch's scan runs on a copy of the input and is copied into the output (not ``out=`` into it)."""
+        return self.variant == STAGED
+
+    def run(self, src, dst) -> None:
+        """Scan ``src`` into ``dst`` (arrays of this route's layout; a kernel with several outputs takes a tuple) the
+        way this route says, by its kernel's runner."""
+        if self.path != "empty":
+            self.kernel.run(self, src, dst)
 
     def __str__(self) -> str:
         variant = " ({})".format(self.variant) if self.variant else ""
@@ -157,7 +183,7 @@ def compiled_wins(view: tuple, dtype: np.dtype, loop: str):
     """(whether the accelerator's ``loop`` beats torch's on a forward scan of the (outer, length, inner) ``view``
     of ``dtype``, the rule that says so)."""
     outer, length, inner = view
-    if loop == "extremum":
+    if loop == EXTREMUM_LOOP:
         if inner >= tuning.COMPILED_EXTREMUM_MIN_WIDTH:
             return True, "rows of {} lanes >= COMPILED_EXTREMUM_MIN_WIDTH".format(inner)
         return False, "rows of {} lanes < COMPILED_EXTREMUM_MIN_WIDTH".format(inner)
@@ -167,7 +193,7 @@ def compiled_wins(view: tuple, dtype: np.dtype, loop: str):
         if length >= tuning.COMPILED_CHAINS_MIN_LENGTH:
             return True, "rows of {} lanes, lanes of {} >= COMPILED_CHAINS_MIN_LENGTH".format(inner, length)
         return False, "rows of {} lanes, lanes of {} < COMPILED_CHAINS_MIN_LENGTH".format(inner, length)
-    if dtype.kind != "f" and loop != "product":
+    if dtype.kind != "f" and loop != PRODUCT_LOOP:
         return False, "an integer sum of rows of {} < COMPILED_FEW_LANES lanes (a one-cycle add)".format(inner)
     if outer * inner < tuning.COMPILED_CHAINS_MIN_LANES:
         return False, "{} lane(s) < COMPILED_CHAINS_MIN_LANES: one chain either way".format(outer * inner)
@@ -184,13 +210,13 @@ def _compiled_variant(loop: str, view: tuple, itemsize: int, contiguous: bool) -
     """(variant, buffers) of the accelerator's loop: narrow C-contiguous rows lane by lane in chains of four held
     in registers (`compiled.sum_chains`...), the rest by row loops through an accumulator row."""
     outer, _, inner = view
-    if loop == "extremum":
+    if loop == EXTREMUM_LOOP:
         if contiguous and inner < tuning.COMPILED_EXTREMUM_CHAINS_WIDTH:
-            return "chains of four", ""
-        return "row loops", "a best-value row and an index row of {} lanes".format(min(inner, tuning.COMPILED_BLOCK))
+            return CHAINS, ""
+        return ROW_LOOPS, "a best-value row and an index row of {} lanes".format(min(inner, tuning.COMPILED_BLOCK))
     if contiguous and inner < min(tuning.COMPILED_NARROW, tuning.COMPILED_NARROW_BYTES // itemsize):
-        return ("one chain" if outer * inner == 1 else "chains of four"), ""
-    return "row loops", "an accumulator row of {} lanes".format(min(inner, tuning.COMPILED_BLOCK))
+        return (ONE_CHAIN if outer * inner == 1 else CHAINS), ""
+    return ROW_LOOPS, "an accumulator row of {} lanes".format(min(inner, tuning.COMPILED_BLOCK))
 
 
 def _blocked(view: tuple, itemsize: int, why: str) -> Tuple[str, str, str]:
@@ -204,52 +230,54 @@ def _blocked(view: tuple, itemsize: int, why: str) -> Tuple[str, str, str]:
     return "lanes", buffers, why + "; torch scans cache-sized copies of the lanes"
 
 
-def plan(scan: str, shape, dtype, axis: int, exclusive: bool = False, reverse: bool = False, *, out_dtype=None,
+def plan(kernel: ScanKernel, shape, dtype, axis: int, exclusive: bool = False, reverse: bool = False, *, out_dtype=None,
          strides=None, out_strides=None, index_strides=None, sharing: str = APART, accelerator=None) -> Route:
-    """The `Route` of scan ``scan`` (a name of `LOOPS`) over an input of ``shape`` / ``dtype`` / ``strides`` (None:
-    C-contiguous) along the normalised ``axis`` into an output of ``out_dtype`` (None: the input's) / ``out_strides``
-    related to the input as ``sharing`` says (cummax / cummin: also int64 indices of ``index_strides``). ``dtype`` is
-    the dtype the kernel scans (cumprod's compute dtype, cumsum's cast input). ``accelerator``: `compiled.status()`
+    """The `Route` of the scan whose kernel is ``kernel`` (its `ScanKernel`: the planner reads its facts, never its
+    name) over an input of ``shape`` / ``dtype`` / ``strides`` (None: C-contiguous) along the normalised ``axis`` into
+    an output of ``out_dtype`` (None: the input's) / ``out_strides`` related to the input as ``sharing`` says (an
+    extremum loop: also int64 indices of ``index_strides``). ``dtype`` is the dtype the kernel scans (its
+    ``compute_dtype``, cumsum's cast input). ``accelerator``: `compiled.status()`
     when None, or True / False, or a status string.
 
     Plans are kept per arguments (`planned`), so that a scan run again on the same layout pays a lookup: the
     `tuning` constants are read when a plan is first made (``planned.cache_clear()`` after changing one)."""
     dtype = np.dtype(dtype)
-    return planned(scan, tuple(shape), dtype, axis, bool(exclusive), bool(reverse),
+    return planned(kernel, tuple(shape), dtype, axis, bool(exclusive), bool(reverse),
                    dtype if out_dtype is None else np.dtype(out_dtype), None if strides is None else tuple(strides),
                    None if out_strides is None else tuple(out_strides),
                    None if index_strides is None else tuple(index_strides), sharing, _status(accelerator))
 
 
 @functools.lru_cache(maxsize=4096)
-def planned(scan: str, shape: tuple, dtype: np.dtype, axis: int, exclusive: bool, reverse: bool, out_dtype: np.dtype,
-            strides: Optional[tuple], out_strides: Optional[tuple], index_strides: Optional[tuple], sharing: str,
-            status: str) -> Route:
+def planned(kernel: ScanKernel, shape: tuple, dtype: np.dtype, axis: int, exclusive: bool, reverse: bool,
+            out_dtype: np.dtype, strides: Optional[tuple], out_strides: Optional[tuple], index_strides: Optional[tuple],
+            sharing: str, status: str) -> Route:
     """`plan` with its arguments normalised (``status``: the accelerator's, `compiled.status()`)."""
     strides = c_strides(shape, dtype.itemsize) if strides is None else strides
     out_strides = c_strides(shape, out_dtype.itemsize) if out_strides is None else out_strides
     index_strides = c_strides(shape, 8) if index_strides is None else index_strides
-    if scan not in LOOPS:
-        return Route(scan, "kernel", "", None, "", "a registered scan without a planned kernel: its own forward",
-                    status)
+    flags = dict(axis=axis, exclusive=exclusive, reverse=reverse)
     if 0 in shape:
-        return Route(scan, "empty", "", None, "", "no element to scan", status)
+        return Route(kernel, "empty", "", None, "", "no element to scan", status, **flags)
     scalar = not shape
     if scalar:  # a 0-d tensor is a scan of length 1
         shape, strides, out_strides, index_strides, axis = (1,), (dtype.itemsize,), (out_dtype.itemsize,), (8,), 0
     view = shape_3d(shape, axis)
-    if scan == "cumsum":
-        return _plan_sum(shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, sharing, status,
-                         view)
-    found = _plan_torch_scan(scan, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides,
+    if kernel.engine:
+        return _plan_sum(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, sharing,
+                         status, view)._replace(**flags)
+    found = _plan_torch_scan(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides,
                              index_strides, sharing, status, view)
-    return found._replace(direct=False) if scalar else found
+    return found._replace(direct=found.direct and not scalar, **flags)
 
 
-def _plan_sum(shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, sharing, status, view):
-    """cumsum's plan (`engine`'s paths)."""
+def _plan_sum(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, sharing, status,
+              view):
+    """The plan of a scan the engine runs (cumsum: `engine`'s paths)."""
+    loop = kernel.loop
+
     def made(path, variant, reason, buffers="", direct=False):
-        return Route("cumsum", path, variant, view, buffers, reason, status, direct)
+        return Route(kernel, path, variant, view, buffers, reason, status, direct)
 
     outer, length, inner = view
     if length == 1:
@@ -265,14 +293,14 @@ def _plan_sum(shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_st
     accelerated = status == "on" and _takes(dtype, out_dtype)
     if reverse:
         if accelerated and (inner > 1 or outer == 1):
-            variant, buffers = _compiled_variant("sum", view, dtype.itemsize, contiguous)
+            variant, buffers = _compiled_variant(loop, view, dtype.itemsize, contiguous)
             why = "a single lane reversed: one chain" if outer * inner == 1 else "reversed off the last axis"
             return made("compiled", variant, why + ": the accelerator walks the lanes back (torch has no reverse "
                                                    "scan)", buffers)
         if accelerated:
-            wins, rule = compiled_wins(view, dtype, "sum")
+            wins, rule = compiled_wins(view, dtype, loop)
             if wins:
-                variant, buffers = _compiled_variant("sum", view, dtype.itemsize, contiguous)
+                variant, buffers = _compiled_variant(loop, view, dtype.itemsize, contiguous)
                 return made("compiled", variant, "reversed, " + rule, buffers)
         path, buffers, reason = _blocked(view, dtype.itemsize, "reversed (torch has no reverse scan)")
         return made(path, "", reason, buffers)
@@ -288,34 +316,34 @@ def _plan_sum(shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_st
         torch_may_run, why_not = True, ""
     direct = not exclusive and sharing == APART and contiguous and torch_may_run
     if accelerated:
-        wins, rule = compiled_wins(view, dtype, "sum")
+        wins, rule = compiled_wins(view, dtype, loop)
         if wins:
-            variant, buffers = _compiled_variant("sum", view, dtype.itemsize, contiguous)
+            variant, buffers = _compiled_variant(loop, view, dtype.itemsize, contiguous)
             return made("compiled", variant, rule, buffers, direct)
     else:
         rule = "the accelerator is " + status if status != "on" else "{} -> {}: not the accelerator's dtypes".format(
             dtype, out_dtype)
     slow = _torch_strided_slow(length, inner, dtype.itemsize)
     if torch_may_run and not slow:
-        return made("torch", "out=, shifted" if exclusive else "out=",
+        return made("torch", OUT_SHIFTED if exclusive else OUT,
                     "{}; torch's strided loop keeps the lanes in cache (CACHE_*, STREAM_CACHE_BYTES)".format(rule),
                     direct=direct)
     why = why_not or "torch's strided loop would miss the cache on lanes of {} rows (CACHE_*)".format(length)
     if accelerated and inner > 1:  # a dtype change or a shifted scan in place, off the last axis: one pass
-        variant, buffers = _compiled_variant("sum", view, dtype.itemsize, contiguous)
+        variant, buffers = _compiled_variant(loop, view, dtype.itemsize, contiguous)
         return made("compiled", variant, why + ": the accelerator's one pass beats the buffer", buffers)
     path, buffers, reason = _blocked(view, dtype.itemsize, why)
     return made(path, "", reason, buffers)
 
 
-def _plan_torch_scan(scan, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, index_strides,
+def _plan_torch_scan(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, index_strides,
                      sharing, status, view):
     """The plan of a scan torch computes (cumprod, cummax / cummin, logcumsumexp): the accelerator's loop where it
     wins, else torch's scan straight into the output, or ``staged`` through a copy (flags, casts, shared memory)."""
-    loop = LOOPS[scan]
+    loop = kernel.loop
     size = view[0] * view[1] * view[2]
     src3, dst3 = strides_3d(shape, strides, axis), strides_3d(shape, out_strides, axis)
-    outputs = (out_strides, index_strides) if loop == "extremum" else (out_strides,)
+    outputs = (out_strides, index_strides) if loop == EXTREMUM_LOOP else (out_strides,)
     if loop is None:
         rule = "torch's is the only kernel"
     elif status != "on":
@@ -324,22 +352,22 @@ def _plan_torch_scan(scan, shape, dtype, axis, exclusive, reverse, out_dtype, st
         rule = "{} -> {}: not the accelerator's dtypes".format(dtype, out_dtype)
     elif size < tuning.SMALL_SIZE:
         rule = "{} elements < SMALL_SIZE".format(size)
-    elif src3 is None or dst3 is None or (loop == "extremum" and strides_3d(shape, index_strides, axis) is None):
+    elif src3 is None or dst3 is None or (loop == EXTREMUM_LOOP and strides_3d(shape, index_strides, axis) is None):
         rule = "no (outer, length, inner) view describes this layout"
     else:
         wins, rule = compiled_wins(view, dtype, loop)
         if wins:
             contiguous = _contiguous(view, src3, dtype.itemsize) and _contiguous(view, dst3, out_dtype.itemsize)
-            if loop == "extremum":  # reversed lanes are scanned through flipped views
+            if loop == EXTREMUM_LOOP:  # reversed lanes are scanned through flipped views
                 contiguous = contiguous and (not reverse or view[1] == 1) and _contiguous(
                     view, strides_3d(shape, index_strides, axis), 8)
             variant, buffers = _compiled_variant(loop, view, dtype.itemsize, contiguous)
             direct = not exclusive and not reverse and sharing == APART and contiguous and dtype == out_dtype
-            return Route(scan, "compiled", variant, view, buffers, rule, status, direct)
+            return Route(kernel, "compiled", variant, view, buffers, rule, status, direct)
     into = not (exclusive or reverse or dtype != out_dtype or sharing != APART
                 or min(sum(outputs, ()), default=0) < 0)
     if into:
-        return Route(scan, "torch", "out=", view, "", rule + ": torch's scan straight into the output", status, True)
-    return Route(scan, "torch", "staged", view, "a copy of the input and of the result",
+        return Route(kernel, "torch", OUT, view, "", rule + ": torch's scan straight into the output", status, True)
+    return Route(kernel, "torch", STAGED, view, "a copy of the input and of the result",
                 rule + ": torch's scan of a (cast, flipped) copy, copied into the output (shifted when exclusive)",
                 status)

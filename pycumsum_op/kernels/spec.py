@@ -14,7 +14,7 @@ Traceback (most recent call last):
 pycumsum_op.kernels.spec.ScanArgumentError: PyCumSum: axis=2 is out of range for an input of shape (2, 3) (rank 2); valid axes are -2..1
 """
 import numbers
-from typing import NamedTuple, Optional, Tuple
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -57,6 +57,41 @@ def accumulate_dtype(dtype) -> np.dtype:
     """The dtype a running sum or product of ``dtype`` is kept in: float64 for floats, int64 for bool and integers
     (torch's CPU ``acc_type``)."""
     return np.dtype(np.float64) if np.dtype(dtype).kind == "f" else np.dtype(np.int64)
+
+
+#: The accelerator's loops a scan kernel may take (`ScanKernel.loop`): running sums, running products, and running
+#: extrema with their indices (cummax / cummin).
+SUM_LOOP, PRODUCT_LOOP, EXTREMUM_LOOP = "sum", "product", "extremum"
+
+
+class ScanKernel(NamedTuple):
+    """What the planner (`plan.plan`) and the accelerator know of one scan's kernel, declared once in its kernel
+    module; the scan's registry entry holds it (``Scan.kernel``), so the kernels never read the registry and nothing
+    outside the registry branches on a scan's name.
+
+    >>> ScanKernel("cumprod", 1.0, PRODUCT_LOOP, ((np.dtype(np.int32), np.dtype(np.int64)),)).compute_dtype(np.int32)
+    dtype('int64')
+    """
+    name: str
+    #: what an exclusive scan starts with (0, 1, -inf); None: the scan has no exclusive form
+    identity: Optional[float]
+    #: the accelerator's loop (`SUM_LOOP`, `PRODUCT_LOOP`, `EXTREMUM_LOOP`), or None: torch's scan only
+    loop: Optional[str] = None
+    #: (result dtype, the dtype the kernel scans it in) where they differ: torch has no CPU scan of float16 and
+    #: uint16, and cumprod accumulates int32 in int64 (pairs, not a dict: the kernel is part of a plan's cache key)
+    compute: Tuple[Tuple[np.dtype, np.dtype], ...] = ()
+    #: planned and run by cumsum's engine paths (`engine`: numpy, blocked lanes and rows), not by torch's scan
+    engine: bool = False
+    #: run(route, src, dst): runs a `plan.Route` of this kernel (``Route.run`` calls it); None: the scan is not planned
+    run: Optional[Callable] = None
+
+    def compute_dtype(self, dtype) -> np.dtype:
+        """The dtype this kernel scans a result of ``dtype`` in."""
+        dtype = np.dtype(dtype)
+        for result, scanned in self.compute:
+            if result == dtype:
+                return scanned
+        return dtype
 
 
 class ScanArgumentError(ValueError):

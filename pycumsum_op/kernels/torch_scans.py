@@ -25,10 +25,15 @@ so inclusive[i] gets grad_y[i+1] and the last element gets none).
 >>> scan_forward(torch.cumprod, x, np.empty(4), 0, exclusive=True, reverse=True, identity=1, staged=True)
 array([24., 12.,  4.,  1.])
 """
+import functools
 from typing import Callable, Optional
 
 import numpy as np
 import torch
+
+from . import compiled
+from .plan import APART, sharing, view_3d
+from .plan import plan as kernel_plan
 
 
 def along(axis: int, index) -> tuple:
@@ -76,6 +81,51 @@ def scan_forward(inclusive: Callable, x: np.ndarray, out: np.ndarray, axis: int,
         source, lanes_out = source.narrow(axis, 0, length - 1), lanes_out[along(axis, slice(1, None))]
     np.copyto(lanes_out, inclusive(source, axis).numpy(), casting="unsafe")
     return out
+
+
+def runner(inclusive: Callable) -> Callable:
+    """The `spec.ScanKernel.run` of a scan torch computes by ``inclusive(tensor, axis[, out=])``: the accelerator's
+    sum or product loop (the kernel's ``loop``) where its route takes it, else torch's scan with the flags
+    (`scan_forward`, into the output or staged)."""
+    return functools.partial(_run, inclusive)
+
+
+def _run(inclusive: Callable, route, src: np.ndarray, dst: np.ndarray) -> None:
+    if route.path == "compiled":
+        compiled.scan_rows(view_3d(src, route.axis), view_3d(dst, route.axis), route.kernel, route.exclusive,
+                           route.reverse, route.chains)
+    else:
+        scan_forward(inclusive, src, dst, route.axis, route.exclusive, route.reverse, route.kernel.identity,
+                     route.staged)
+
+
+def run_forward(kernel, dtypes, x: np.ndarray, spec, out: Optional[np.ndarray] = None, plan=None,
+                route=None) -> np.ndarray:
+    """out = the scan of ``kernel`` (a `spec.ScanKernel` with a `runner`) of ``x`` with ``spec``'s flags, into ``out``
+    (allocated when None; may overlap ``x``); ``dtypes`` is the scan's `spec.DtypeRule`, ``plan`` ``dtypes.plan(spec,
+    x)`` and ``route`` ``forward_route(kernel, x, spec, plan, out)`` when the caller has them. As torch, x is cast to
+    the result dtype first (``dtype=`` narrowing included), then scanned in the kernel's compute dtype."""
+    if plan is None:
+        plan = dtypes.plan(spec, x)
+    if out is None:
+        out = np.empty(x.shape, plan.result_dtype)
+    if x.dtype != plan.result_dtype:
+        x = x.astype(plan.result_dtype)
+    if route is None:
+        route = forward_route(kernel, x, spec, plan, out)
+    route.run(x.astype(kernel.compute_dtype(plan.result_dtype), copy=False), out)
+    return out
+
+
+def forward_route(kernel, x: np.ndarray, spec, plan, out: Optional[np.ndarray] = None, accelerator=None):
+    """The `plan.Route` of ``run_forward(kernel, ..., x, spec, out, plan)`` (``out`` None: a new C-contiguous array):
+    the scan runs in the kernel's compute dtype, on a cast copy where the input has another dtype."""
+    compute = kernel.compute_dtype(plan.result_dtype)
+    copied = x.dtype != plan.result_dtype or compute != plan.result_dtype
+    return kernel_plan(kernel, x.shape, compute, plan.axis, spec.exclusive, spec.reverse,
+                       out_dtype=plan.result_dtype, strides=None if copied else x.strides,
+                       out_strides=None if out is None else out.strides,
+                       sharing=APART if copied or out is None else sharing(x, out), accelerator=accelerator)
 
 
 def scan_gradient(inclusive_gradient: Callable, grad_y: torch.Tensor, x: torch.Tensor, axis: int,

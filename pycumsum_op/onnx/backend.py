@@ -146,13 +146,14 @@ def _checked_prepare(prepare):
     return checked
 
 
-def _nested_cumsum(graph):
-    """Names of CumSum nodes inside the subgraphs (If/Loop/Scan bodies) of ``graph``."""
+def _nested_scans(graph):
+    """The registered scans' nodes (CumSum) inside the subgraphs (If/Loop/Scan bodies) of ``graph``, named."""
     found = []
     for node in graph.node:
         for sub in _subgraphs(node):
-            found += ["{} > {}".format(node.op_type, n.name or n.output[0]) for n in sub.node if n.op_type == "CumSum"]
-            found += _nested_cumsum(sub)
+            found += ["{} > {} {}".format(node.op_type, n.op_type, n.name or n.output[0]) for n in sub.node
+                      if scan_entry(n.op_type) is not None]
+            found += _nested_scans(sub)
     return found
 
 
@@ -374,9 +375,9 @@ class CumSumBackend(Caffe2Backend):
         refuse_python_nodes(model.graph)  # before onnx's checker and shape inference see the model
         check_tensors(model)  # external data refused before onnx's checker opens it; sizes: the translation
         check_inferred_lengths(model)  # before the stock prepare infers the model's shapes
-        nested = _nested_cumsum(model.graph)
+        nested = _nested_scans(model.graph)
         if nested:
-            raise ValueError("pycumsum_op.onnx.prepare: CumSum inside subgraphs ({}) is not supported: "
+            raise ValueError("pycumsum_op.onnx.prepare: scans inside subgraphs ({}) are not supported: "
                              "Caffe2's backend converts subgraphs without their types".format(", ".join(nested)))
         rep = super(CumSumBackend, cls).prepare(model, device, **kwargs)
         if lower is not None:

@@ -42,11 +42,14 @@ from ..ops.builders import BUILDERS, builder_params, scan_forward
 from ..scans import Refused
 from ..scans import scan as registered_scan
 from ..serialization import PYTHON_OP_TYPES, verify_net
+from .forms import FORMS
 
 #: The opset Caffe2's frontend writes its nodes for.
 STOCK_OPSET = 9
-#: The first opset with CumSum, and the first whose CumSum takes float16.
-CUMSUM_OPSET, CUMSUM_FLOAT16_OPSET = 11, 14
+#: The one ONNX operator this exporter writes for a scan (the entries whose ``onnx`` names it export).
+WRITTEN = "CumSum"
+#: The first opset with CumSum: the first of its proven form (`forms.FORMS`, which import reads too).
+CUMSUM_OPSET = FORMS[WRITTEN][0].opsets[0]
 _SCAN_FORWARD = "{}.{}".format(scan_forward.__module__, scan_forward.__qualname__)
 #: Caffe2's constant ops (GivenTensorFill, GivenTensorIntFill, ...): exported as ONNX Constant nodes.
 _GIVEN_TENSOR_FILL = re.compile(r"GivenTensor\w*Fill")
@@ -69,6 +72,8 @@ SAME_MEANING = {
     "Sum": (13,), "Tanh": (13,), "ThresholdedRelu": (10,), "Tile": (13,), "Transpose": (13,),
     "Unsqueeze": (11,),
 }
+#: The first opset whose CumSum takes float16: its change after opset 11 (`SAME_MEANING`).
+CUMSUM_FLOAT16_OPSET = SAME_MEANING[WRITTEN][0]
 #: Changes after opset 9 that change what an opset-9 node means, and why.
 CHANGED_MEANING = {
     "Slice": "takes starts/ends as inputs from opset 10",
@@ -136,14 +141,14 @@ def cumsum_params(op, opset: int) -> dict:
     if info.builder != _SCAN_FORWARD:
         raise ValueError("{}: built by {}, which has no ONNX form".format(_op_label(op), info.builder))
     params = builder_params(info.args, info.kwargs)  # verify_net checked them against the builders
-    defaults = builder_params(("cumsum",), {})
+    defaults = builder_params((params["scan"],), {})
     known = {"scan", "axis", "exclusive", "reverse", "dtype", "axis_input"}
     other = {name: value for name, value in params.items() if name not in known and value != defaults[name]}
     entry = registered_scan(params["scan"], _op_label(op))
-    if isinstance(entry.onnx, Refused) or entry.onnx != "CumSum":
+    if isinstance(entry.onnx, Refused) or entry.onnx != WRITTEN:
         raise ValueError("{}: scan {!r} ({}) has no ONNX form: {}".format(
             _op_label(op), entry.name, entry.op_name, entry.onnx.reason if isinstance(entry.onnx, Refused) else
-            "it is ONNX {}, which this exporter does not write (it writes CumSum)".format(entry.onnx)))
+            "it is ONNX {}, which this exporter does not write (it writes {})".format(entry.onnx, WRITTEN)))
     if other:
         raise ValueError("{}: builder argument(s) {} have no ONNX form".format(_op_label(op), other))
     if opset < CUMSUM_OPSET:
@@ -223,7 +228,7 @@ class PyCumSumFrontend(Caffe2Frontend):
             axis = cls.dummy_name()
             cls.axis_initializers.append(numpy_helper.from_array(np.array(params["axis"], np.int64), axis))
         flags = {name: 1 for name in ("exclusive", "reverse") if params[name]}
-        nodes.append(helper.make_node("CumSum", [x, axis], [y], **flags))
+        nodes.append(helper.make_node(WRITTEN, [x, axis], [y], **flags))
         return nodes
 
 

@@ -113,19 +113,19 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
 
     The function checks an input dtype and rank once (plans are cached per
     (dtype, rank, axis)), so a run costs little more than sizing the output(s); where the
-    kernel's ``direct`` applies, it calls that alone (PyCumSum: one torch.cumsum) on torch tensors
+    entry's ``direct`` applies, it calls that alone (PyCumSum: one torch.cumsum) on torch tensors
     wrapping the blobs, and remembers the shape and dtype, so that later runs with them skip
     numpy and the plan. A scan with several outputs (cummax: values, indices) writes int64
     indices after the first.
     """
-    kernel = registered_scan(scan, "scan_forward")
-    kernel_forward, kernel_direct, output_count = kernel.forward, kernel.direct, len(kernel.outputs)
-    spec = checked_spec(kernel.op_name, axis, exclusive, reverse, dtype, axis_input)
+    entry = registered_scan(scan, "scan_forward")
+    kernel_forward, kernel_direct, output_count = entry.forward, entry.direct, len(entry.outputs)
+    spec = checked_spec(entry.op_name, axis, exclusive, reverse, dtype, axis_input)
     input_count = 2 if axis_input else 1
     plans = {}  # (input dtype, rank, axis) -> (ScanPlan, Caffe2 types of the outputs, {shape: (call, route)})
     directs = {}  # (torch dtype, shape) -> (`_direct_call`, its run, first output's type, axis, dims): checked
     remember = kernel_direct is not None and not axis_input
-    per_shape = kernel_direct is not None or kernel.plans is not None
+    per_shape = kernel_direct is not None or entry.plans is not None
 
     def forward(inputs, outputs):
         if len(inputs) != input_count or len(outputs) != output_count:
@@ -149,7 +149,7 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
         try:
             plan, tensor_types, shapes = plans[x.dtype, x.ndim, axis]
         except KeyError:  # first run with this dtype, rank and axis: check them
-            plan = kernel.plan(spec._replace(axis=axis), x)
+            plan = entry.plan(spec._replace(axis=axis), x)
             tensor_types = [_CAFFE2_TENSOR_TYPES[plan.result_dtype]] + [_INDEX_TYPE] * (output_count - 1)
             shapes = {}
             plans[x.dtype, x.ndim, axis] = plan, tensor_types, shapes
@@ -159,7 +159,7 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
             if known is None:  # first run with this shape (a few shapes per op are kept)
                 if len(shapes) >= _DIRECT_SHAPES:
                     shapes.clear()
-                run, route = _shape_route(kernel, spec, plan, x)
+                run, route = _shape_route(entry, spec, plan, x)
                 call = None if run is None else _direct_call(run, list(x.shape), tensor_types, plan.axis)
                 shapes[x.shape] = call, route
                 if call is not None and remember:
@@ -172,7 +172,7 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
             if call is not None:  # one call from the input's memory into the outputs'
                 return call(_from_numpy(x), outputs)
         if in_place:
-            if kernel.reads_input:
+            if entry.reads_input:
                 raise in_place_error(spec.op_name, "an output blob is the input blob")
             if x.dtype != plan.result_dtype or output_count > 1:
                 x = x.copy()  # sizing an output frees (or reuses) the memory being read
@@ -187,25 +187,25 @@ def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, ax
     return forward
 
 
-def _shape_route(kernel, spec, plan, x: np.ndarray) -> tuple:
+def _shape_route(entry, spec, plan, x: np.ndarray) -> tuple:
     """(direct, route) of the op's first run on ``x``'s shape (the Caffe2 op's outputs are new C-contiguous
     arrays): the scan's one call into them (``Scan.direct``), else None and the route its forward follows
     (``Scan.plans``), kept so that a repeated call skips planning. A compiled route is not kept: the
     accelerator's switch is read on every run, so that turning it off takes effect at once."""
-    run = None if kernel.direct is None else kernel.direct(spec, plan, x)
-    if run is not None or kernel.plans is None:
+    run = None if entry.direct is None else entry.direct(spec, plan, x)
+    if run is not None or entry.plans is None:
         return run, None
-    route = kernel.plans(x, spec, plan)
+    route = entry.plans(x, spec, plan)
     return None, (None if route.path == "compiled" else route)
 
 
 def scan_backward(scan, axis=None, exclusive=False, reverse=False, dtype=None, axis_input=False):
     """Builder: the gradient Python-op function; inputs are [x, outputs..., grad of the first output]
     ([x, axis, outputs..., grad] with ``axis_input``), output grad_x."""
-    kernel = registered_scan(scan, "scan_backward")
-    kernel_backward, output_count = kernel.backward, len(kernel.outputs)
-    saved_outputs = {name: kernel.outputs.index(name) for name in kernel.saved_outputs}  # keyword -> position
-    spec = checked_spec(kernel.op_name + "Gradient", axis, exclusive, reverse, dtype, axis_input)
+    entry = registered_scan(scan, "scan_backward")
+    kernel_backward, output_count = entry.backward, len(entry.outputs)
+    saved_outputs = {name: entry.outputs.index(name) for name in entry.saved_outputs}  # keyword -> position
+    spec = checked_spec(entry.op_name + "Gradient", axis, exclusive, reverse, dtype, axis_input)
     forward_inputs = 2 if axis_input else 1
     input_count = forward_inputs + output_count + 1
     plans = {}  # (x dtype, grad_y dtype, rank, axis) -> (ScanPlan of grad_y, grad_x dtype, its Caffe2 type)

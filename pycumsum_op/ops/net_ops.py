@@ -44,17 +44,17 @@ def _single_blob(op_name: str, what: str, blobs) -> core.BlobReference:
     return core.ScopedBlobReference(listed[0]) if isinstance(listed[0], str) else listed[0]
 
 
-def _output_blobs(net, kernel, blob_out) -> list:
+def _output_blobs(net, entry, blob_out) -> list:
     """The output blobs; None or the output count (Caffe2's "n outputs, name them for me") get fresh names."""
-    op_name, count = kernel.op_name, len(kernel.outputs)
+    op_name, count = entry.op_name, len(entry.outputs)
     described = "{} output blob{}{}".format(count, "s" if count > 1 else "",
-                                            " ({})".format(", ".join(kernel.outputs)) if count > 1 else "")
+                                            " ({})".format(", ".join(entry.outputs)) if count > 1 else "")
     if isinstance(blob_out, int) and not isinstance(blob_out, bool):
         if blob_out != count:
             raise ScanArgumentError("{}: takes exactly {}, got blob_out={}".format(op_name, described, blob_out))
         blob_out = None
     if blob_out is None:
-        return [net.NextName(prefix=op_name + ("_" + name if count > 1 else "")) for name in kernel.outputs]
+        return [net.NextName(prefix=op_name + ("_" + name if count > 1 else "")) for name in entry.outputs]
     listed = blob_out if isinstance(blob_out, (list, tuple)) else [blob_out]
     if len(listed) != count:
         raise ScanArgumentError("{}: takes exactly {}, got {}: {}".format(
@@ -71,12 +71,12 @@ def _resolve_axis(op_name: str, axis, dim):
     return dim if axis is None else axis
 
 
-def _check_arguments(kernel, **given) -> None:
+def _check_arguments(entry, **given) -> None:
     """Refuse optional arguments the scan does not take (defaults pass: False, or None for dtype)."""
     for name, value in given.items():
-        if name not in kernel.arguments and value not in (None, False):
+        if name not in entry.arguments and value not in (None, False):
             raise ScanArgumentError("{}: takes no {}= argument (it takes {}), got {}={!r}".format(
-                kernel.op_name, name, ", ".join(["axis"] + sorted(kernel.arguments)), name, value))
+                entry.op_name, name, ", ".join(["axis"] + sorted(entry.arguments)), name, value))
 
 
 def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, reverse=False,
@@ -88,9 +88,9 @@ def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, r
     (a 0-d int32/int64 tensor) is read on every run; its gradient flows to the input only.
     For a net without Python ops, build it with these ops and then lower it (`pycumsum_op.lower`).
     """
-    kernel = registered_scan(scan, "add_scan_op")
-    op_name = kernel.op_name
-    _check_arguments(kernel, exclusive=exclusive, reverse=reverse, dtype=dtype)
+    entry = registered_scan(scan, "add_scan_op")
+    op_name = entry.op_name
+    _check_arguments(entry, exclusive=exclusive, reverse=reverse, dtype=dtype)
     axis_input = isinstance(blob_in, (list, tuple)) and len(blob_in) == 2
     if axis_input:
         if axis is not None or dim is not None:
@@ -101,13 +101,13 @@ def add_scan_op(net, scan, blob_in, blob_out=None, axis=None, exclusive=False, r
         axis = _resolve_axis(op_name, axis, dim)
     spec = checked_spec(op_name, axis, exclusive, reverse, dtype, axis_input)
     blob_in = _single_blob(op_name, "input", blob_in)
-    blobs_out = _output_blobs(net, kernel, blob_out)
+    blobs_out = _output_blobs(net, entry, blob_out)
     in_place = [str(blob) for blob in blobs_out if str(blob) == str(blob_in)]
     if spec.dtype is not None and in_place:
         raise ScanArgumentError(
             "{}: dtype={} cannot be used in place (blob_out == blob_in == {!r}): the overwritten input's "
             "dtype is needed for its gradient; write to a new blob".format(op_name, spec.dtype.name, str(blob_in)))
-    if kernel.reads_input and in_place:
+    if entry.reads_input and in_place:
         raise in_place_error(op_name, "blob_out == blob_in == {!r}".format(str(blob_in)))
     params = {"scan": scan, "axis": None if axis_input else spec.axis, "exclusive": spec.exclusive,
               "reverse": spec.reverse, "dtype": None if spec.dtype is None else spec.dtype.name}

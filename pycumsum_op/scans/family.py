@@ -11,9 +11,9 @@ _EXTREMUM = dict(outputs=("values", "indices"), saves=("indices",), arguments=fr
                  dtypes=_cummax.DTYPES, onnx=Refused(_NO_ONNX))
 
 
-def _portable_extremum(scan: str) -> Refused:
+def _portable_extremum(operator: str) -> Refused:
     return Refused("Caffe2's portable {} does not give torch's indices (ties to the later element, NaN "
-                   "rules)".format("Max" if scan == "cummax" else "Min"))
+                   "rules)".format(operator))
 
 
 CUMSUM = register(Scan(
@@ -30,7 +30,7 @@ CUMSUM = register(Scan(
     The op has a gradient, so ``net.AddGradientOperators`` works through it; `pycumsum_op.lower`
     turns it into C++ operators.
     """,
-    dtypes=_cumsum.DTYPES, identity=0.0, direct=_cumsum.cumsum_direct, plans=_cumsum.cumsum_plan,
+    dtypes=_cumsum.DTYPES, kernel=_cumsum.KERNEL, direct=_cumsum.cumsum_direct, plans=_cumsum.cumsum_plan,
     self_adjoint=True,
     aten=AtenForm("cumsum", needs=None, backward=aten_backward.cumsum_backward),
     portable=PortableForm("Add", blocked=True),
@@ -42,7 +42,7 @@ CUMPROD = register(Scan(
 
     Arguments as `cumsum` (exclusive starts with 1). Not in place: the gradient needs the input.
     """,
-    saves=("input", "y"), dtypes=_cumprod.DTYPES, identity=_cumprod.IDENTITY, direct=_cumprod.cumprod_direct,
+    saves=("input", "y"), dtypes=_cumprod.DTYPES, kernel=_cumprod.KERNEL, direct=_cumprod.cumprod_direct,
     plans=_cumprod.cumprod_plan,
     aten=AtenForm("cumprod", needs=None, backward=aten_backward.cumprod_backward,
                   backward_needs="aten cumprod_backward(grad, input)"),
@@ -57,18 +57,18 @@ CUMMAX = register(Scan(
     blob_out is [values, indices] (or None). Values keep the input's dtype, indices are int64;
     a tie goes to the later element; reverse scans from the end. The values may overwrite the input.
     """,
-    direct=_cummax.cummax_direct, plans=_cummax.cummax_plan,
+    kernel=_cummax.CUMMAX, direct=_cummax.cummax_direct, plans=_cummax.cummax_plan,
     aten=AtenForm("cummax", needs="aten cummax", backward=aten_backward.cummaxmin_backward),
-    portable=_portable_extremum("cummax"), **_EXTREMUM))
+    portable=_portable_extremum("Max"), **_EXTREMUM))
 
 CUMMIN = register(Scan(
     "cummin", "PyCumMin", _cummax.cummin_forward, _cummax.cummin_backward,
     doc="""Append ``values, indices = torch.cummin(blob_in, axis)`` to ``net``; returns both BlobReferences
     (see `cummax`).
     """,
-    direct=_cummax.cummin_direct, plans=_cummax.cummin_plan,
+    kernel=_cummax.CUMMIN, direct=_cummax.cummin_direct, plans=_cummax.cummin_plan,
     aten=AtenForm("cummin", needs="aten cummax", backward=aten_backward.cummaxmin_backward),
-    portable=_portable_extremum("cummin"), **_EXTREMUM))
+    portable=_portable_extremum("Min"), **_EXTREMUM))
 
 LOGCUMSUMEXP = register(Scan(
     "logcumsumexp", "PyLogCumSumExp", _logcumsumexp.logcumsumexp_forward, _logcumsumexp.logcumsumexp_backward,
@@ -78,7 +78,7 @@ LOGCUMSUMEXP = register(Scan(
     gradient is finite, 0 where torch 1.10.2's is NaN. Not in place: the gradient needs the input.
     """,
     saves=("input", "y"), arguments=frozenset(["exclusive", "reverse"]), dtypes=_logcumsumexp.DTYPES,
-    identity=_logcumsumexp.IDENTITY, plans=_logcumsumexp.logcumsumexp_plan,
+    kernel=_logcumsumexp.KERNEL, plans=_logcumsumexp.logcumsumexp_plan,
     aten=AtenForm("logcumsumexp", needs="aten logcumsumexp", backward=aten_backward.logcumsumexp_backward,
                   backward_needs="aten logcumsumexp"),
     portable=Refused("a log-depth scan of Caffe2's elementwise ops rounds differently from torch's sequential "

@@ -17,7 +17,7 @@ pycumsum_op.kernels.spec.ScanArgumentError: add_scan_op: unknown scan='cumsun'; 
 """
 from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Tuple, Union
 
-from ..kernels.spec import DtypeRule, ScanArgumentError, short_repr
+from ..kernels.spec import DtypeRule, ScanArgumentError, ScanKernel, short_repr
 
 #: The optional arguments a scan may take besides axis (``Scan.arguments``).
 ALL_ARGUMENTS = frozenset(["exclusive", "reverse", "dtype"])
@@ -74,8 +74,10 @@ class Scan(NamedTuple):
     #: accepted input dtypes and the result dtype (`DtypeRule`), the one rule kernels and lowering apply; every
     #: entry states its own
     dtypes: Optional[DtypeRule] = None
-    #: the value an exclusive scan starts with (0, 1, -inf); None when the scan has no exclusive form
-    identity: Optional[float] = None
+    #: its kernel's facts (`kernels.spec.ScanKernel`, declared in its kernel module): the identity an exclusive
+    #: scan starts with, the accelerator's loop, the compute dtypes the planner reads; None: no exclusive form, and
+    #: no planned kernel
+    kernel: Optional[ScanKernel] = None
     #: direct(spec, plan, x) -> f(x, out, plan.axis) doing forward's work in one call into a separate
     #: C-contiguous ``out`` of the result dtype (a tuple of them, one per output, for several outputs; all
     #: given as torch tensors viewing their memory), or None (then forward): the Caffe2 op's fast path
@@ -91,6 +93,11 @@ class Scan(NamedTuple):
     portable: Union[PortableForm, Refused] = Refused("no form from Caffe2's portable operators is declared")
     #: the ONNX operator it exports as and imports from (only "CumSum" is written), or why none
     onnx: Union[str, Refused] = Refused("no ONNX operator computes it")
+
+    @property
+    def identity(self) -> Optional[float]:
+        """The value an exclusive scan starts with (0, 1, -inf), its kernel's; None when it has no exclusive form."""
+        return None if self.kernel is None else self.kernel.identity
 
     @property
     def reads_input(self) -> bool:
@@ -128,7 +135,11 @@ def _check_entry(entry: Scan) -> None:
     if not entry.arguments <= ALL_ARGUMENTS:
         problems.append("arguments {} are not among {}".format(sorted(entry.arguments - ALL_ARGUMENTS),
                                                               sorted(ALL_ARGUMENTS)))
-    if ("exclusive" in entry.arguments) != (entry.identity is not None):
+    if entry.kernel is not None and not isinstance(entry.kernel, ScanKernel):
+        problems.append("kernel must be the ScanKernel its kernel module declares")
+    elif entry.plans is not None and (entry.kernel is None or entry.kernel.run is None):
+        problems.append("a planned scan states its kernel with the runner of its routes (ScanKernel.run)")
+    elif ("exclusive" in entry.arguments) != (entry.identity is not None):
         problems.append("an exclusive scan needs an identity, and an identity means exclusive is taken")
     if not isinstance(entry.dtypes, DtypeRule):
         problems.append("dtypes must state the scan's DtypeRule")
