@@ -73,6 +73,11 @@ _GRU = {"hidden_size": _ANY, "direction": frozenset(["forward", "bidirectional"]
 _RNN = {"hidden_size": _ANY, "direction": frozenset(["forward", "bidirectional"]),
         "activations": frozenset([("Tanh",), ("Relu",), ("Tanh", "Tanh"), ("Relu", "Relu")])}
 
+_ZERO_ONE = frozenset([0, 1])
+#: Conv's and the pools' window; dilations other than 1 are refused for the pools by the translation
+_WINDOW = {"auto_pad": frozenset(["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"]), "dilations": _ANY,
+           "kernel_shape": _ANY, "pads": _ANY, "strides": _ANY}
+
 _F = TensorProto
 _FLOAT = frozenset([_F.FLOAT])
 _BOOL = frozenset([_F.BOOL])
@@ -137,6 +142,25 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
                   Form((14, NEWEST), dict(_GRU, layout=frozenset([0])), translation=OWN)),
     "RNN": _forms(Form((7, 13), _RNN, translation=OWN),
                   Form((14, NEWEST), dict(_RNN, layout=frozenset([0])), translation=OWN)),
+    # the CNN core, as Caffe2's Conv, MaxPool, AveragePool, SpatialBN and Flatten (translations: `_window`)
+    "Conv": _forms(Form((1, NEWEST), dict(_WINDOW, group=_ANY), translation=OWN)),
+    "MaxPool": _forms(Form((1, 9), dict(_WINDOW, storage_order=frozenset([0])), translation=OWN),
+                      Form((10, NEWEST), dict(_WINDOW, ceil_mode=_ZERO_ONE, storage_order=frozenset([0])),
+                           translation=OWN)),
+    "AveragePool": _forms(Form((7, 9), dict(_WINDOW, count_include_pad=_ZERO_ONE), translation=OWN),
+                          Form((10, NEWEST), dict(_WINDOW, ceil_mode=_ZERO_ONE, count_include_pad=_ZERO_ONE),
+                               translation=OWN)),
+    "GlobalMaxPool": _forms(Form((1, NEWEST), translation=OWN)),
+    "GlobalAveragePool": _forms(Form((1, NEWEST), translation=OWN)),
+    # inference only: opset 7's spatial=0 and opset 14's training_mode=1 compute other statistics
+    "BatchNormalization": _forms(Form((7, 8), {"epsilon": _ANY, "momentum": _ANY, "spatial": frozenset([1])},
+                                      translation=OWN),
+                                 Form((9, 13), {"epsilon": _ANY, "momentum": _ANY}, translation=OWN),
+                                 Form((14, NEWEST), {"epsilon": _ANY, "momentum": _ANY,
+                                                     "training_mode": frozenset([0])}, translation=OWN)),
+    "Flatten": _forms(Form((1, NEWEST), {"axis": _ANY}, translation=OWN)),
+    "Dropout": _forms(Form((7, 11), {"ratio": _ANY}, translation=OWN),
+                      Form((12, NEWEST), {"seed": _ANY}, constants=(2,), translation=OWN)),
 }
 
 #: ONNX op -> the element types its forms run right in Caffe2, measured by tests/onnx_form_types.py (each form on
@@ -159,7 +183,9 @@ TYPES: Dict[str, FrozenSet[int]] = {
     # Max/Min of int8, int16 and uint8: by onnx's node tests (onnxruntime has no such kernels); ATen has no uint16
     "Clip": _FLOAT, "Max": _NUMBERS | _SMALL_INTS | {_F.FLOAT16}, "Min": _NUMBERS | _SMALL_INTS | {_F.FLOAT16},
     "ConstantOfShape": _NUMBERS | _BOOL, "ScatterND": _MOVED - {_F.UINT16}, "LSTM": _FLOAT, "GRU": _FLOAT,
-    "RNN": _FLOAT,
+    "RNN": _FLOAT, "Conv": _FLOAT, "MaxPool": _FLOAT, "AveragePool": _FLOAT, "GlobalMaxPool": _FLOAT,
+    "GlobalAveragePool": _FLOAT, "BatchNormalization": _FLOAT, "Flatten": _MOVED,
+    "Dropout": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16]),  # onnxruntime's kernels; Caffe2 copies any
 }
 #: the blob whose type is checked, where it is not input 0 (Where's X; what Constant and ConstantOfShape make)
 _TYPED = {"Where": ("input", 1), "Constant": ("output", 0), "ConstantOfShape": ("output", 0)}
