@@ -204,6 +204,7 @@ WHY = {
             "3 INT8, 4 UINT16, 5 INT16, 6 INT32, 7 INT64, 9 BOOL, 11 DOUBLE)",
 }
 _INPUT_NAMES = {"Slice": ("data", "starts", "ends", "axes", "steps"), "Unsqueeze": ("data", "axes"),
+                "Dropout": ("data", "ratio", "training_mode"),
                 "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes")}
 
 

@@ -1018,21 +1018,24 @@ def _pool(node, facts, opset, fresh):
         if operator == "AveragePool":
             args["count_include_pad"] = int(_attribute(node, "count_include_pad", 0))
     ops = _guard_filled(node, opset, facts, fresh, operator)
+    # Caffe2's ConvPoolOpBase demands explicit kernels of an op whose *name* holds "Pool" (torch names the node
+    # "GlobalAveragePool_46"), which global pooling reads off its input at run time
+    name = node.name.replace("Pool", "pool") if "global_pooling" in args else node.name
     if operator == "AveragePool":
-        return ops + [_op(operator, [data], [out], node.name, **args)]
-    return ops + _nan_max(node, data, out, args, fresh)
+        return ops + [_op(operator, [data], [out], name, **args)]
+    return ops + _nan_max(node, data, out, args, name, fresh)
 
 
-def _nan_max(node, data, out, args, fresh) -> list:
+def _nan_max(node, data, out, args, name, fresh) -> list:
     """MaxPool with a NaN wherever its window holds one (torch's max_pool; onnxruntime's own kernels disagree with
     each other on NaN: its 2-D pool gives NaN for [1, NaN], its 1-D one skips every NaN): Caffe2's kernel skips a
     NaN in some places of a window and not in others, so the windows holding a NaN are found by pooling the NaN
     mask, and filled with NaN (torch's masked_fill by the ATen op)."""
     pooled, isnan, mask, hit, hits = (fresh() for _ in range(5))
-    return [_op("MaxPool", [data], [pooled], node.name, **args),
+    return [_op("MaxPool", [data], [pooled], name, **args),
             _op("IsNaN", [data], [isnan], node.name),
             _op("Cast", [isnan], [mask], node.name, to=caffe2_pb2.TensorProto.FLOAT),
-            _op("MaxPool", [mask], [hit], node.name, **args),
+            _op("MaxPool", [mask], [hit], name, **args),
             _op("Cast", [hit], [hits], node.name, to=caffe2_pb2.TensorProto.BOOL),
             _op("ATen", [pooled, hits], [out], node.name, operator="masked_fill", value=float("nan"))]
 

@@ -1,0 +1,99 @@
+"""torchvision backbones (random weights from their constructors, no download) under an ordinal head (softmax over
+the classes, then their cumulative sum: torch.cumsum), exported by torch.onnx.export at opsets 11 and 13 with a
+static or a dynamic batch, imported by pycumsum_op.onnx.prepare and run against onnxruntime (graph optimizations
+off): both outputs (the ordinal distribution and the backbone's logits) within 1e-4. ResNet-18 and SqueezeNet 1.0
+(MaxPool with ceil_mode) run in the normal suite, the others are marked slow; backbones with an op that has no
+accepted form are refused at import in one line naming it.
+"""
+import pytest
+from onnx_support import onnx_backend_refusal
+
+if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself: tests/test_torch_versions.py
+    pytest.skip(onnx_backend_refusal(), allow_module_level=True)
+torchvision = pytest.importorskip("torchvision", reason="torchvision==0.11.3 (requirements-dev.txt)")
+
+import io
+import warnings
+
+import numpy as np
+import onnx
+import torch
+
+import pycumsum_op.onnx
+from pycumsum_op.onnx.forms import FormRefused
+from onnx_support import onnxruntime_outputs
+
+CLASSES = 5
+#: backbone -> whether the normal suite runs it (the others are slow: 2-10 s per export and import)
+BACKBONES = {"resnet18": True, "squeezenet1_0": True, "mobilenet_v2": False, "googlenet": False,
+             "efficientnet_b0": False, "mnasnet0_5": False, "shufflenet_v2_x0_5": False}
+
+
+class Ordinal(torch.nn.Module):
+    """An ordinal head on a backbone: the cumulative distribution over the classes, and the logits."""
+
+    def __init__(self, backbone):
+        super().__init__()
+        self.backbone = backbone
+
+    def forward(self, images):
+        logits = self.backbone(images)
+        return torch.cumsum(torch.softmax(logits, dim=1), dim=1), logits
+
+
+def export(name, opset, dynamic, training=torch.onnx.TrainingMode.EVAL):
+    """The ONNX model of backbone ``name`` under the ordinal head, exported on 1x3x64x64 images (``training``
+    PRESERVE keeps BatchNormalization, which EVAL folds into the convolutions)."""
+    torch.manual_seed(0)
+    kwargs = {"init_weights": False} if name == "googlenet" else {}  # True draws with scipy, and warns
+    module = Ordinal(getattr(torchvision.models, name)(num_classes=CLASSES, **kwargs)).eval()
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, torch.randn(1, 3, 64, 64), buffer, opset_version=opset, training=training,
+                          input_names=["images"], output_names=["cdf", "logits"],
+                          dynamic_axes={name: {0: "batch"} for name in ("images", "cdf", "logits")} if dynamic
+                          else None)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def assert_matches_onnxruntime(model, batch):
+    images = np.random.default_rng(batch).standard_normal((batch, 3, 64, 64)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = pycumsum_op.onnx.prepare(model).run([images])
+    theirs = onnxruntime_outputs(model, {"images": images})
+    assert [output.shape for output in ours] == [(batch, CLASSES)] * 2
+    for got, want in zip(ours, theirs):
+        assert np.abs(got - want).max() <= 1e-4
+
+
+CASES = [pytest.param(name, opset, dynamic, marks=[] if fast else [pytest.mark.slow],
+                      id="{}-{}-{}".format(name, opset, "dynamic" if dynamic else "static"))
+         for name, fast in BACKBONES.items() for opset in (11, 13) for dynamic in (False, True)
+         if not (name == "shufflenet_v2_x0_5" and dynamic)]  # refused: below
+
+
+@pytest.mark.parametrize("name, opset, dynamic", CASES)
+def test_backbone_with_an_ordinal_head_equals_onnxruntime(name, opset, dynamic):
+    model = export(name, opset, dynamic)
+    assert "CumSum" in {node.op_type for node in model.graph.node}
+    assert_matches_onnxruntime(model, batch=2 if dynamic else 1)  # a dynamic batch is run at another size
+
+
+def test_batch_normalization_kept_by_the_export_equals_onnxruntime():
+    model = export("resnet18", 13, True, training=torch.onnx.TrainingMode.PRESERVE)
+    assert "BatchNormalization" in {node.op_type for node in model.graph.node}
+    assert_matches_onnxruntime(model, batch=3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, dynamic, refusal", [
+    ("densenet121", False, r"^ONNX Pad node 'Pad_\d+' \(opset 13\): the op has no form proven equal to onnxruntime$"),
+    ("mobilenet_v3_small", True, r"^ONNX HardSigmoid node 'HardSigmoid_\d+' \(opset 13\): the op has no form "),
+    # torch reads the channels of a dynamic batch's tensor off its Shape: a Slice of a rank ONNX does not infer
+    ("shufflenet_v2_x0_5", True, r"^ONNX Slice node 'Slice_\d+' \(opset 13\): the rank of input '\d+' is unknown"),
+])
+def test_backbones_without_accepted_forms_are_refused_in_one_line(name, dynamic, refusal):
+    with pytest.raises(FormRefused, match=refusal):
+        pycumsum_op.onnx.prepare(export(name, 13, dynamic))
