@@ -148,7 +148,7 @@ def recurrent_cases(op, opset):
 
 
 CNN_OPS = ("Conv", "MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool", "BatchNormalization",
-           "Flatten", "Dropout")
+           "Flatten", "Dropout", "Pad")
 IMAGES = RNG.standard_normal((2, 4, 5, 6)).astype(np.float32)
 
 
@@ -176,6 +176,11 @@ def cnn_cases(op, opset):
         stats = {name: (RNG.standard_normal(4) if name != "var" else RNG.random(4) + 0.5).astype(np.float32)
                  for name in ("scale", "bias", "mean", "var")}
         return [({"x": IMAGES}, stats, {"epsilon": 1e-3}), ({"x": IMAGES[:, :, 0, 0]}, stats, {})]
+    if op == "Pad":
+        if opset < 11:
+            return [({"x": IMAGES}, {}, {"pads": [0, 1, -1, 2, 1, 0, 2, -3], "value": 1.5}), ({"x": F}, {}, {"pads": [0] * 4})]
+        return [({"x": IMAGES}, {"pads": i64(0, 1, -1, 2, 1, 0, 2, -3), "value": np.array(1.5, np.float32)}, {}),
+                ({"x": F}, {"pads": i64(1, 0, 0, 2)}, {})]
     if op == "Flatten":
         return [({"x": IMAGES}, {}, {"axis": 2}), ({"x": IMAGES}, {}, {"axis": -1 if opset >= 11 else 3}),
                 ({"x": IMAGES}, {}, {"axis": 0})]
@@ -443,7 +448,7 @@ ELEMENT_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, Ten
                  TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32,
                  TensorProto.UINT64, TensorProto.BOOL, TensorProto.STRING]
 #: the inputs of `form_cases` that hold indices, axes or shapes: their type is not the form's
-_INDEX_INPUTS = frozenset(["axes", "axis", "shape", "starts", "ends", "steps", "i", "lengths"])
+_INDEX_INPUTS = frozenset(["axes", "axis", "shape", "starts", "ends", "steps", "i", "lengths", "pads"])
 
 
 def form_opsets(op):

@@ -159,6 +159,9 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
                                  Form((14, NEWEST), {"epsilon": _ANY, "momentum": _ANY,
                                                      "training_mode": frozenset([0])}, translation=OWN)),
     "Flatten": _forms(Form((1, NEWEST), {"axis": _ANY}, translation=OWN)),
+    # constant mode only (reflect and edge have no form); torch writes a Pad of zeros before its AveragePool
+    "Pad": _forms(Form((2, 10), {"mode": frozenset(["constant"]), "pads": _ANY, "value": _ANY}, translation=OWN),
+                  Form((11, NEWEST), {"mode": frozenset(["constant"])}, constants=(1, 2), translation=OWN)),
     "Dropout": _forms(Form((7, 11), {"ratio": _ANY}, translation=OWN),
                       Form((12, NEWEST), {"seed": _ANY}, constants=(2,), translation=OWN)),
 }
@@ -186,6 +189,7 @@ TYPES: Dict[str, FrozenSet[int]] = {
     "RNN": _FLOAT, "Conv": _FLOAT, "MaxPool": _FLOAT, "AveragePool": _FLOAT, "GlobalMaxPool": _FLOAT,
     "GlobalAveragePool": _FLOAT, "BatchNormalization": _FLOAT, "Flatten": _MOVED,
     "Dropout": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16]),  # onnxruntime's kernels; Caffe2 copies any
+    "Pad": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16, _F.INT8, _F.INT32, _F.INT64, _F.UINT8, _F.BOOL]),
 }
 #: the blob whose type is checked, where it is not input 0 (Where's X; what Constant and ConstantOfShape make)
 _TYPED = {"Where": ("input", 1), "Constant": ("output", 0), "ConstantOfShape": ("output", 0)}
@@ -204,7 +208,7 @@ WHY = {
             "3 INT8, 4 UINT16, 5 INT16, 6 INT32, 7 INT64, 9 BOOL, 11 DOUBLE)",
 }
 _INPUT_NAMES = {"Slice": ("data", "starts", "ends", "axes", "steps"), "Unsqueeze": ("data", "axes"),
-                "Dropout": ("data", "ratio", "training_mode"),
+                "Dropout": ("data", "ratio", "training_mode"), "Pad": ("data", "pads", "constant_value"),
                 "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes")}
 
 

@@ -1084,6 +1084,55 @@ def _dropout(node, facts, opset, fresh):
     return ops
 
 
+def _pad(node, facts, opset, fresh):
+    """Constant padding by torch's ``constant_pad_nd`` (the ATen op: any rank, and negative pads crop as ONNX's
+    do); zero pads are a Copy. An empty output dim it fails on is refused, or checked by an Assert where symbolic. Its ``value`` travels in a float32 op argument, so a value float32 cannot hold exactly
+    (a double or a large integer) is refused."""
+    data = node.input[0]
+    if opset < 11:
+        pads, value = [int(v) for v in _attribute(node, "pads", [])], float(_attribute(node, "value", 0.0))
+    else:
+        pads = _int_list(node, opset, facts, 1, "pads") or []
+        value = 0.0
+        if given(node, 2):
+            constant = facts.constant(node.input[2])
+            if constant is None or constant.size != 1:
+                raise _refuse(node, opset, "input 2 (constant_value) is not a constant scalar")
+            value = constant.reshape(()).item()
+    rank = facts.rank(data)
+    if rank is None or len(pads) != 2 * rank:
+        raise _refuse(node, opset, "pads {} do not fit input 0 {!r} of rank {}".format(
+            pads, data, rank if rank is not None else "unknown"))
+    if not any(pads):
+        return [_op("Copy", [data], [node.output[0]], node.name)]
+    if not (np.isnan(value) or float(np.float32(value)) == value):
+        raise _refuse(node, opset, "constant_value {!r} is not a float32 value (Caffe2 passes it as one)".format(value))
+    # torch lists (begin, end) from the last dim back, and only from the first padded one (ONNX: all begins, then
+    # all ends); unless no pad is positive, it fails where a dim it lists comes out empty
+    first = next(axis for axis in range(rank) if pads[axis] or pads[axis + rank])
+    torch_pads = [pad for axis in reversed(range(first, rank)) for pad in (pads[axis], pads[axis + rank])]
+    ops = []
+    if max(pads) > 0:
+        dims = facts.dims(data)
+        growth = [pads[axis] + pads[axis + rank] for axis in range(first, rank)]
+        sizes = [None if dims is None or dims[axis] is None else dims[axis] + grow
+                 for axis, grow in zip(range(first, rank), growth)]
+        why = "torch's constant_pad_nd fails on an empty dim among those from the first padded one on"
+        if 0 in sizes:
+            raise _refuse(node, opset, "its output has dims {} from axis {} on; {}".format(sizes, first, why))
+        if None in sizes:
+            shape, listed, grown, zero, filled = fresh(), fresh(), fresh(), fresh(), fresh()
+            added, fill = _constant_blob(growth, fresh)
+            ops = [_op("Shape", [data], [shape], node.name),
+                   _op("Slice", [shape], [listed], node.name, starts=[first], ends=[-1]), fill,
+                   _op("Add", [listed, added], [grown], node.name), _int64_scalar(node, zero, 0),
+                   _op("GT", [grown, zero], [filled], node.name),
+                   _op("Assert", [filled], [], node.name, error_msg="{}: its output has an empty dim from axis {} on; "
+                       "{}".format(label(node, opset), first, why))]
+    return ops + [_op("ATen", [data], [node.output[0]], node.name, operator="constant_pad_nd", pad=torch_pads,
+                      value=float(value))]
+
+
 _PROTOTYPES: Dict[tuple, caffe2_pb2.OperatorDef] = {}
 
 
@@ -1155,7 +1204,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "Expand": _expand, "MatMul": _matmul, "Range": _range, "Clip": _clip, "Abs": _sign_op, "Neg": _sign_op,
     "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent,
     "Conv": _conv, "MaxPool": _pool, "AveragePool": _pool, "GlobalMaxPool": _pool, "GlobalAveragePool": _pool,
-    "BatchNormalization": _batch_norm, "Flatten": _flatten, "Dropout": _dropout,
+    "BatchNormalization": _batch_norm, "Flatten": _flatten, "Dropout": _dropout, "Pad": _pad,
 }
 
 
