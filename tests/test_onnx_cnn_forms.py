@@ -1,5 +1,5 @@
 """The CNN core's forms (Conv, MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool, BatchNormalization,
-Flatten, Dropout, Pad) at the edges: windows of every stride, dilation, padding, SAME padding and ceil_mode, 1 to 3
+Flatten, Dropout, Pad) and the classification heads' (LogSoftmax, ArgMax) at the edges: windows of every stride, dilation, padding, SAME padding and ceil_mode, 1 to 3
 spatial dims, empty batches and channels, size-1 dims, and ±inf, NaN and -0.0 in the input, static and dynamic
 shapes. Each matches onnxruntime (graph optimizations off), is refused at import in one line naming the op, or,
 where the model leaves a dim symbolic that Caffe2's kernel fails on when empty, fails the run in one line naming
@@ -262,6 +262,36 @@ def test_constant_pad(data, shape, dynamic, opset, kind):
         assert "ONNX Pad node 'out0'" in detail and "torch's constant_pad_nd fails on an empty dim" in detail, detail
     else:
         assert (result, detail) == ("match", None)
+
+
+@SETTINGS
+@given(data=st.data(), shape=st.lists(st.integers(0, 3), min_size=1, max_size=3), dynamic=st.booleans(),
+       opset=st.sampled_from([11, 12, 13]), kind=st.just(np.float32))
+def test_log_softmax(data, shape, dynamic, opset, kind):
+    x = data.draw(edge_arrays(kind, tuple(shape), EDGE_FLOATS))
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    model = node_model("LogSoftmax", {"x": x}, {}, {"axis": axis}, opset=opset, dynamic=dynamic)
+    result, detail = _result(model, {"x": x})
+    if opset < 13 and axis % len(shape) != len(shape) - 1:
+        assert result == "refused" and "only the last axis is translated" in detail, detail
+    else:
+        assert (result, detail) == ("match", None)
+
+
+@SETTINGS
+@given(data=st.data(), shape=st.lists(st.integers(0, 3), min_size=1, max_size=3), dynamic=st.booleans(),
+       opset=st.sampled_from([11, 12, 13]), kind=st.sampled_from([np.float32, np.float64, np.int32]),
+       keepdims=st.sampled_from([0, 1]))
+def test_arg_max(data, shape, dynamic, opset, kind, keepdims):
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    shape[axis] = max(shape[axis], 1)  # ONNX has no ArgMax of an empty axis
+    x = data.draw(edge_arrays(kind, tuple(shape), EDGE_FLOATS))
+    model = node_model("ArgMax", {"x": x}, {}, {"axis": axis, "keepdims": keepdims}, opset=opset, dynamic=dynamic)
+    # onnxruntime keeps a negative axis of an empty input with keepdims=0 ((0, 1) for (0, 1), axis -1; its own
+    # shape check warns): there numpy's argmax is the reference
+    expected = None if x.size else [np.argmax(x, axis).reshape(x.shape[:axis % x.ndim] + (1,) * keepdims
+                                                              + x.shape[axis % x.ndim + 1:])]
+    assert _result(model, {"x": x}, expected) == ("match", None)
 
 
 @pytest.mark.parametrize("node, message", [

@@ -115,6 +115,11 @@ def form_cases(op, opset):
         return [({"x": F, "i": i64(2, 0, 0, 3).reshape(2, 2), "u": i64(7, 8).astype(np.float32)}, {}, {})]
     if op in ("LSTM", "GRU", "RNN"):
         return recurrent_cases(op, opset)
+    if op == "LogSoftmax":
+        return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": -1 if opset >= 11 else 2})] + (
+            [({"x": np.stack([F, F])}, {}, {"axis": 0})] if opset >= 13 else [])
+    if op == "ArgMax":
+        return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": 0, "keepdims": 0})]
     if op in CNN_OPS:
         return cnn_cases(op, opset)
     raise AssertionError("no cases for ONNX {}".format(op))

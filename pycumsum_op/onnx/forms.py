@@ -159,6 +159,11 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
                                  Form((14, NEWEST), {"epsilon": _ANY, "momentum": _ANY,
                                                      "training_mode": frozenset([0])}, translation=OWN)),
     "Flatten": _forms(Form((1, NEWEST), {"axis": _ANY}, translation=OWN)),
+    "LogSoftmax": _forms(Form((1, 12), {"axis": _ANY}, translation=OWN),  # ONNX < 13: 2-D at axis (the last only)
+                         Form((13, NEWEST), {"axis": _ANY}, translation=OWN)),
+    "ArgMax": _forms(Form((1, 11), {"axis": _ANY, "keepdims": _ZERO_ONE}, translation=OWN),
+                     Form((12, NEWEST), {"axis": _ANY, "keepdims": _ZERO_ONE, "select_last_index": frozenset([0])},
+                          translation=OWN)),
     # constant mode only (reflect and edge have no form); torch writes a Pad of zeros before its AveragePool
     "Pad": _forms(Form((2, 10), {"mode": frozenset(["constant"]), "pads": _ANY, "value": _ANY}, translation=OWN),
                   Form((11, NEWEST), {"mode": frozenset(["constant"])}, constants=(1, 2), translation=OWN)),
@@ -189,6 +194,9 @@ TYPES: Dict[str, FrozenSet[int]] = {
     "RNN": _FLOAT, "Conv": _FLOAT, "MaxPool": _FLOAT, "AveragePool": _FLOAT, "GlobalMaxPool": _FLOAT,
     "GlobalAveragePool": _FLOAT, "BatchNormalization": _FLOAT, "Flatten": _MOVED,
     "Dropout": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16]),  # onnxruntime's kernels; Caffe2 copies any
+    # LogSoftmax of double: onnxruntime's double kernel gives [-inf, NaN] for [0, inf], its float kernel and torch's
+    # [NaN, NaN]; no oracle
+    "LogSoftmax": _FLOAT, "ArgMax": frozenset([_F.FLOAT, _F.DOUBLE, _F.INT32]),
     "Pad": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16, _F.INT8, _F.INT32, _F.INT64, _F.UINT8, _F.BOOL]),
 }
 #: the blob whose type is checked, where it is not input 0 (Where's X; what Constant and ConstantOfShape make)

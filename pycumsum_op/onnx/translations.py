@@ -1133,6 +1133,33 @@ def _pad(node, facts, opset, fresh):
                       value=float(value))]
 
 
+def _log_softmax(node, facts, opset, fresh):
+    """torch's log_softmax by the ATen op (Caffe2 has no LogSoftmax, and Log of its Softmax gives -inf where the
+    probability underflows). Before opset 13 ONNX flattens to 2-D at ``axis`` (default 1): only the last axis is
+    that; from 13 on any axis."""
+    rank = facts.rank(node.input[0])
+    axis = int(_attribute(node, "axis", 1 if opset < 13 else -1))
+    if rank is None:
+        raise _refuse(node, opset, "the rank of input {!r} is unknown".format(node.input[0]))
+    (axis,) = _normalized(node, opset, [axis], rank)
+    if opset < 13 and axis != rank - 1:
+        raise _refuse(node, opset, "axis {} is not the last axis (rank {}): before opset 13 only the last axis is "
+                                   "translated".format(axis, rank))
+    return [_op("ATen", [node.input[0]], [node.output[0]], node.name, operator="log_softmax", dim=axis)]
+
+
+def _arg_max(node, facts, opset, fresh):
+    """Caffe2's ArgMax (the first index of the maximum, as ONNX's select_last_index=0), keeping the axis: with
+    keepdims=0 it kept it anyway on an empty input ((0, 1) for (0,)), so the axis is squeezed by Squeeze."""
+    rank = facts.rank(node.input[0])
+    (axis,) = _normalized(node, opset, [int(_attribute(node, "axis", 0))], rank)
+    if int(_attribute(node, "keepdims", 1)):
+        return [_op("ArgMax", [node.input[0]], [node.output[0]], node.name, axis=axis, keepdims=1)]
+    kept = fresh()
+    return [_op("ArgMax", [node.input[0]], [kept], node.name, axis=axis, keepdims=1),
+            _op("Squeeze", [kept], [node.output[0]], node.name, dims=[axis])]
+
+
 _PROTOTYPES: Dict[tuple, caffe2_pb2.OperatorDef] = {}
 
 
@@ -1205,6 +1232,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent,
     "Conv": _conv, "MaxPool": _pool, "AveragePool": _pool, "GlobalMaxPool": _pool, "GlobalAveragePool": _pool,
     "BatchNormalization": _batch_norm, "Flatten": _flatten, "Dropout": _dropout, "Pad": _pad,
+    "LogSoftmax": _log_softmax, "ArgMax": _arg_max,
 }
 
 
