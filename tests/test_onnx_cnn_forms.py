@@ -1,11 +1,12 @@
 """The CNN core's forms (Conv, MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool, BatchNormalization,
-Flatten, Dropout, Pad) and the classification heads' (LogSoftmax, ArgMax) at the edges: windows of every stride, dilation, padding, SAME padding and ceil_mode, 1 to 3
-spatial dims, empty batches and channels, size-1 dims, and ±inf, NaN and -0.0 in the input, static and dynamic
-shapes. Each matches onnxruntime (graph optimizations off), is refused at import in one line naming the op, or,
-where the model leaves a dim symbolic that Caffe2's kernel fails on when empty, fails the run in one line naming
-the op. MaxPool on NaN is held to ONNX's definition (the max over the window, NaN when it holds one: torch's
-max_pool too), since onnxruntime's own kernels disagree there (its 2-D pool propagates NaN, its 1-D pool skips it
-and writes the lowest float for a window of -inf).
+Flatten, Dropout, Pad) and the classification heads' (LogSoftmax, ArgMax) at the edges: windows of every stride,
+dilation, padding, SAME padding and ceil_mode, 1 to 3 spatial dims, empty batches and channels, size-1 dims, and
+±inf, NaN and -0.0 in the input, static and dynamic shapes. Each matches onnxruntime (graph optimizations off), is
+refused at import in one line naming the op, or, where the model leaves a dim symbolic that Caffe2's kernel fails on
+when empty, fails the run in one line naming the op. Where onnxruntime is itself wrong or inconsistent, ONNX's
+definition (numpy) is the reference: MaxPool on NaN (onnxruntime's 2-D pool propagates it, its 1-D pool skips it and
+writes the lowest float for a window of -inf; torch's max_pool gives NaN), Pad with a negative pad next to a positive
+one, ArgMax of an empty input.
 """
 import pytest
 from onnx_support import onnx_backend_refusal

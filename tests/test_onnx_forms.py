@@ -183,7 +183,8 @@ def cnn_cases(op, opset):
         return [({"x": IMAGES}, stats, {"epsilon": 1e-3}), ({"x": IMAGES[:, :, 0, 0]}, stats, {})]
     if op == "Pad":
         if opset < 11:
-            return [({"x": IMAGES}, {}, {"pads": [0, 1, -1, 2, 1, 0, 2, -3], "value": 1.5}), ({"x": F}, {}, {"pads": [0] * 4})]
+            return [({"x": IMAGES}, {}, {"pads": [0, 1, -1, 2, 1, 0, 2, -3], "value": 1.5}),
+                    ({"x": F}, {}, {"pads": [0] * 4})]
         return [({"x": IMAGES}, {"pads": i64(0, 1, -1, 2, 1, 0, 2, -3), "value": np.array(1.5, np.float32)}, {}),
                 ({"x": F}, {"pads": i64(1, 0, 0, 2)}, {})]
     if op == "Flatten":

@@ -3,8 +3,8 @@ the classes, then their cumulative sum: torch.cumsum), exported by torch.onnx.ex
 static or a dynamic batch, imported by pycumsum_op.onnx.prepare and run against onnxruntime (graph optimizations
 off): both outputs (the ordinal distribution and the backbone's logits) within 1e-4. ResNet-18 and SqueezeNet 1.0
 (MaxPool with ceil_mode) run in the normal suite; the others (a small DenseNet: BatchNormalization, and a Pad
-before each AveragePool) are marked slow. Backbones with an op that has no accepted form are refused at import in one line
-naming it.
+before each AveragePool) are marked slow. Backbones with an op that has no accepted form are refused at import in
+one line naming it.
 """
 import pytest
 from onnx_support import onnx_backend_refusal

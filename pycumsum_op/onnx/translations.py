@@ -1011,8 +1011,7 @@ def _pool(node, facts, opset, fresh):
         args = _window(node, opset, facts, kernel, bool(_attribute(node, "ceil_mode", 0)))
         if set(args.pop("dilations")) != {1}:
             raise _refuse(node, opset, "dilations other than 1 (Caffe2's pools have none)")
-        kernel = args["kernels"] * 2
-        if any(pad >= size for pad, size in zip(args["pads"], kernel)):
+        if any(pad >= size for pad, size in zip(args["pads"], args["kernels"] * 2)):  # begins, then ends
             raise _refuse(node, opset, "pads {} (with ceil_mode's) not smaller than the kernel {}, as Caffe2's pools "
                                        "need".format(args["pads"], args["kernels"]))
         if operator == "AveragePool":
@@ -1086,8 +1085,9 @@ def _dropout(node, facts, opset, fresh):
 
 def _pad(node, facts, opset, fresh):
     """Constant padding by torch's ``constant_pad_nd`` (the ATen op: any rank, and negative pads crop as ONNX's
-    do); zero pads are a Copy. An empty output dim it fails on is refused, or checked by an Assert where symbolic. Its ``value`` travels in a float32 op argument, so a value float32 cannot hold exactly
-    (a double or a large integer) is refused."""
+    do); zero pads are a Copy. An empty output dim it fails on is refused, or checked by an Assert where symbolic.
+    Its ``value`` travels in a float32 op argument, so a value float32 cannot hold exactly (a double 0.1, a large
+    integer) is refused."""
     data = node.input[0]
     if opset < 11:
         pads, value = [int(v) for v in _attribute(node, "pads", [])], float(_attribute(node, "value", 0.0))
@@ -1149,15 +1149,10 @@ def _log_softmax(node, facts, opset, fresh):
 
 
 def _arg_max(node, facts, opset, fresh):
-    """Caffe2's ArgMax (the first index of the maximum, as ONNX's select_last_index=0), keeping the axis: with
-    keepdims=0 it kept it anyway on an empty input ((0, 1) for (0,)), so the axis is squeezed by Squeeze."""
-    rank = facts.rank(node.input[0])
-    (axis,) = _normalized(node, opset, [int(_attribute(node, "axis", 0))], rank)
-    if int(_attribute(node, "keepdims", 1)):
-        return [_op("ArgMax", [node.input[0]], [node.output[0]], node.name, axis=axis, keepdims=1)]
-    kept = fresh()
-    return [_op("ArgMax", [node.input[0]], [kept], node.name, axis=axis, keepdims=1),
-            _op("Squeeze", [kept], [node.output[0]], node.name, dims=[axis])]
+    """Caffe2's ArgMax: the first index of the maximum, as ONNX's select_last_index=0."""
+    (axis,) = _normalized(node, opset, [int(_attribute(node, "axis", 0))], facts.rank(node.input[0]))
+    return [_op("ArgMax", [node.input[0]], [node.output[0]], node.name, axis=axis,
+                keepdims=int(_attribute(node, "keepdims", 1)))]
 
 
 _PROTOTYPES: Dict[tuple, caffe2_pb2.OperatorDef] = {}
