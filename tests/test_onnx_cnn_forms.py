@@ -266,6 +266,16 @@ def test_constant_pad(data, shape, dynamic, opset, kind):
 
 
 @SETTINGS
+@given(data=st.data(), shape=st.lists(st.integers(0, 3), min_size=0, max_size=3), dynamic=st.booleans(),
+       opset=st.sampled_from([11, 13, 14]), alpha=st.sampled_from([0.2, 1 / 6, -1.0]), beta=st.sampled_from([0.5, 0.0]))
+def test_hard_sigmoid(data, shape, dynamic, opset, alpha, beta):
+    """torch's hardsigmoid (and, before opset 14, x * hardsigmoid(x) for hardswish: MobileNetV3)."""
+    x = data.draw(edge_arrays(np.float32, tuple(shape), EDGE_FLOATS))
+    model = node_model("HardSigmoid", {"x": x}, {}, {"alpha": alpha, "beta": beta}, opset=opset, dynamic=dynamic)
+    assert _result(model, {"x": x}) == ("match", None)
+
+
+@SETTINGS
 @given(data=st.data(), shape=st.lists(st.integers(0, 3), min_size=1, max_size=3), dynamic=st.booleans(),
        opset=st.sampled_from([11, 12, 13]), kind=st.just(np.float32))
 def test_log_softmax(data, shape, dynamic, opset, kind):

@@ -115,6 +115,8 @@ def form_cases(op, opset):
         return [({"x": F, "i": i64(2, 0, 0, 3).reshape(2, 2), "u": i64(7, 8).astype(np.float32)}, {}, {})]
     if op in ("LSTM", "GRU", "RNN"):
         return recurrent_cases(op, opset)
+    if op == "HardSigmoid":
+        return [({"x": F * 4}, {}, {}), ({"x": F * 4}, {}, {"alpha": 1 / 6, "beta": 0.5})]
     if op == "LogSoftmax":
         return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": -1 if opset >= 11 else 2})] + (
             [({"x": np.stack([F, F])}, {}, {"axis": 0})] if opset >= 13 else [])

@@ -159,6 +159,7 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
                                  Form((14, NEWEST), {"epsilon": _ANY, "momentum": _ANY,
                                                      "training_mode": frozenset([0])}, translation=OWN)),
     "Flatten": _forms(Form((1, NEWEST), {"axis": _ANY}, translation=OWN)),
+    "HardSigmoid": _forms(Form((6, NEWEST), {"alpha": _ANY, "beta": _ANY})),  # torch's hardsigmoid, hardswish < 14
     "LogSoftmax": _forms(Form((1, 12), {"axis": _ANY}, translation=OWN),  # ONNX < 13: 2-D at axis (the last only)
                          Form((13, NEWEST), {"axis": _ANY}, translation=OWN)),
     "ArgMax": _forms(Form((1, 11), {"axis": _ANY, "keepdims": _ZERO_ONE}, translation=OWN),
@@ -196,7 +197,7 @@ TYPES: Dict[str, FrozenSet[int]] = {
     "Dropout": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16]),  # onnxruntime's kernels; Caffe2 copies any
     # LogSoftmax of double: onnxruntime's double kernel gives [-inf, NaN] for [0, inf], its float kernel and torch's
     # [NaN, NaN]; no oracle
-    "LogSoftmax": _FLOAT, "ArgMax": frozenset([_F.FLOAT, _F.DOUBLE, _F.INT32]),
+    "HardSigmoid": _FLOAT, "LogSoftmax": _FLOAT, "ArgMax": frozenset([_F.FLOAT, _F.DOUBLE, _F.INT32]),
     "Pad": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16, _F.INT8, _F.INT32, _F.INT64, _F.UINT8, _F.BOOL]),
 }
 #: the blob whose type is checked, where it is not input 0 (Where's X; what Constant and ConstantOfShape make)
