@@ -115,6 +115,15 @@ def form_cases(op, opset):
         return [({"x": F, "i": i64(2, 0, 0, 3).reshape(2, 2), "u": i64(7, 8).astype(np.float32)}, {}, {})]
     if op in ("LSTM", "GRU", "RNN"):
         return recurrent_cases(op, opset)
+    if op == "HardSigmoid":
+        return [({"x": F * 4}, {}, {}), ({"x": F * 4}, {}, {"alpha": 1 / 6, "beta": 0.5})]
+    if op == "LogSoftmax":
+        return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": -1 if opset >= 11 else 2})] + (
+            [({"x": np.stack([F, F])}, {}, {"axis": 0})] if opset >= 13 else [])
+    if op == "ArgMax":
+        return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": 0, "keepdims": 0})]
+    if op in CNN_OPS:
+        return cnn_cases(op, opset)
     raise AssertionError("no cases for ONNX {}".format(op))
 
 
@@ -143,6 +152,50 @@ def recurrent_cases(op, opset):
                            **({"activations": ["Relu", "Relu"]} if op == "RNN" else {})),
                   dict(outputs, order=["x", "w", "r", "", "lengths"] + sorted(initial))))
     return cases
+
+
+CNN_OPS = ("Conv", "MaxPool", "AveragePool", "GlobalMaxPool", "GlobalAveragePool", "BatchNormalization",
+           "Flatten", "Dropout", "Pad")
+IMAGES = RNG.standard_normal((2, 4, 5, 6)).astype(np.float32)
+
+
+def cnn_cases(op, opset):
+    """Cases of the CNN core over (2, 4, 5, 6) images: grouped, dilated, strided and padded windows, SAME padding,
+    ceil_mode, count_include_pad, 1-D and 3-D inputs (tests/test_onnx_cnn_forms.py: their edges)."""
+    if op == "Conv":
+        return [({"x": IMAGES}, {"w": RNG.standard_normal((6, 2, 3, 2)).astype(np.float32),
+                                 "b": RNG.standard_normal(6).astype(np.float32)},
+                 {"group": 2, "dilations": [1, 2], "strides": [2, 1], "pads": [1, 0, 2, 1]}),
+                ({"x": IMAGES}, {"w": RNG.standard_normal((3, 4, 3, 3)).astype(np.float32)},
+                 {"auto_pad": "SAME_LOWER", "strides": [2, 2]}),
+                ({"x": IMAGES[:, :, 0]}, {"w": RNG.standard_normal((2, 4, 2)).astype(np.float32)}, {})]
+    if op in ("MaxPool", "AveragePool"):
+        ceil = {"ceil_mode": 1} if opset >= 10 else {}
+        average = {"count_include_pad": 1} if op == "AveragePool" else {}
+        return [({"x": IMAGES}, {}, dict(average, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], **ceil)),
+                ({"x": IMAGES}, {}, {"kernel_shape": [2, 3], "auto_pad": "SAME_UPPER"}),
+                ({"x": IMAGES[:, :, 0]}, {}, {"kernel_shape": [2]})] + (
+                    [({"x": IMAGES[..., None]}, {}, {"kernel_shape": [2, 2, 1], "strides": [1, 2, 1]})]
+                    if op == "AveragePool" else [])  # Caffe2's 3-D MaxPool is refused
+    if op.startswith("Global"):
+        return [({"x": IMAGES}, {}, {}), ({"x": IMAGES[:, :, 0]}, {}, {})]
+    if op == "BatchNormalization":
+        stats = {name: (RNG.standard_normal(4) if name != "var" else RNG.random(4) + 0.5).astype(np.float32)
+                 for name in ("scale", "bias", "mean", "var")}
+        return [({"x": IMAGES}, stats, {"epsilon": 1e-3}), ({"x": IMAGES[:, :, 0, 0]}, stats, {})]
+    if op == "Pad":
+        if opset < 11:
+            return [({"x": IMAGES}, {}, {"pads": [0, 1, -1, 2, 1, 0, 2, -3], "value": 1.5}),
+                    ({"x": F}, {}, {"pads": [0] * 4})]
+        return [({"x": IMAGES}, {"pads": i64(0, 1, -1, 2, 1, 0, 2, -3), "value": np.array(1.5, np.float32)}, {}),
+                ({"x": F}, {"pads": i64(1, 0, 0, 2)}, {})]
+    if op == "Flatten":
+        return [({"x": IMAGES}, {}, {"axis": 2}), ({"x": IMAGES}, {}, {"axis": -1 if opset >= 11 else 3}),
+                ({"x": IMAGES}, {}, {"axis": 0})]
+    if opset < 12:
+        return [({"x": IMAGES}, {}, {"ratio": 0.5})]
+    return [({"x": IMAGES}, {"ratio": np.array(0.3, np.float32), "training": np.array(False)}, {}, {"outputs": 2}),
+            ({"x": IMAGES}, {}, {})]
 
 
 def _form_params():
@@ -403,7 +456,7 @@ ELEMENT_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, Ten
                  TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32,
                  TensorProto.UINT64, TensorProto.BOOL, TensorProto.STRING]
 #: the inputs of `form_cases` that hold indices, axes or shapes: their type is not the form's
-_INDEX_INPUTS = frozenset(["axes", "axis", "shape", "starts", "ends", "steps", "i", "lengths"])
+_INDEX_INPUTS = frozenset(["axes", "axis", "shape", "starts", "ends", "steps", "i", "lengths", "pads"])
 
 
 def form_opsets(op):

@@ -73,6 +73,11 @@ _GRU = {"hidden_size": _ANY, "direction": frozenset(["forward", "bidirectional"]
 _RNN = {"hidden_size": _ANY, "direction": frozenset(["forward", "bidirectional"]),
         "activations": frozenset([("Tanh",), ("Relu",), ("Tanh", "Tanh"), ("Relu", "Relu")])}
 
+_ZERO_ONE = frozenset([0, 1])
+#: Conv's and the pools' window; dilations other than 1 are refused for the pools by the translation
+_WINDOW = {"auto_pad": frozenset(["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"]), "dilations": _ANY,
+           "kernel_shape": _ANY, "pads": _ANY, "strides": _ANY}
+
 _F = TensorProto
 _FLOAT = frozenset([_F.FLOAT])
 _BOOL = frozenset([_F.BOOL])
@@ -137,6 +142,34 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
                   Form((14, NEWEST), dict(_GRU, layout=frozenset([0])), translation=OWN)),
     "RNN": _forms(Form((7, 13), _RNN, translation=OWN),
                   Form((14, NEWEST), dict(_RNN, layout=frozenset([0])), translation=OWN)),
+    # the CNN core, as Caffe2's Conv, MaxPool, AveragePool, SpatialBN and Flatten (translations: `_window`)
+    "Conv": _forms(Form((1, NEWEST), dict(_WINDOW, group=_ANY), translation=OWN)),
+    "MaxPool": _forms(Form((1, 9), dict(_WINDOW, storage_order=frozenset([0])), translation=OWN),
+                      Form((10, NEWEST), dict(_WINDOW, ceil_mode=_ZERO_ONE, storage_order=frozenset([0])),
+                           translation=OWN)),
+    "AveragePool": _forms(Form((7, 9), dict(_WINDOW, count_include_pad=_ZERO_ONE), translation=OWN),
+                          Form((10, NEWEST), dict(_WINDOW, ceil_mode=_ZERO_ONE, count_include_pad=_ZERO_ONE),
+                               translation=OWN)),
+    "GlobalMaxPool": _forms(Form((1, NEWEST), translation=OWN)),
+    "GlobalAveragePool": _forms(Form((1, NEWEST), translation=OWN)),
+    # inference only: opset 7's spatial=0 and opset 14's training_mode=1 compute other statistics
+    "BatchNormalization": _forms(Form((7, 8), {"epsilon": _ANY, "momentum": _ANY, "spatial": frozenset([1])},
+                                      translation=OWN),
+                                 Form((9, 13), {"epsilon": _ANY, "momentum": _ANY}, translation=OWN),
+                                 Form((14, NEWEST), {"epsilon": _ANY, "momentum": _ANY,
+                                                     "training_mode": frozenset([0])}, translation=OWN)),
+    "Flatten": _forms(Form((1, NEWEST), {"axis": _ANY}, translation=OWN)),
+    "HardSigmoid": _forms(Form((6, NEWEST), {"alpha": _ANY, "beta": _ANY})),  # torch's hardsigmoid, hardswish < 14
+    "LogSoftmax": _forms(Form((1, 12), {"axis": _ANY}, translation=OWN),  # ONNX < 13: 2-D at axis (the last only)
+                         Form((13, NEWEST), {"axis": _ANY}, translation=OWN)),
+    "ArgMax": _forms(Form((1, 11), {"axis": _ANY, "keepdims": _ZERO_ONE}, translation=OWN),
+                     Form((12, NEWEST), {"axis": _ANY, "keepdims": _ZERO_ONE, "select_last_index": frozenset([0])},
+                          translation=OWN)),
+    # constant mode only (reflect and edge have no form); torch writes a Pad of zeros before its AveragePool
+    "Pad": _forms(Form((2, 10), {"mode": frozenset(["constant"]), "pads": _ANY, "value": _ANY}, translation=OWN),
+                  Form((11, NEWEST), {"mode": frozenset(["constant"])}, constants=(1, 2), translation=OWN)),
+    "Dropout": _forms(Form((7, 11), {"ratio": _ANY}, translation=OWN),
+                      Form((12, NEWEST), {"seed": _ANY}, constants=(2,), translation=OWN)),
 }
 
 #: ONNX op -> the element types its forms run right in Caffe2, measured by tests/onnx_form_types.py (each form on
@@ -159,7 +192,13 @@ TYPES: Dict[str, FrozenSet[int]] = {
     # Max/Min of int8, int16 and uint8: by onnx's node tests (onnxruntime has no such kernels); ATen has no uint16
     "Clip": _FLOAT, "Max": _NUMBERS | _SMALL_INTS | {_F.FLOAT16}, "Min": _NUMBERS | _SMALL_INTS | {_F.FLOAT16},
     "ConstantOfShape": _NUMBERS | _BOOL, "ScatterND": _MOVED - {_F.UINT16}, "LSTM": _FLOAT, "GRU": _FLOAT,
-    "RNN": _FLOAT,
+    "RNN": _FLOAT, "Conv": _FLOAT, "MaxPool": _FLOAT, "AveragePool": _FLOAT, "GlobalMaxPool": _FLOAT,
+    "GlobalAveragePool": _FLOAT, "BatchNormalization": _FLOAT, "Flatten": _MOVED,
+    "Dropout": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16]),  # onnxruntime's kernels; Caffe2 copies any
+    # LogSoftmax of double: onnxruntime's double kernel gives [-inf, NaN] for [0, inf], its float kernel and torch's
+    # [NaN, NaN]; no oracle
+    "HardSigmoid": _FLOAT, "LogSoftmax": _FLOAT, "ArgMax": frozenset([_F.FLOAT, _F.DOUBLE, _F.INT32]),
+    "Pad": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16, _F.INT8, _F.INT32, _F.INT64, _F.UINT8, _F.BOOL]),
 }
 #: the blob whose type is checked, where it is not input 0 (Where's X; what Constant and ConstantOfShape make)
 _TYPED = {"Where": ("input", 1), "Constant": ("output", 0), "ConstantOfShape": ("output", 0)}
@@ -178,6 +217,7 @@ WHY = {
             "3 INT8, 4 UINT16, 5 INT16, 6 INT32, 7 INT64, 9 BOOL, 11 DOUBLE)",
 }
 _INPUT_NAMES = {"Slice": ("data", "starts", "ends", "axes", "steps"), "Unsqueeze": ("data", "axes"),
+                "Dropout": ("data", "ratio", "training_mode"), "Pad": ("data", "pads", "constant_value"),
                 "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes")}
 
 

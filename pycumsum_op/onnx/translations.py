@@ -899,6 +899,262 @@ def _recurrent(node, facts, opset, fresh):
     return ops
 
 
+#: the window ops' spatial ranks Caffe2's CPU kernels run (its pools: 1-3 dims; Conv any, held to the same)
+_SPATIAL_RANKS = (1, 2, 3)
+_SAME = {"SAME_UPPER": 0, "SAME_LOWER": 1}  # ONNX's SAME_LOWER puts the odd pad at the beginning
+
+
+def _window(node, opset, facts, kernel, ceil_mode=False) -> dict:
+    """Caffe2's ``kernels``, ``strides``, ``dilations`` and ``pads`` (begins, then ends: ONNX's order too) of ONNX
+    Conv/pool ``node`` over ``kernel``. auto_pad SAME_UPPER/SAME_LOWER and ceil_mode become explicit pads, which
+    needs the input's spatial dims (refused where the model leaves one symbolic); ceil_mode's extra window is end
+    padding, refused where that window lies wholly in the padding (onnxruntime gives it the lowest float, torch
+    drops it)."""
+    rank = len(kernel)
+    if rank not in _SPATIAL_RANKS:
+        raise _refuse(node, opset, "{} spatial dims; Caffe2's window ops take 1 to 3".format(rank))
+    strides = [int(v) for v in _attribute(node, "strides", [1] * rank)]
+    dilations = [int(v) for v in _attribute(node, "dilations", [1] * rank)]
+    pads = [int(v) for v in _attribute(node, "pads", [0] * 2 * rank)]
+    if len(strides) != rank or len(dilations) != rank or len(pads) != 2 * rank:
+        raise _refuse(node, opset, "strides {}, dilations {} or pads {} do not fit the kernel {}".format(
+            strides, dilations, pads, kernel))
+    if min(kernel + strides + dilations) < 1 or min(pads) < 0:
+        raise _refuse(node, opset, "kernel {}, strides {}, dilations {} must be positive and pads {} not "
+                                   "negative".format(kernel, strides, dilations, pads))
+    auto_pad = _attribute(node, "auto_pad", b"NOTSET").decode()
+    if auto_pad == "VALID":
+        pads = [0] * 2 * rank
+    spans = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    if auto_pad in _SAME and set(dilations) != {1}:
+        raise _refuse(node, opset, "auto_pad={} with dilations {} (onnxruntime refuses it)".format(auto_pad, dilations))
+    if auto_pad in _SAME or ceil_mode:
+        dims = facts.dims(node.input[0])
+        spatial = dims[2:] if dims is not None and len(dims) == rank + 2 else None
+        if spatial is None or None in spatial:
+            raise _refuse(node, opset, "{} needs the input's spatial dims, which the model does not state".format(
+                "auto_pad={}".format(auto_pad) if auto_pad in _SAME else "ceil_mode=1"))
+        for axis, (size, stride, span) in enumerate(zip(spatial, strides, spans)):
+            if auto_pad in _SAME:
+                total = max(0, (-(-size // stride) - 1) * stride + span - size)
+                pads[axis] = (total + _SAME[auto_pad]) // 2
+                pads[axis + rank] = total - pads[axis]
+            reach = size + pads[axis] + pads[axis + rank] - span
+            if ceil_mode and reach >= 0 and reach % stride:
+                last = (reach // stride + 1) * stride  # where ceil_mode's extra window starts
+                if last >= size + pads[axis]:
+                    raise _refuse(node, opset, "ceil_mode=1 adds a window wholly in the padding of spatial "
+                                               "dim {}".format(axis))
+                pads[axis + rank] += last + span - (size + pads[axis] + pads[axis + rank])
+    return {"kernels": list(kernel), "strides": strides, "dilations": dilations, "pads": pads}
+
+
+def _guard_filled(node, opset, facts, fresh, kernel: str, spatial: bool = True) -> list:
+    """Caffe2's Conv and pools fail on an empty channel or spatial dim, its SpatialBN on an empty channel dim
+    ("inner_size > 0", "C != 0", naming no ONNX node): such a dim stated by the model is refused, one it leaves
+    symbolic is checked by an Assert naming the node when the net runs."""
+    data = node.input[0]
+    dims = facts.dims(data)
+    checked = None if dims is None else dims[1:] if spatial else dims[1:2]
+    what = "an empty channel or spatial dim" if spatial else "an empty channel dim"
+    if checked is not None and 0 in checked:
+        raise _refuse(node, opset, "input 0 {!r} has dims {}; Caffe2's {} fails on {}".format(data, dims, kernel, what))
+    if checked is not None and None not in checked:
+        return []
+    shape, rest, zero, filled = fresh(), fresh(), fresh(), fresh()
+    return [_op("Shape", [data], [shape], node.name),
+            _op("Slice", [shape], [rest], node.name, starts=[1], ends=[-1 if spatial else 2]),
+            _int64_scalar(node, zero, 0), _op("GT", [rest, zero], [filled], node.name),
+            _op("Assert", [filled], [], node.name, error_msg="{}: input 0 {!r} has {}, on which Caffe2's {} "
+                "fails".format(label(node, opset), data, what, kernel))]
+
+
+def _conv(node, facts, opset, fresh):
+    """Caffe2's Conv: the kernel from ``kernel_shape`` or W's dims, which must be stated and not empty (an empty W
+    kills the process: SIGFPE)."""
+    weights = node.input[1]
+    dims = facts.dims(weights)
+    if dims is None or None in dims or len(dims) < 3:
+        raise _refuse(node, opset, "input 1 (W) {!r} has dims {}; its dims must be stated".format(weights, dims))
+    if 0 in dims:
+        raise _refuse(node, opset, "input 1 (W) {!r} has dims {}; Caffe2's Conv fails on an empty W".format(
+            weights, dims))
+    kernel = [int(v) for v in _attribute(node, "kernel_shape", dims[2:])]
+    if kernel != dims[2:]:
+        raise _refuse(node, opset, "kernel_shape {} is not W's spatial dims {}".format(kernel, dims[2:]))
+    if any(facts.elem_type(name) != TensorProto.FLOAT for name in node.input[1:] if name):
+        raise _refuse(node, opset, "W and B must be float as X (Caffe2's Conv is float)")
+    args = _window(node, opset, facts, kernel)
+    return _guard_filled(node, opset, facts, fresh, "Conv") + [_op("Conv", [name for name in node.input if name],
+                                                            [node.output[0]], node.name,
+                                                            group=int(_attribute(node, "group", 1)), **args)]
+
+
+def _pool(node, facts, opset, fresh):
+    """Caffe2's MaxPool / AveragePool, global or over a window (no dilations, pads smaller than the kernel, as its
+    kernels take them). Its MaxPool skips some NaNs of a window and not others (`_nan_max`)."""
+    data, out = node.input[0], node.output[0]
+    if len(node.output) > 1 and node.output[1]:
+        raise _refuse(node, opset, "output 1 (Indices) has no Caffe2 form")
+    operator = "MaxPool" if "Max" in node.op_type else "AveragePool"
+    kernel = [int(v) for v in _attribute(node, "kernel_shape", [])]
+    spatial = (facts.rank(data) or 0) - 2 if node.op_type.startswith("Global") else len(kernel)
+    if operator == "MaxPool" and spatial == 3:
+        raise _refuse(node, opset, "3 spatial dims: Caffe2's 3-D MaxPool writes the lowest float for -inf and NaN")
+    if node.op_type.startswith("Global"):
+        rank = facts.rank(data)
+        if rank is None or rank - 2 not in _SPATIAL_RANKS:
+            raise _refuse(node, opset, "input 0 {!r} has rank {}; Caffe2's pools take 1 to 3 spatial dims".format(
+                data, rank))
+        args = {"global_pooling": 1}
+    else:
+        args = _window(node, opset, facts, kernel, bool(_attribute(node, "ceil_mode", 0)))
+        if set(args.pop("dilations")) != {1}:
+            raise _refuse(node, opset, "dilations other than 1 (Caffe2's pools have none)")
+        if any(pad >= size for pad, size in zip(args["pads"], args["kernels"] * 2)):  # begins, then ends
+            raise _refuse(node, opset, "pads {} (with ceil_mode's) not smaller than the kernel {}, as Caffe2's pools "
+                                       "need".format(args["pads"], args["kernels"]))
+        if operator == "AveragePool":
+            args["count_include_pad"] = int(_attribute(node, "count_include_pad", 0))
+    ops = _guard_filled(node, opset, facts, fresh, operator)
+    # Caffe2's ConvPoolOpBase demands explicit kernels of an op whose *name* holds "Pool" (torch names the node
+    # "GlobalAveragePool_46"), which global pooling reads off its input at run time
+    name = node.name.replace("Pool", "pool") if "global_pooling" in args else node.name
+    if operator == "AveragePool":
+        return ops + [_op(operator, [data], [out], name, **args)]
+    return ops + _nan_max(node, data, out, args, name, fresh)
+
+
+def _nan_max(node, data, out, args, name, fresh) -> list:
+    """MaxPool with a NaN wherever its window holds one (torch's max_pool; onnxruntime's own kernels disagree with
+    each other on NaN: its 2-D pool gives NaN for [1, NaN], its 1-D one skips every NaN): Caffe2's kernel skips a
+    NaN in some places of a window and not in others, so the windows holding a NaN are found by pooling the NaN
+    mask, and filled with NaN (torch's masked_fill by the ATen op)."""
+    pooled, isnan, mask, hit, hits = (fresh() for _ in range(5))
+    return [_op("MaxPool", [data], [pooled], name, **args),
+            _op("IsNaN", [data], [isnan], node.name),
+            _op("Cast", [isnan], [mask], node.name, to=caffe2_pb2.TensorProto.FLOAT),
+            _op("MaxPool", [mask], [hit], name, **args),
+            _op("Cast", [hit], [hits], node.name, to=caffe2_pb2.TensorProto.BOOL),
+            _op("ATen", [pooled, hits], [out], node.name, operator="masked_fill", value=float("nan"))]
+
+
+def _batch_norm(node, facts, opset, fresh):
+    """Caffe2's SpatialBN in inference (``is_test``): the running mean and variance outputs are training's."""
+    if len([name for name in node.output if name]) > 1:
+        raise _refuse(node, opset, "outputs past Y (the running statistics) are training's; only Y is translated")
+    if any(facts.elem_type(name) != TensorProto.FLOAT for name in node.input[1:]):
+        raise _refuse(node, opset, "scale, B, mean and var must be float as X (Caffe2's SpatialBN is float)")
+    rank = facts.rank(node.input[0])
+    if rank is None or rank < 2:
+        raise _refuse(node, opset, "input 0 {!r} has rank {}; Caffe2's SpatialBN needs (N, C, ...)".format(
+            node.input[0], rank if rank is not None else "unknown"))
+    return _guard_filled(node, opset, facts, fresh, "SpatialBN", spatial=False) + [
+        _op("SpatialBN", list(node.input), [node.output[0]], node.name, is_test=1,
+            epsilon=float(_attribute(node, "epsilon", 1e-5)))]
+
+
+def _flatten(node, facts, opset, fresh):
+    data = node.input[0]
+    rank = facts.rank(data)
+    axis = int(_attribute(node, "axis", 1))
+    if axis < 0:
+        if rank is None:
+            raise _refuse(node, opset, "axis {} counts from the end, but the input's rank is unknown".format(axis))
+        axis += rank
+    if rank is not None and not 0 <= axis <= rank:
+        raise _refuse(node, opset, "axis {} is out of range for rank {}".format(axis, rank))
+    return [_op("Flatten", [data], [node.output[0]], node.name, axis=axis)]
+
+
+def _dropout(node, facts, opset, fresh):
+    """Dropout in inference: Y is X, the mask (opset 12 on) all true. From opset 12 on, ``training_mode`` must be a
+    constant false (ratio is then unused)."""
+    if given(node, 2):
+        training = facts.constant(node.input[2])
+        if training is None or training.size != 1 or bool(training.reshape(())):
+            raise _refuse(node, opset, "input 2 (training_mode) must be a constant false (inference only)")
+    ops = [_op("Copy", [node.input[0]], [node.output[0]], node.name)]
+    if len(node.output) > 1 and node.output[1]:
+        if opset < 12:  # opset 12 defines it all true in inference; onnxruntime writes it all false before
+            raise _refuse(node, opset, "output 1 (mask) has no inference value before opset 12")
+        ops.append(_op("ConstantFill", [node.input[0]], [node.output[1]], node.name,
+                       dtype=caffe2_pb2.TensorProto.BOOL, value=True))
+    return ops
+
+
+def _pad(node, facts, opset, fresh):
+    """Constant padding by torch's ``constant_pad_nd`` (the ATen op: any rank, and negative pads crop as ONNX's
+    do); zero pads are a Copy. An empty output dim it fails on is refused, or checked by an Assert where symbolic.
+    Its ``value`` travels in a float32 op argument, so a value float32 cannot hold exactly (a double 0.1, a large
+    integer) is refused."""
+    data = node.input[0]
+    if opset < 11:
+        pads, value = [int(v) for v in _attribute(node, "pads", [])], float(_attribute(node, "value", 0.0))
+    else:
+        pads = _int_list(node, opset, facts, 1, "pads") or []
+        value = 0.0
+        if given(node, 2):
+            constant = facts.constant(node.input[2])
+            if constant is None or constant.size != 1:
+                raise _refuse(node, opset, "input 2 (constant_value) is not a constant scalar")
+            value = constant.reshape(()).item()
+    rank = facts.rank(data)
+    if rank is None or len(pads) != 2 * rank:
+        raise _refuse(node, opset, "pads {} do not fit input 0 {!r} of rank {}".format(
+            pads, data, rank if rank is not None else "unknown"))
+    if not any(pads):
+        return [_op("Copy", [data], [node.output[0]], node.name)]
+    if not (np.isnan(value) or float(np.float32(value)) == value):
+        raise _refuse(node, opset, "constant_value {!r} is not a float32 value (Caffe2 passes it as one)".format(value))
+    # torch lists (begin, end) from the last dim back, and only from the first padded one (ONNX: all begins, then
+    # all ends); unless no pad is positive, it fails where a dim it lists comes out empty
+    first = next(axis for axis in range(rank) if pads[axis] or pads[axis + rank])
+    torch_pads = [pad for axis in reversed(range(first, rank)) for pad in (pads[axis], pads[axis + rank])]
+    ops = []
+    if max(pads) > 0:
+        dims = facts.dims(data)
+        growth = [pads[axis] + pads[axis + rank] for axis in range(first, rank)]
+        sizes = [None if dims is None or dims[axis] is None else dims[axis] + grow
+                 for axis, grow in zip(range(first, rank), growth)]
+        why = "torch's constant_pad_nd fails on an empty dim among those from the first padded one on"
+        if 0 in sizes:
+            raise _refuse(node, opset, "its output has dims {} from axis {} on; {}".format(sizes, first, why))
+        if None in sizes:
+            shape, listed, grown, zero, filled = fresh(), fresh(), fresh(), fresh(), fresh()
+            added, fill = _constant_blob(growth, fresh)
+            ops = [_op("Shape", [data], [shape], node.name),
+                   _op("Slice", [shape], [listed], node.name, starts=[first], ends=[-1]), fill,
+                   _op("Add", [listed, added], [grown], node.name), _int64_scalar(node, zero, 0),
+                   _op("GT", [grown, zero], [filled], node.name),
+                   _op("Assert", [filled], [], node.name, error_msg="{}: its output has an empty dim from axis {} on; "
+                       "{}".format(label(node, opset), first, why))]
+    return ops + [_op("ATen", [data], [node.output[0]], node.name, operator="constant_pad_nd", pad=torch_pads,
+                      value=float(value))]
+
+
+def _log_softmax(node, facts, opset, fresh):
+    """torch's log_softmax by the ATen op (Caffe2 has no LogSoftmax, and Log of its Softmax gives -inf where the
+    probability underflows). Before opset 13 ONNX flattens to 2-D at ``axis`` (default 1): only the last axis is
+    that; from 13 on any axis."""
+    rank = facts.rank(node.input[0])
+    axis = int(_attribute(node, "axis", 1 if opset < 13 else -1))
+    if rank is None:
+        raise _refuse(node, opset, "the rank of input {!r} is unknown".format(node.input[0]))
+    (axis,) = _normalized(node, opset, [axis], rank)
+    if opset < 13 and axis != rank - 1:
+        raise _refuse(node, opset, "axis {} is not the last axis (rank {}): before opset 13 only the last axis is "
+                                   "translated".format(axis, rank))
+    return [_op("ATen", [node.input[0]], [node.output[0]], node.name, operator="log_softmax", dim=axis)]
+
+
+def _arg_max(node, facts, opset, fresh):
+    """Caffe2's ArgMax: the first index of the maximum, as ONNX's select_last_index=0."""
+    (axis,) = _normalized(node, opset, [int(_attribute(node, "axis", 0))], facts.rank(node.input[0]))
+    return [_op("ArgMax", [node.input[0]], [node.output[0]], node.name, axis=axis,
+                keepdims=int(_attribute(node, "keepdims", 1)))]
+
+
 _PROTOTYPES: Dict[tuple, caffe2_pb2.OperatorDef] = {}
 
 
@@ -969,6 +1225,9 @@ TRANSLATIONS: Dict[str, Callable] = {
     "Max": _extremum, "Min": _extremum, "ScatterND": _scatter_nd, "ConstantOfShape": _constant_of_shape,
     "Expand": _expand, "MatMul": _matmul, "Range": _range, "Clip": _clip, "Abs": _sign_op, "Neg": _sign_op,
     "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent,
+    "Conv": _conv, "MaxPool": _pool, "AveragePool": _pool, "GlobalMaxPool": _pool, "GlobalAveragePool": _pool,
+    "BatchNormalization": _batch_norm, "Flatten": _flatten, "Dropout": _dropout, "Pad": _pad,
+    "LogSoftmax": _log_softmax, "ArgMax": _arg_max,
 }
 
 

@@ -1,0 +1,111 @@
+"""torchvision backbones (random weights from their constructors, no download) under an ordinal head (softmax over
+the classes, then their cumulative sum: torch.cumsum), exported by torch.onnx.export at opsets 11 and 13 with a
+static or a dynamic batch, imported by pycumsum_op.onnx.prepare and run against onnxruntime (graph optimizations
+off): both outputs (the ordinal distribution and the backbone's logits) within 1e-4. ResNet-18 and SqueezeNet 1.0
+(MaxPool with ceil_mode) run in the normal suite; the others (a small DenseNet: BatchNormalization, and a Pad
+before each AveragePool) are marked slow. Backbones with an op that has no accepted form are refused at import in
+one line naming it.
+"""
+import pytest
+from onnx_support import onnx_backend_refusal
+
+if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself: tests/test_torch_versions.py
+    pytest.skip(onnx_backend_refusal(), allow_module_level=True)
+torchvision = pytest.importorskip("torchvision", reason="torchvision==0.11.3 (requirements-dev.txt)")
+
+import io
+import warnings
+
+import numpy as np
+import onnx
+import torch
+
+import pycumsum_op.onnx
+from pycumsum_op.onnx.forms import FormRefused
+from onnx_support import onnxruntime_outputs
+
+CLASSES = 5
+#: the normal suite's backbones, at both opsets, static and dynamic (two of ResNet-18's four are slow: `CASES`)
+FAST = ("resnet18", "squeezenet1_0")
+#: the slow ones (5-15 s per export and import), each once, the opsets and axes in turn (every combination of each
+#: was measured once: docs/onnx.md); "densenet" is torchvision's DenseNet made small (DenseNet-121's export alone
+#: takes 30 s): its BatchNormalization, which the export does not fold, and the Pad torch writes before AveragePool
+SLOW = ("mobilenet_v2", "googlenet", "efficientnet_b0", "mnasnet0_5", "densenet", "mobilenet_v3_small")
+
+
+class Ordinal(torch.nn.Module):
+    """An ordinal head on a backbone: the cumulative distribution over the classes, and the logits."""
+
+    def __init__(self, backbone):
+        super().__init__()
+        self.backbone = backbone
+
+    def forward(self, images):
+        logits = self.backbone(images)
+        return torch.cumsum(torch.softmax(logits, dim=1), dim=1), logits
+
+
+def export(name, opset, dynamic, training=torch.onnx.TrainingMode.EVAL):
+    """The ONNX model of backbone ``name`` under the ordinal head, exported on 1x3x64x64 images (``training``
+    PRESERVE keeps BatchNormalization, which EVAL folds into the convolutions)."""
+    torch.manual_seed(0)
+    if name == "densenet":
+        backbone = torchvision.models.DenseNet(growth_rate=8, block_config=(2, 2), num_init_features=8,
+                                               num_classes=CLASSES)
+    else:
+        kwargs = {"init_weights": False} if name == "googlenet" else {}  # True draws with scipy, and warns
+        backbone = getattr(torchvision.models, name)(num_classes=CLASSES, **kwargs)
+    module = Ordinal(backbone).eval()
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, torch.randn(1, 3, 64, 64), buffer, opset_version=opset, training=training,
+                          input_names=["images"], output_names=["cdf", "logits"],
+                          dynamic_axes={name: {0: "batch"} for name in ("images", "cdf", "logits")} if dynamic
+                          else None)
+    return onnx.load_from_string(buffer.getvalue())
+
+
+def assert_matches_onnxruntime(model, batch):
+    images = np.random.default_rng(batch).standard_normal((batch, 3, 64, 64)).astype(np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = pycumsum_op.onnx.prepare(model).run([images])
+    theirs = onnxruntime_outputs(model, {"images": images})
+    assert [output.shape for output in ours] == [(batch, CLASSES)] * 2
+    for got, want in zip(ours, theirs):
+        assert np.abs(got - want).max() <= 1e-4
+
+
+def _case(name, opset, dynamic, slow):
+    return pytest.param(name, opset, dynamic, marks=[pytest.mark.slow] if slow else [],
+                        id="{}-{}-{}".format(name, opset, "dynamic" if dynamic else "static"))
+
+
+#: ResNet-18 (5 s an export and import) at opset 11 static and 13 dynamic in the normal suite, the other two slow
+CASES = [_case(name, opset, dynamic, slow=name == "resnet18" and (opset == 13) != dynamic)
+         for name in FAST for opset in (11, 13) for dynamic in (False, True)] + [
+    _case(name, (11, 13)[number % 2], number % 3 != 1, slow=True) for number, name in enumerate(SLOW)]
+
+
+@pytest.mark.parametrize("name, opset, dynamic", CASES)
+def test_backbone_with_an_ordinal_head_equals_onnxruntime(name, opset, dynamic):
+    model = export(name, opset, dynamic)
+    ops = {node.op_type for node in model.graph.node}
+    assert "CumSum" in ops and (name != "densenet" or {"BatchNormalization", "Pad", "AveragePool"} <= ops), ops
+    assert_matches_onnxruntime(model, batch=2 if dynamic else 1)  # a dynamic batch is run at another size
+
+
+def test_batch_normalization_kept_by_the_export_equals_onnxruntime():
+    model = export("resnet18", 13, True, training=torch.onnx.TrainingMode.PRESERVE)
+    assert "BatchNormalization" in {node.op_type for node in model.graph.node}
+    assert_matches_onnxruntime(model, batch=3)
+
+
+@pytest.mark.slow
+def test_a_backbone_without_accepted_forms_is_refused_in_one_line():
+    """ShuffleNetV2 with a dynamic batch: torch reads the channels off the tensor's Shape, a Slice of a rank ONNX does
+    not infer (its static export matches onnxruntime: docs/onnx.md)."""
+    with pytest.raises(FormRefused, match=r"^ONNX Slice node 'Slice_\d+' \(opset 13\): the rank of input '\d+' is "
+                                          r"unknown"):
+        pycumsum_op.onnx.prepare(export("shufflenet_v2_x0_5", 13, True))
