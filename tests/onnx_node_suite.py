@@ -12,6 +12,7 @@ processes, one per batch, each reused until a test kills it (then restarted afte
     PYTHONPATH=. python tests/onnx_node_suite.py              # the tally and every test's outcome
     PYTHONPATH=. python tests/onnx_node_suite.py --write      # tests/data/onnx_node_refusals.txt from today's run
     PYTHONPATH=. python tests/onnx_node_suite.py --stock      # the same through Caffe2's own backend
+    PYTHONPATH=. python tests/onnx_node_suite.py --installed  # Caffe2's own backend after pycumsum_op.onnx.install()
 """
 import glob
 import json
@@ -32,8 +33,8 @@ def node_tests():
 
 
 def _run_one(case, stock=False):
-    """(kind, detail) of node test ``case`` through pycumsum_op's backend (``stock``: Caffe2's own), in this
-    process."""
+    """(kind, detail) of node test ``case`` through pycumsum_op's backend (``stock``: Caffe2's own; "installed":
+    Caffe2's own after `pycumsum_op.onnx.install`), in this process."""
     import numpy as np
     import onnx
     from onnx.backend.test.runner import Runner
@@ -43,6 +44,8 @@ def _run_one(case, stock=False):
 
     if stock:
         from caffe2.python.onnx.backend import Caffe2Backend as backend
+        if stock == "installed":
+            pycumsum_op.onnx.install()
     else:
         backend = pycumsum_op.onnx.backend
     model = onnx.load(os.path.join(case.model_dir, "model.onnx"))
@@ -89,11 +92,12 @@ def _child(names, stock):
 
 def outcomes(names, stock=False):
     """{name: (kind, detail)} of node tests ``names``, run in one child process, restarted after a test that
-    makes it die (that test: "crash"); ``stock``: through Caffe2's own backend."""
+    makes it die (that test: "crash"); ``stock``: through Caffe2's own backend ("installed": after
+    `pycumsum_op.onnx.install`)."""
     results, todo = {}, list(names)
     environment = dict(os.environ, GLOG_minloglevel="3")
     while todo:
-        child = subprocess.run([sys.executable, os.path.abspath(__file__), "--child"] + ["--stock"] * stock,
+        child = subprocess.run([sys.executable, os.path.abspath(__file__), "--child"] + _mode_flags(stock),
                                input=json.dumps(todo),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
                                env=environment)
@@ -107,6 +111,14 @@ def outcomes(names, stock=False):
             results[todo[0]] = ("crash", "exit {}: {}".format(child.returncode, last[:300]))
             todo = todo[1:]
     return results
+
+
+def _mode_flags(stock):
+    return ["--installed"] if stock == "installed" else ["--stock"] if stock else []
+
+
+def _mode(arguments):
+    return "installed" if "--installed" in arguments else "--stock" in arguments
 
 
 def op_of(name, cases=None):
@@ -145,7 +157,7 @@ def write_refusals(results, path=REFUSALS):
 def main(arguments):
     import collections
 
-    results = outcomes(sorted(node_tests()), stock="--stock" in arguments)
+    results = outcomes(sorted(node_tests()), stock=_mode(arguments))
     tally = collections.Counter(kind for kind, _ in results.values())
     for name in sorted(results):
         print(name, *results[name])
@@ -156,6 +168,6 @@ def main(arguments):
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
-        _child(json.loads(sys.stdin.read()), "--stock" in sys.argv)
+        _child(json.loads(sys.stdin.read()), _mode(sys.argv))
     else:
         main(sys.argv[1:])

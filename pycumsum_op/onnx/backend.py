@@ -60,6 +60,7 @@ from ..serialization import BUILDER_ARGS, MAX_NET_OPS, PYTHON_OP_TYPES, NetProbl
 from .facts import GraphFacts
 from .forms import OWN, FormRefused, check_node, label
 from .model_input import check_inferred_lengths, check_model, check_tensors, load_zip_archive
+from .stock_forms import stock_form
 from .translations import SCAN_DTYPES, constant_axis, scan_entry, translate
 
 
@@ -222,14 +223,26 @@ def node_ops(cls, converter, node, facts: GraphFacts, opset: int) -> list:
     """The Caffe2 ops of ONNX ``node``: its form checked against `forms.FORMS` (else `FormRefused`), then
     translated by pycumsum_op (`translations`) or by Caffe2's stock converter (``converter``: Caffe2's C++
     one, else the stock Python translation). The C++ converter's init ops come first: they are recomputed
-    on every run, so the predict net alone is the model."""
-    form = check_node(node, opset, facts.is_constant, facts.elem_type)
-    if form.translation == OWN:
+    on every run, so the predict net alone is the model.
+
+    After `install`, the stock backend (``cls.proven_stock_forms``) hands a node whose form `forms.FORMS` refuses
+    to the stock converter when it fits a form of `stock_forms.STOCK_FORMS` (proven right on onnx's node tests)."""
+    try:
+        form = check_node(node, opset, facts.is_constant, facts.elem_type)
+    except FormRefused:
+        if not getattr(cls, "proven_stock_forms", False) or stock_form(node, opset, facts.elem_type) is None:
+            raise
+        form = None
+    if form is not None and form.translation == OWN:
         return translate(node, facts, opset, cls._dummy_name.new_dummy_name)
     try:
         if converter.support_onnx_import(node.op_type):
             init_ops, ops = converter.convert_node(node.SerializeToString(), facts.value_infos(node.input), opset)
             return _parsed(list(init_ops) + list(ops))
+        if node.op_type in cls._special_operators:  # a stock form only (Upsample): its translator reads no model
+            made = getattr(cls, cls._special_operators[node.op_type])(None, None, OnnxNode(node), opset)
+            return list(made.init_ops) + list(made.ops) if isinstance(made, Caffe2Ops) else (
+                list(made) if isinstance(made, (list, tuple)) else [made])
         return [cls._common_onnx_node_to_caffe2_op(None, None, OnnxNode(node), opset)]
     except Exception as error:  # Caffe2's converters raise RuntimeError, ValueError, AssertionError, ...
         raise FormRefused("{}: Caffe2's converter failed: {}".format(
@@ -353,6 +366,9 @@ class CumSumBackend(Caffe2Backend):
     """Caffe2's ONNX backend (``prepare``, ``run_model``, ``run_node``, ``supports_device``) translating only the
     forms `pycumsum_op.onnx.forms` accepts, registered scans (CumSum) included."""
 
+    #: never the stock forms (`install` turns them on for the stock backend only)
+    proven_stock_forms = False
+
     #: One pass over the nodes, each form checked (`_translated_nets`); Python-op nodes refused, nets verified.
     _onnx_model_to_caffe2_net = classmethod(_checked_conversion(_translated_nets))
     _onnx_node_to_caffe2_op = classmethod(_checked_node_translation)
@@ -454,7 +470,12 @@ def install() -> None:
     the archive as `CumSumBackend.prepare_zip_archive` does (sizes capped, no external-data files).
     (``run_node`` of the stock module uses only the C++ converters and is not changed: use `backend`'s
     ``run_node``, which checks forms.)
+
+    A node whose form `forms.FORMS` refuses still goes to Caffe2's stock converter when the stock backend is proven
+    right on its form (`stock_forms.STOCK_FORMS`, measured on onnx's node tests): so no model the stock backend
+    imported right before is taken away, and a form it is wrong or untested on is refused in one line.
     """
+    Caffe2Backend.proven_stock_forms = True
     if not getattr(Caffe2Backend._onnx_model_to_caffe2_net.__func__, "verifies", False):
         Caffe2Backend._onnx_model_to_caffe2_net = classmethod(_checked_conversion(_translated_nets))
         Caffe2Backend._onnx_node_to_caffe2_op = classmethod(_checked_node_translation)
