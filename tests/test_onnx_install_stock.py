@@ -91,3 +91,27 @@ def test_resnet18_at_opset_11_imports_through_the_stock_prepare_after_install():
     want = onnxruntime_outputs(model, {"images": images})[0]
     assert got.shape == (1, 1000)
     assert np.abs(got - want).max() <= 1e-4
+
+
+def test_a_model_with_cumsum_and_a_stock_form_imports_after_install_and_only_through_the_stock_prepare():
+    from caffe2.python.onnx import backend as stock
+    from onnx import TensorProto, helper
+
+    from pycumsum_op.onnx.forms import FormRefused
+
+    graph = helper.make_graph(
+        [helper.make_node("Acos", ["x"], ["a"]), helper.make_node("CumSum", ["a", "axis"], ["y"])], "acos_cumsum",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor("axis", TensorProto.INT64, [], [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    x = np.linspace(-0.9, 0.9, 6, dtype=np.float32).reshape(2, 3)
+    pycumsum_op.onnx.install()
+    np.testing.assert_allclose(stock.prepare(model).run([x])[0], np.cumsum(np.arccos(x), axis=1), rtol=1e-6)
+    with pytest.raises(FormRefused, match=r"^ONNX Acos node 'a' \(opset 11\): the op has no form proven"):
+        pycumsum_op.onnx.prepare(model)
+    wider = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    wider.graph.node[0].op_type = "Elu"
+    wider.graph.node[0].attribute.extend([helper.make_attribute("alpha", 0.5)])  # alpha 0.5: no node test covers it
+    with pytest.raises(FormRefused, match=r"^ONNX Elu node 'a' \(opset 11\): "):
+        stock.prepare(wider)

@@ -22,6 +22,8 @@ True
 True
 >>> stock_form(helper.make_node("Shape", ["x"], ["y"], end=1), 15, types) is None  # wrong on the stock backend
 True
+>>> stock_form(helper.make_node("Mean", ["x", "z"], ["y"]), 9, types) is None  # z: a type the graph does not state
+True
 """
 from typing import Dict, FrozenSet, NamedTuple, Optional, Tuple
 
@@ -498,6 +500,8 @@ def stock_form(node, opset: Optional[int], elem_type=lambda name: None) -> Optio
     if node.domain not in ("", "ai.onnx") or opset is None:
         return None
     signature = tuple(elem_type(blob) if blob else None for blob in (list(node.input) or list(node.output[:1])))
+    if any(blob and found is None for blob, found in zip(list(node.input) or list(node.output[:1]), signature)):
+        return None  # a blob of a type the graph does not state
     names = {attr.name for attr in node.attribute}
     for form in STOCK_FORMS.get(node.op_type, ()):
         if (form.opsets[0] <= opset <= form.opsets[1] and names == set(form.attributes)
