@@ -126,4 +126,8 @@ def test_shapes_past_what_python_writes_out_are_refused_in_short_lines(capsys):
         pycumsum_op.explain((-10 ** 5000,), 0)
     assert main(["explain", "--shape", "9" * 130000, "--axis", "0"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and len(err) < 400 and err.rstrip().endswith("...(+129800 chars)"), err[:500]
+    assert err.count("\n") == 1 and len(err) < 400, err[:500]
+    if hasattr(sys, "get_int_max_str_digits"):  # int() refuses more than 4,300 digits: the shape is cut
+        assert err.rstrip().endswith("...(+129800 chars)"), err
+    else:  # CPython 3.6 reads the number (no digit limit there): it is named by its size
+        assert "explain: shape=(a 431851-bit number,) of float32 spans more than" in err, err
