@@ -1,5 +1,5 @@
 """Running the scan family (PyCumProd, PyCumMax, PyCumMin, PyLogCumSumExp) in real Caffe2 nets, and
-comparing with torch: shared by tests/test_scan_family*.py. The oracle itself is conftest's `_torch_scan`."""
+comparing with torch: shared by tests/test_scan_family*.py. The oracle itself is `torch_oracles.torch_scan`."""
 import numpy as np
 import torch
 from caffe2.python import core, workspace

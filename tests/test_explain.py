@@ -17,6 +17,8 @@ from pycumsum_op.kernels import compiled
 from pycumsum_op.scans import Scan, register, unregister
 from pycumsum_op.scans import scan as registered_scan
 from engine_support import NEEDS_NUMBA, record_paths
+from scan_family_support import assert_outputs_equal
+from torch_oracles import PREFIX_ORACLES, float64_reference
 
 #: (op, shape, axis, dtype, flags): each scan where the accelerator runs and where it does not
 CASES = [("cumsum", (600, 50), 0, np.float32, {}), ("cumsum", (70000,), 0, np.float32, {"reverse": True}),
@@ -46,6 +48,10 @@ def test_the_path_explained_is_the_path_run(clean_workspace, torch_scan, monkeyp
     getattr(net, entry.op_name)("ex_x", outputs, axis=axis, **flags)
     workspace.RunNetOnce(net)
     assert taken == ([path] if op == "cumsum" or path == "compiled" else [])
+    if op in PREFIX_ORACLES and op == "logcumsumexp":  # torch < 1.9: no exact torch.logcumsumexp to equal
+        expected = float64_reference(torch.from_numpy(x), axis, scan=op, **flags)
+        assert_outputs_equal([workspace.FetchBlob("ex_y")], [expected.numpy()])
+        return
     expected = torch_scan(torch.from_numpy(x), axis, scan=op, **flags)
     expected = expected[0] if isinstance(expected, tuple) else expected
     np.testing.assert_array_equal(workspace.FetchBlob("ex_y"), expected.numpy())
@@ -120,4 +126,8 @@ def test_shapes_past_what_python_writes_out_are_refused_in_short_lines(capsys):
         pycumsum_op.explain((-10 ** 5000,), 0)
     assert main(["explain", "--shape", "9" * 130000, "--axis", "0"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and len(err) < 400 and err.rstrip().endswith("...(+129800 chars)"), err[:500]
+    assert err.count("\n") == 1 and len(err) < 400, err[:500]
+    if hasattr(sys, "get_int_max_str_digits"):  # int() refuses more than 4,300 digits: the shape is cut
+        assert err.rstrip().endswith("...(+129800 chars)"), err
+    else:  # CPython 3.6 reads the number (no digit limit there): it is named by its size
+        assert "explain: shape=(a 431851-bit number,) of float32 spans more than" in err, err

@@ -625,6 +625,7 @@ def test_fill_ops_are_charged_by_elements_times_their_dtype_per_net(monkeypatch)
         load_net(net.SerializeToString())
 
 
+@needs_onnx_backend
 def test_a_name_declared_twice_is_charged_once_at_its_largest(monkeypatch):
     """An input with its initializer (the stock exporter's form) is one tensor, not two."""
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "twice",
@@ -663,6 +664,7 @@ def test_lowering_names_fresh_blobs_from_one_counter_per_base():
     assert [op.output[0] for op in lowered.op] == ["y"] * 30
 
 
+@needs_onnx_backend
 def test_a_sparse_tensor_is_charged_at_its_dense_shape():
     """Two stored values, a dense shape of 2**40 floats: what densifying it would allocate is refused."""
     from pycumsum_op.onnx.model_input import check_tensors

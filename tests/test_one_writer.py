@@ -14,6 +14,7 @@ The checker is itself tested on small sources that write each way and on sources
 import ast
 import os
 import re
+import sys
 import textwrap
 
 import pytest
@@ -37,6 +38,20 @@ MODE = re.compile(r"^[rwxabtU+]+$")
 
 class Unresolved(Exception):
     """An expression the checker cannot trace to constants: counted as a write (fail closed)."""
+
+
+#: `literal`'s answer for a node that is no literal.
+NOT_LITERAL = object()
+
+
+def literal(node):
+    """The value of a literal node, else `NOT_LITERAL` (CPython before 3.8 parses literals as ast.Str, ast.Num and
+    ast.NameConstant; from 3.8 as ast.Constant)."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if sys.version_info < (3, 8) and isinstance(node, (ast.Str, ast.Num, ast.NameConstant)):
+        return node.s if isinstance(node, ast.Str) else node.n if isinstance(node, ast.Num) else node.value
+    return NOT_LITERAL
 
 
 def dotted(node) -> str:
@@ -107,7 +122,7 @@ class Source:
             return {node.attr}
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
             return self.flags(node.left, where, depth + 1) | self.flags(node.right, where, depth + 1)
-        if isinstance(node, ast.Constant) and node.value == 0:
+        if literal(node) == 0:
             return set()
         if isinstance(node, ast.Name):
             function = self.function_of(where)
@@ -120,8 +135,8 @@ class Source:
         raise Unresolved(ast.dump(node)[:80])
 
     def mode(self, node, where) -> str:
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            return node.value
+        if isinstance(literal(node), str):
+            return literal(node)
         if isinstance(node, ast.Name):
             function = self.function_of(where)
             if function is not None and node.id in [argument.arg for argument in function.args.args]:

@@ -512,11 +512,20 @@ def _onnxruntime_unoptimized(model, feeds):
     return session.run(None, feeds)
 
 
+#: onnxruntime 1.10.0 (the oracle on CPython 3.6 and 3.7) aborts the process running a Constant whose value is
+#: strings ("free(): double free detected"); 1.19.2 runs it.
+ORACLE_RUNS_STRING_CONSTANTS = tuple(int(part) for part in onnxruntime.__version__.split(".")[:2]) >= (1, 19)
+
+
 def typed_outcomes(op, opset, elem_type):
     """[kind, detail] of each of ``typed_cases``: "match", "refused" (at prepare), "mismatch", "error" (the
     translated net failed) or "unsupported" (onnxruntime does not run it: no case of the type)."""
     results = []
     for inputs, constants, attrs, options in typed_cases(op, opset, elem_type):
+        if op == "Constant" and elem_type == TensorProto.STRING and not ORACLE_RUNS_STRING_CONSTANTS:
+            results.append(["unsupported", "onnxruntime {} aborts on a Constant of strings".format(
+                onnxruntime.__version__)])
+            continue
         try:
             model = node_model(op, inputs, constants, attrs, opset, out_rank=1, **options)
             expected = _onnxruntime_unoptimized(model, inputs)

@@ -113,8 +113,9 @@ def test_each_optional_package_comes_from_an_extra_that_keeps_torch(wheel):
     assert set(EXTRAS.values()) <= extras, extras
     for extra in extras - {"caffe2"}:
         assert "torch" not in extra_requirements(metadata, extra), extra
-    assert extra_requirements(metadata, "train") == {
-        "networkx": ['networkx==2.8.8;python_version>="3.8"', 'networkx==2.5.1;python_version<"3.8"']}
+    train = extra_requirements(metadata, "train")  # (the markers' order in METADATA varies with setuptools)
+    assert set(train) == {"networkx"} and sorted(train["networkx"]) == [
+        'networkx==2.5.1;python_version<"3.8"', 'networkx==2.8.8;python_version>="3.8"'], train
     fast = extra_requirements(metadata, "fast")
     assert fast["numba"] == ['numba==0.56.4;python_version>="3.7"'], fast  # numba 0.56.4 needs numpy >= 1.18
     ((numpy, marker),) = [requirement.split(";") for requirement in fast["numpy"]]
@@ -124,6 +125,9 @@ def test_each_optional_package_comes_from_an_extra_that_keeps_torch(wheel):
 
 
 def test_the_onnx_extra_installs_a_supported_onnx(wheel):
+    from onnx_support import onnx_backend_refusal
+    if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself: tests/test_torch_versions.py
+        pytest.skip(onnx_backend_refusal())
     from pycumsum_op.onnx import onnx_refusal
     _, metadata = wheel_metadata(wheel[0])
     (pin,) = extra_requirements(metadata, "onnx")["onnx"]

@@ -51,7 +51,7 @@ def _example_id(example: Example) -> str:
 @pytest.mark.slow  # a fresh interpreter per example
 @pytest.mark.parametrize("example", EXAMPLES, ids=[_example_id(example) for example in EXAMPLES])
 def test_readme_example_prints_what_the_readme_shows(example, tmp_path):
-    if sys.version_info < (3, 7) and re.search(r"\b(compiled|engine)\b", example.code):
+    if sys.version_info < (3, 7) and re.search(r"\b(compiled|engine)\b", example.code + (example.expected or "")):
         pytest.skip("the accelerator's examples: the `fast` extra installs no numba on CPython 3.6")
     problem = check_example(example, tmp_path)
     onnx_refusal = onnx_backend_refusal()  # torch < 1.10 (asserted: tests/test_torch_versions.py)
