@@ -67,7 +67,7 @@ def test_a_triangular_product_is_found_and_replaced_by_an_equal_pycumsum(op_type
     (finding,) = diagnose(net, ["loss"], init)
     assert (finding.kind, finding.op_index, finding.op_type, finding.fixable) == (SLOW_CUMSUM, 0, op_type, True)
     text = " ".join(str(finding).split())
-    assert "6×6 triangular constant 'tri'" in text and "36 multiply-adds forward" in text and "PyCumSum" in text
+    assert "6x6 triangular constant 'tri'" in text and "36 multiply-adds forward" in text and "PyCumSum" in text
     assert fix(net, ["loss"], init) == net.Proto()  # the default strategy leaves what works
     fixed, (site,) = repair(net, ["loss"], init, strategy="pycumsum")
     assert [op.type for op in fixed.op] == ["Python", "Mul", "SumElements"] and diagnose(fixed, ["loss"]) == []
@@ -288,7 +288,7 @@ def test_an_idiom_whose_own_ops_cannot_run_is_refused_not_written():
     net.SumElements("y", "loss")
     (finding,) = diagnose(net, ["loss"], init)
     assert finding.idiom is not None
-    with pytest.raises(UnfixableError, match=r"ops #0, #1, #2 \(Transpose → SparseLengthsSum → Transpose\): could "
+    with pytest.raises(UnfixableError, match=r"ops #0, #1, #2 \(Transpose -> SparseLengthsSum -> Transpose\): could "
                                              r"not run it against net.PyCumSum\('x', 'y', axis=-1, exclusive=True\)"):
         fix(net, ["loss"], init, strategy="pycumsum")
     assert "EnsureDense" in [op.type for op in fix(net, ["loss"], init).op]  # the other cure needs no run

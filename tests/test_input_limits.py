@@ -755,6 +755,11 @@ def _one_node_model(name, node, inputs, constants=()) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 
 
+#: numpy before 1.20 refuses to make an empty array with an extent of 2**33 or more (MemoryError, "Unable to
+#: allocate 0 bytes"), so such a result cannot leave the net there (numpy 1.19.5 is CPython 3.6's last)
+NUMPY_REFUSES_LONG_EMPTY = tuple(int(part) for part in np.__version__.split(".")[:2]) < (1, 20)
+
+
 def translation_amplifiers() -> dict:
     """Models of 100-200 bytes whose translation listed, or whose run ranged over, what their declared dims say."""
     slice_node = helper.make_node("Slice", ["x", "s", "e", "a", "t"], ["y"])
@@ -844,6 +849,10 @@ def test_what_onnx_translations_would_build_is_refused_or_bounded_within_10_s_an
         ("inferred_cli", "cli", onnx_import("inferred_length.onnx")),
     ], budget=2 ** 30)
     for name in ("strided_prepare", "strided_run", "range_run"):
+        if name == "strided_run" and NUMPY_REFUSES_LONG_EMPTY:  # the empty (0, 2**33 + 2**31) result
+            assert report[name]["outcome"] == "MemoryError", (name, report[name])
+            assert report[name]["message"].startswith("Unable to allocate 0 bytes"), (name, report[name])
+            continue
         assert report[name]["outcome"] == "accepted", (name, report[name])
     expected = {"starts": "ONNX Slice node 'y': input 1 (starts) 's' is declared with dims (40000000, 0): 40000000 "
                           "axes, more than the 32 dimensions a shape may have (MAX_RANK)",

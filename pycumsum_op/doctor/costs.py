@@ -8,7 +8,7 @@ and no memory besides its output and its gradient, which every form has.
 >>> from pycumsum_op.doctor.patterns import CumsumIdiom, TRIANGULAR_PRODUCT
 >>> print(cost_sentence(CumsumIdiom(TRIANGULAR_PRODUCT, (0,), ("MatMul",), "x", "y", -1, False, 128,
 ...                                 constant="triu")))
-Per lane of 128: 16384 multiply-adds forward and 32768 backward (the input's and the constant's gradients), and the 128×128 constant 'triu' (64 KiB) plus its gradient (64 KiB); PyCumSum: 128 adds each way and no constant, 192x fewer operations and 128 KiB less memory.
+Per lane of 128: 16384 multiply-adds forward and 32768 backward (the input's and the constant's gradients), and the 128x128 constant 'triu' (64 KiB) plus its gradient (64 KiB); PyCumSum: 128 adds each way and no constant, 192x fewer operations and 128 KiB less memory.
 """
 from .patterns import CUMSUM_OP, SPARSE_LENGTHS, TRIANGULAR_PRODUCT
 
@@ -42,7 +42,7 @@ def cost_sentence(idiom) -> str:
     square = columns * columns
     constant = _size(square * _FLOAT_BYTES)
     return ("Per lane of {c}: {f} multiply-adds forward and {b} backward (the input's and the constant's "
-            "gradients), and the {c}×{c} constant {name!r} ({size}) plus its gradient ({size}); PyCumSum: {c} adds "
+            "gradients), and the {c}x{c} constant {name!r} ({size}) plus its gradient ({size}); PyCumSum: {c} adds "
             "each way and no constant, {ratio:.3g}x fewer operations and {saved} less memory.".format(
                 c=columns, f=square, b=2 * square, name=idiom.constant, size=constant,
                 ratio=3 * square / (2 * columns), saved=_size(2 * square * _FLOAT_BYTES)))

@@ -85,7 +85,8 @@ class Finding(NamedTuple):
         if self.kind == UNREGISTERED_OPERATOR:
             return "{}: Caffe2 has no {} operator, so creating the net fails.".format(where, self.op_type)
         if self.kind == SLOW_CUMSUM:
-            return "{}: a cumulative sum through a {}×{} triangular constant {!r}: it works, in O(N·C²).".format(
+            # ASCII, as every message: CPython 3.6 writes stdout in ASCII under the C locale
+            return "{}: a cumulative sum through a {}x{} triangular constant {!r}: it works, in O(N*C^2).".format(
                 where, self.idiom.columns, self.idiom.columns, self.idiom.constant)
         if self.kind == NOT_A_CUMSUM:
             return ("ops #{}..#{} (Slice + Expand + Add + Concat, {} iteration{}): not a cumulative sum of {!r}."
@@ -167,7 +168,7 @@ class Finding(NamedTuple):
         if self.idiom is not None:
             cure += " " + describe(self.idiom)
         elif self.unknown_constants:
-            cure += (" It looks like the Transpose → SparseLengthsSum → Transpose cumsum idiom, but the values of "
+            cure += (" It looks like the Transpose -> SparseLengthsSum -> Transpose cumsum idiom, but the values of "
                      "{} are not in the net or the workspace: pass the init net that fills them (init_net=, "
                      "--init-net) to let strategy=\"pycumsum\" replace it by one PyCumSum.".format(
                          " and ".join(repr(blob) for blob in self.unknown_constants)))

@@ -61,9 +61,9 @@ class CumsumIdiom(NamedTuple):
         return "PyCumSum({}, {!r}{}{})".format(source, self.blob_out, axis, flags)
 
     def where(self) -> str:
-        """"ops #0, #1, #2 (Transpose → SparseLengthsSum → Transpose)"."""
+        """"ops #0, #1, #2 (Transpose -> SparseLengthsSum -> Transpose)"."""
         return "op{} {} ({})".format("s" if len(self.ops) > 1 else "", ", ".join("#{}".format(i) for i in self.ops),
-                                    " → ".join(self.op_types))
+                                    " -> ".join(self.op_types))
 
 
 def _arg(op, name: str):
