@@ -32,6 +32,16 @@ ROW = RNG.standard_normal((1, 4)).astype(np.float32)
 COLUMN = RNG.standard_normal((3, 1)).astype(np.float32)
 I64 = RNG.integers(-5, 5, (3, 4)).astype(np.int64)
 MASK = RNG.integers(0, 2, (3, 4)).astype(bool)
+#: ordinary values with the infinities, NaN and the values half-way between integers
+EDGES = np.concatenate([F.ravel() * 2, [np.inf, -np.inf, np.nan, 0.5, -1.5, 2.5, 0.0, -0.0]]).astype(np.float32)
+#: the elementwise ops translated by torch's kernels -> their cases' other attributes (besides the defaults)
+ELEMENTWISE_ATTRIBUTES = {
+    **{op: [] for op in ("Sign", "Ceil", "Floor", "Round", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh",
+                         "Cosh", "Asinh", "Acosh", "Atanh", "IsNaN", "HardSwish", "Softplus", "Softsign")},
+    "Elu": [{"alpha": 0.5}], "Selu": [{"alpha": 2.0, "gamma": 3.0}], "Celu": [{"alpha": 0.5}],
+    "LeakyRelu": [{"alpha": 0.3}], "ThresholdedRelu": [{"alpha": -0.5}],
+    "IsInf": [{"detect_negative": 0}, {"detect_positive": 0}],
+}
 
 
 def i64(*values):
@@ -78,7 +88,13 @@ def form_cases(op, opset):
         return [({}, {"shape": i64(2, 3)}, {"value": helper.make_tensor("v", 9, [1], [1])}),
                 ({}, {"shape": i64(2)}, {"value": helper.make_tensor("v", 7, [1], [-4])}), ({}, {"shape": i64(3)}, {})]
     if op == "Shape":
-        return [({"x": F}, {}, {})]
+        return [({"x": F}, {}, {})] + ([({"x": np.stack([F, F])}, {}, {"start": 1, "end": -1}),
+                                        ({"x": F}, {}, {"start": -1}), ({"x": F}, {}, {"start": 2, "end": 9})]
+                                       if opset >= 15 else [])
+    if op in ELEMENTWISE_ATTRIBUTES:
+        return [({"x": EDGES}, {}, {})] + [({"x": EDGES}, {}, attrs) for attrs in ELEMENTWISE_ATTRIBUTES[op]]
+    if op == "Xor":
+        return [({"a": MASK, "b": MASK[:1]}, {}, {})]
     if op == "Expand":
         return [({"x": ROW}, {"shape": i64(3, 1)}, {}), ({"x": MASK[:, :1]}, {"shape": i64(2, 1, 4)}, {}),
                 ({"x": I64}, {"shape": i64(1)}, {})]

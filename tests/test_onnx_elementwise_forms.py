@@ -1,0 +1,90 @@
+"""The elementwise forms translated by torch's kernels (`translations._ELEMENTWISE`, IsInf, HardSwish, Softsign) and
+Shape's start/end (opset 15) at the edges: ±inf, NaN, -0.0, values whose results overflow, half-way values,
+rank 0, empty and size-1 dims, static and dynamic shapes, every element type each form states. Each matches
+onnxruntime (graph optimizations off). Where torch differs from ONNX's definition the translation follows ONNX
+and onnxruntime: Sign of NaN is NaN (torch's sign gives 0), ThresholdedRelu of NaN is 0 (``x > alpha`` is false;
+torch's threshold keeps NaN), HardSwish of a huge x is x (torch's hardswish overflows x * (x + 3)).
+"""
+import pytest
+from onnx_support import onnx_backend_refusal
+
+if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself: tests/test_torch_versions.py
+    pytest.skip(onnx_backend_refusal(), allow_module_level=True)
+
+import numpy as np
+import onnx
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import helper
+
+from pycumsum_op.onnx.forms import FORMS, FormRefused
+from pycumsum_op.onnx.translations import translate
+from onnx_forms_support import EDGE_FLOATS, edge_arrays, edge_shapes, node_model, outcome
+
+SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: the edge values, half-way values (Round: to even) and values near the domains' bounds (Asin, Acosh, Atanh)
+FLOATS = EDGE_FLOATS + (0.5, -1.5, 2.5, -1.0, 0.999, 90.0, -90.0, 21.0)
+#: each op's attributes and the values drawn for them (besides leaving them out)
+ATTRIBUTES = {"Elu": {"alpha": [0.0, 0.5, 2.0]}, "Selu": {"alpha": [0.5, 2.0], "gamma": [0.5, 3.0]},
+              "Celu": {"alpha": [0.5, 2.0]}, "LeakyRelu": {"alpha": [0.0, 0.3, -1.0]},
+              "ThresholdedRelu": {"alpha": [0.0, -0.5, 2.0]}, "IsInf": {"detect_negative": [0, 1],
+                                                                         "detect_positive": [1]}}
+UNARY = ("Sign", "Ceil", "Floor", "Round", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh",
+         "Acosh", "Atanh", "IsNaN", "IsInf", "Elu", "Selu", "Celu", "LeakyRelu", "ThresholdedRelu", "HardSwish",
+         "Softplus", "Softsign")
+
+
+def _dtypes(op):
+    return sorted({onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[t] for form in FORMS[op] for t in form.types}, key=str)
+
+
+@pytest.mark.parametrize("op", UNARY)
+@SETTINGS
+@given(data=st.data(), shape=edge_shapes(), dynamic=st.booleans())
+def test_unary_matches_onnxruntime(op, data, shape, dynamic):
+    form = data.draw(st.sampled_from(FORMS[op]))
+    opset = data.draw(st.integers(max(form.opsets[0], 9), form.opsets[1]))
+    dtype = data.draw(st.sampled_from(_dtypes(op)))
+    attrs = {name: data.draw(st.sampled_from(values)) for name, values in ATTRIBUTES.get(op, {}).items()
+             if data.draw(st.booleans())}
+    x = data.draw(edge_arrays(dtype, shape, FLOATS))
+    model = node_model(op, {"x": x}, {}, attrs, opset=opset, dynamic=dynamic)
+    assert outcome(model, {"x": x}) == ("match", None), (op, opset, attrs, x)
+
+
+def test_is_inf_detecting_neither_is_refused_in_one_line():
+    x = np.array([np.inf, 1.0], np.float32)
+    model = node_model("IsInf", {"x": x}, {}, {"detect_negative": 0, "detect_positive": 0}, opset=10)
+    assert outcome(model, {"x": x}) == ("refused", "ONNX IsInf node 'out0' (opset 10): detect_negative=0 with "
+                                                   "detect_positive=0 has no translation")
+
+
+@SETTINGS
+@given(data=st.data(), a=edge_shapes(max_rank=3), dynamic=st.booleans())
+def test_xor_broadcasts_as_onnxruntime(data, a, dynamic):
+    b = tuple(1 if data.draw(st.booleans()) else dim for dim in a)[data.draw(st.integers(0, len(a))):]
+    if data.draw(st.booleans()):
+        a, b = b, a
+    feeds = {"a": data.draw(edge_arrays(bool, a)), "b": data.draw(edge_arrays(bool, b))}
+    model = node_model("Xor", feeds, opset=data.draw(st.sampled_from([7, 15])), dynamic=dynamic)
+    assert outcome(model, feeds) == ("match", None)
+
+
+@SETTINGS
+@given(shape=edge_shapes(max_rank=4), start=st.none() | st.integers(-6, 6), end=st.none() | st.integers(-6, 6),
+       dynamic=st.booleans())
+def test_shape_start_end_matches_onnxruntime(shape, start, end, dynamic):
+    x = np.zeros(shape, np.float32)
+    attrs = {name: value for name, value in (("start", start), ("end", end)) if value is not None}
+    model = node_model("Shape", {"x": x}, {}, attrs, opset=15, dynamic=dynamic)
+    assert outcome(model, {"x": x}) == ("match", None), attrs
+
+
+def test_shape_start_end_of_an_unknown_rank_is_refused_in_one_line():
+    class Unranked:  # the facts of a graph that states no rank for x
+        def rank(self, name):
+            return None
+
+    with pytest.raises(FormRefused, match=r"^ONNX Shape node 'y' \(opset 15\): start/end need the input's rank, which "
+                                          r"the model does not state$"):
+        translate(helper.make_node("Shape", ["x"], ["y"], start=1), Unranked(), 15, lambda: "fresh")
