@@ -1,9 +1,11 @@
-"""The elementwise forms translated by torch's kernels (`translations._ELEMENTWISE`, IsInf, HardSwish, Softsign) and
-Shape's start/end (opset 15) at the edges: ±inf, NaN, -0.0, values whose results overflow, half-way values,
-rank 0, empty and size-1 dims, static and dynamic shapes, every element type each form states. Each matches
-onnxruntime (graph optimizations off). Where torch differs from ONNX's definition the translation follows ONNX
-and onnxruntime: Sign of NaN is NaN (torch's sign gives 0), ThresholdedRelu of NaN is 0 (``x > alpha`` is false;
-torch's threshold keeps NaN), HardSwish of a huge x is x (torch's hardswish overflows x * (x + 3)).
+"""The elementwise forms translated by torch's kernels (`translations._ELEMENTWISE`, IsInf, HardSwish, Softsign), the
+reductions ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd and ReduceLogSumExp, variadic Sum and Mean, Size, and
+Shape's start/end (opset 15) at the edges: ±inf, NaN, -0.0, values whose results overflow, half-way values, rank 0,
+empty and size-1 dims, static and dynamic shapes, every element type each form states. Each matches onnxruntime
+(graph optimizations off). Where torch differs from ONNX's definition the translation follows ONNX and onnxruntime:
+Sign of NaN is NaN (torch's sign gives 0), ThresholdedRelu of NaN is 0 (``x > alpha`` is false; torch's threshold
+keeps NaN), HardSwish of a huge x is x (torch's hardswish overflows x * (x + 3)). The reductions' reference is numpy
+(ONNX's definition), since onnxruntime is wrong on two edges (`REFERENCES`).
 """
 import pytest
 from onnx_support import onnx_backend_refusal
@@ -88,3 +90,66 @@ def test_shape_start_end_of_an_unknown_rank_is_refused_in_one_line():
     with pytest.raises(FormRefused, match=r"^ONNX Shape node 'y' \(opset 15\): start/end need the input's rank, which "
                                           r"the model does not state$"):
         translate(helper.make_node("Shape", ["x"], ["y"], start=1), Unranked(), 15, lambda: "fresh")
+
+
+REDUCTIONS = ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceProd", "ReduceLogSumExp")
+#: a reduction runs in each kernel's own order: values whose sums overflow would differ by order alone; 1e20's
+#: square and product overflow in any order
+REDUCED_FLOATS = tuple(value for value in EDGE_FLOATS if abs(value) != 3e38) + (1e20, 0.5)
+
+
+def _log_sum_exp(x, axis, keepdims):
+    """log(sum(exp(x))) as its exact value (in float64, shifted by the finite maximum)."""
+    wide = x.astype(np.float64)
+    top = np.max(wide, axis=axis, keepdims=True, initial=-np.inf)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(all="ignore"):
+        return np.log(np.sum(np.exp(wide - top), axis=axis, keepdims=keepdims)) + (
+            top if keepdims else np.squeeze(top, axis))
+
+
+#: ONNX's reductions as numpy computes them: the reference, since onnxruntime reduces a 1-D empty input to an empty
+#: vector (not a scalar) and gives NaN for the log-sum-exp of +inf (ONNX's log(sum(exp(x))) is inf)
+REFERENCES = {
+    "ReduceL1": lambda x, axis, keepdims: np.sum(np.abs(x), axis=axis, keepdims=keepdims, dtype=x.dtype),
+    "ReduceL2": lambda x, axis, keepdims: np.sqrt(np.sum(np.square(x), axis=axis, keepdims=keepdims, dtype=x.dtype)),
+    "ReduceSumSquare": lambda x, axis, keepdims: np.sum(np.square(x), axis=axis, keepdims=keepdims, dtype=x.dtype),
+    "ReduceProd": lambda x, axis, keepdims: np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype),
+    "ReduceLogSumExp": _log_sum_exp,
+}
+
+
+@pytest.mark.parametrize("op", REDUCTIONS)
+@SETTINGS
+@given(data=st.data(), shape=edge_shapes(min_rank=1), dynamic=st.booleans(), keepdims=st.sampled_from([0, 1, None]))
+def test_reductions_match_onnxruntime(op, data, shape, dynamic, keepdims):
+    rank = len(shape)
+    axes = data.draw(st.none() | st.lists(st.integers(-rank, rank - 1), min_size=1, max_size=rank,
+                                          unique_by=lambda axis: axis % rank))
+    attrs = {name: value for name, value in (("axes", axes), ("keepdims", keepdims)) if value is not None}
+    x = data.draw(edge_arrays(data.draw(st.sampled_from(_dtypes(op))), shape, REDUCED_FLOATS))
+    model = node_model(op, {"x": x}, {}, attrs, opset=data.draw(st.sampled_from([9, 11, 13, 15])), dynamic=dynamic)
+    axis = None if axes is None else tuple(axis % rank for axis in axes)
+    with np.errstate(all="ignore"):
+        expected = np.asarray(REFERENCES[op](x, axis, bool(1 if keepdims is None else keepdims))).astype(x.dtype)
+    assert outcome(model, {"x": x}, [expected]) == ("match", None), (attrs, x)
+
+
+@pytest.mark.parametrize("op", ["Sum", "Mean"])
+@SETTINGS
+@given(data=st.data(), shape=edge_shapes(), count=st.integers(1, 3), dynamic=st.booleans())
+def test_sum_and_mean_broadcast_as_onnxruntime(op, data, shape, count, dynamic):
+    dtype = data.draw(st.sampled_from(_dtypes(op)))
+    feeds = {}
+    for k in range(count):  # each a broadcastable shape: dims made 1, leading dims dropped
+        dims = tuple(1 if data.draw(st.booleans()) else dim for dim in shape)[data.draw(st.integers(0, len(shape))):]
+        feeds["x{}".format(k)] = data.draw(edge_arrays(dtype, dims, REDUCED_FLOATS))
+    model = node_model(op, feeds, opset=data.draw(st.sampled_from([8, 13, 15])), dynamic=dynamic)
+    assert outcome(model, feeds) == ("match", None), feeds
+
+
+@SETTINGS
+@given(shape=edge_shapes(), dynamic=st.booleans(), opset=st.sampled_from([9, 13, 15]))
+def test_size_matches_onnxruntime(shape, dynamic, opset):
+    x = np.zeros(shape, np.float32)
+    assert outcome(node_model("Size", {"x": x}, opset=opset, dynamic=dynamic), {"x": x}) == ("match", None)

@@ -68,6 +68,11 @@ def form_cases(op, opset):
     if op in ("Equal", "Less", "Greater"):
         floats = [({"a": F, "b": np.array(0.1, np.float32)}, {}, {})] if op != "Equal" or opset >= 11 else []
         return [({"a": I64, "b": I64[:1]}, {}, {})] + floats
+    if op in ("Sum", "Mean"):
+        return [({"a": F}, {}, {}), ({"a": F, "b": ROW}, {}, {}),
+                ({"a": COLUMN, "b": np.array(0.5, np.float32), "c": ROW}, {}, {})]
+    if op == "Size":
+        return [({"x": F}, {}, {}), ({"x": np.zeros((2, 0), np.float32)}, {}, {})]
     if op in ("Max", "Min"):
         return [({"a": F, "b": ROW}, {}, {}), ({"a": COLUMN, "b": np.array(0.0, np.float32), "c": ROW}, {}, {}),
                 ({"a": I64, "b": np.array(0, np.int64)}, {}, {})][:3 if opset >= 12 else 2]

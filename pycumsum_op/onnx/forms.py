@@ -186,6 +186,11 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "IsInf": _forms(Form((10, NEWEST), {"detect_negative": _ZERO_ONE, "detect_positive": _ZERO_ONE},
                          translation=OWN)),
     "Xor": _forms(Form((7, NEWEST), translation=OWN)),
+    # Caffe2's ReduceL1, ReduceSum of Mul (SumSquare; L2 its Sqrt), torch's prod and logsumexp (translation: `_reduce`)
+    **{op: _forms(Form((1, NEWEST), _REDUCE, translation=OWN))
+       for op in ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceProd", "ReduceLogSumExp")},
+    "Sum": _forms(Form((8, NEWEST), translation=OWN)), "Mean": _forms(Form((8, NEWEST), translation=OWN)),
+    "Size": _forms(Form((1, NEWEST), translation=OWN)),
 }
 
 #: ONNX op -> the element types its forms run right in Caffe2, measured by tests/onnx_form_types.py (each form on
@@ -221,6 +226,11 @@ TYPES: Dict[str, FrozenSet[int]] = {
     **{op: frozenset([_F.FLOAT, _F.DOUBLE]) for op in ("Ceil", "Floor", "Round", "Sin", "IsInf")},
     **{op: _FLOAT for op in ("Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Elu",
                              "Selu", "Celu", "LeakyRelu", "ThresholdedRelu", "HardSwish", "Softplus", "Softsign")},
+    # Caffe2's ReduceL1 is float only (ReduceL2: onnxruntime's); torch's prod of int32 gives int64; Mean's float16
+    # sum rounds otherwise
+    "ReduceL1": _FLOAT, "ReduceL2": _FLOAT, "ReduceSumSquare": _NUMBERS, "ReduceProd": frozenset([_F.FLOAT, _F.INT64]),
+    "ReduceLogSumExp": frozenset([_F.FLOAT, _F.DOUBLE]), "Sum": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16]),
+    "Mean": _FLOAT, "Size": _MOVED,
 }
 #: the blob whose type is checked, where it is not input 0 (Where's X; what Constant and ConstantOfShape make)
 _TYPED = {"Where": ("input", 1), "Constant": ("output", 0), "ConstantOfShape": ("output", 0)}

@@ -383,8 +383,24 @@ def _reduce(node, facts, opset, fresh):
         axes = list(range(rank))
     if rank is not None:  # Caffe2's Reduce* count negative axes from the end as ONNX does
         axes = _normalized(node, opset, axes, rank)
-    return [_op(node.op_type, [data], [node.output[0]], node.name, axes=sorted(axes),
-                keepdims=int(_attribute(node, "keepdims", 1)))]
+    keepdims = int(_attribute(node, "keepdims", 1))
+    if node.op_type == "ReduceProd":  # torch's prod, one axis at a time (from the last, so the others stay put)
+        ops, current, axes = [], data, sorted(axes, reverse=True)
+        for number, axis in enumerate(axes):
+            target = node.output[0] if number == len(axes) - 1 else fresh()
+            ops.append(_op("ATen", [current], [target], node.name, operator="prod", dim=axis, keepdim=bool(keepdims)))
+            current = target
+        return ops
+    if node.op_type == "ReduceLogSumExp":  # torch's logsumexp: shifted by the maximum, as onnxruntime's
+        return [_op("ATen", [data], [node.output[0]], node.name, operator="logsumexp", dim=sorted(axes),
+                    keepdim=bool(keepdims))]
+    if node.op_type not in ("ReduceSumSquare", "ReduceL2"):
+        return [_op(node.op_type, [data], [node.output[0]], node.name, axes=sorted(axes), keepdims=keepdims)]
+    # ONNX's sum of x * x (and its square root), as numpy: each square may overflow (Caffe2's ReduceL2 does not)
+    squared, total = fresh(), node.output[0] if node.op_type == "ReduceSumSquare" else fresh()
+    ops = [_op("Mul", [data, data], [squared], node.name),
+           _op("ReduceSum", [squared], [total], node.name, axes=sorted(axes), keepdims=keepdims)]
+    return ops + ([_op("Sqrt", [total], [node.output[0]], node.name)] if node.op_type == "ReduceL2" else [])
 
 
 def _pow(node, facts, opset, fresh):
@@ -665,16 +681,26 @@ def _softmax(node, facts, opset, fresh):
 
 
 def _extremum(node, facts, opset, fresh):
-    operator = {"Max": "maximum", "Min": "minimum"}[node.op_type]
+    """Max, Min, Sum and Mean of any number of inputs, broadcast as numpy: torch's maximum, minimum or add, input
+    after input (Mean: the sum divided by their number)."""
+    operator = {"Max": "maximum", "Min": "minimum", "Sum": "add", "Mean": "add"}[node.op_type]
     inputs = list(node.input)
+    mean = node.op_type == "Mean" and len(inputs) > 1
     if len(inputs) == 1:
         return [_op("Copy", inputs, [node.output[0]], node.name)]
     ops, current = [], inputs[0]
     for number, other in enumerate(inputs[1:]):
-        target = node.output[0] if number == len(inputs) - 2 else fresh()
+        target = node.output[0] if number == len(inputs) - 2 and not mean else fresh()
         ops.append(_op("ATen", [current, other], [target], node.name, operator=operator))
         current = target
+    if mean:
+        ops.append(_op("ATen", [current], [node.output[0]], node.name, operator="div", other=float(len(inputs))))
     return ops
+
+
+def _size(node, facts, opset, fresh):
+    """Caffe2's Size: the input's element count, an int64 scalar."""
+    return [_op("Size", [node.input[0]], [node.output[0]], node.name)]
 
 
 def _last_dim(facts, opset, name: str):
@@ -1301,7 +1327,9 @@ def constant_axis(facts, name: str, where: str):
 #: ONNX op -> its translation (a registered scan's op is found by `scan_entry`).
 TRANSLATIONS: Dict[str, Callable] = {
     "Slice": _slice, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
-    "ReduceSum": _reduce, "ReduceMean": _reduce, "ReduceMax": _reduce, "ReduceMin": _reduce,
+    "ReduceSum": _reduce, "ReduceMean": _reduce, "ReduceMax": _reduce, "ReduceMin": _reduce, "ReduceL1": _reduce,
+    "ReduceL2": _reduce, "ReduceSumSquare": _reduce, "ReduceProd": _reduce, "ReduceLogSumExp": _reduce,
+    "Sum": _extremum, "Mean": _extremum, "Size": _size,
     "Pow": _pow, "Reshape": _reshape, "Gather": _gather, "Where": _where, "Softmax": _softmax,
     "Max": _extremum, "Min": _extremum, "ScatterND": _scatter_nd, "ConstantOfShape": _constant_of_shape,
     "Expand": _expand, "MatMul": _matmul, "Range": _range, "Clip": _clip, "Abs": _sign_op, "Neg": _sign_op,
