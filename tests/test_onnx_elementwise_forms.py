@@ -1,5 +1,5 @@
 """The elementwise forms translated by torch's kernels (`translations._ELEMENTWISE`, IsInf, HardSwish, Softsign), the
-reductions ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd and ReduceLogSumExp, variadic Sum and Mean, Size, and
+reductions ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd and ReduceLogSumExp, variadic Sum and Mean, Size, Split and
 Shape's start/end (opset 15) at the edges: ±inf, NaN, -0.0, values whose results overflow, half-way values, rank 0,
 empty and size-1 dims, static and dynamic shapes, every element type each form states. Each matches onnxruntime
 (graph optimizations off). Where torch differs from ONNX's definition the translation follows ONNX and onnxruntime:
@@ -153,3 +153,26 @@ def test_sum_and_mean_broadcast_as_onnxruntime(op, data, shape, count, dynamic):
 def test_size_matches_onnxruntime(shape, dynamic, opset):
     x = np.zeros(shape, np.float32)
     assert outcome(node_model("Size", {"x": x}, opset=opset, dynamic=dynamic), {"x": x}) == ("match", None)
+
+
+@SETTINGS
+@given(data=st.data(), shape=edge_shapes(min_rank=1), dynamic=st.booleans(), opset=st.sampled_from([11, 13, 15]),
+       given_parts=st.booleans())
+def test_split_matches_onnxruntime(data, shape, dynamic, opset, given_parts):
+    rank = len(shape)
+    axis = data.draw(st.integers(-rank, rank - 1))
+    dim = shape[axis]
+    if given_parts:  # lengths summing to the axis' length, zeros among them
+        cuts = sorted(data.draw(st.lists(st.integers(0, dim), max_size=2)))
+        split = [high - low for low, high in zip([0] + cuts, cuts + [dim])]
+        count = len(split)
+    else:  # equal parts: a count that divides the axis' length
+        count = data.draw(st.sampled_from([k for k in (1, 2, 3) if dim % k == 0]))
+    x = data.draw(edge_arrays(np.float32, shape))
+    constants, attrs = {}, {"axis": axis}
+    if given_parts and opset >= 13:
+        constants["split"] = np.array(split, np.int64)
+    elif given_parts:
+        attrs["split"] = split
+    model = node_model("Split", {"x": x}, constants, attrs, opset=opset, dynamic=dynamic, outputs=count)
+    assert outcome(model, {"x": x}) == ("match", None), (attrs, constants)

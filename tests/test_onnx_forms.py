@@ -71,6 +71,11 @@ def form_cases(op, opset):
     if op in ("Sum", "Mean"):
         return [({"a": F}, {}, {}), ({"a": F, "b": ROW}, {}, {}),
                 ({"a": COLUMN, "b": np.array(0.5, np.float32), "c": ROW}, {}, {})]
+    if op == "Split":
+        parts = ({}, {"split": i64(1, 2)}, {}) if opset >= 13 else ({}, {}, {"split": [1, 2]})
+        return [({"x": F}, {}, {"axis": 1}, {"outputs": 2}), ({"x": F}, parts[1], dict(parts[2], axis=0),
+                                                              {"outputs": 2}),
+                ({"x": F}, {}, {"axis": -1}, {"outputs": 4})]
     if op == "Size":
         return [({"x": F}, {}, {}), ({"x": np.zeros((2, 0), np.float32)}, {}, {})]
     if op in ("Max", "Min"):
@@ -477,7 +482,7 @@ ELEMENT_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, Ten
                  TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32,
                  TensorProto.UINT64, TensorProto.BOOL, TensorProto.STRING]
 #: the inputs of `form_cases` that hold indices, axes or shapes: their type is not the form's
-_INDEX_INPUTS = frozenset(["axes", "axis", "shape", "starts", "ends", "steps", "i", "lengths", "pads"])
+_INDEX_INPUTS = frozenset(["axes", "axis", "shape", "starts", "ends", "steps", "i", "lengths", "pads", "split"])
 
 
 def form_opsets(op):

@@ -191,6 +191,8 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
        for op in ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceProd", "ReduceLogSumExp")},
     "Sum": _forms(Form((8, NEWEST), translation=OWN)), "Mean": _forms(Form((8, NEWEST), translation=OWN)),
     "Size": _forms(Form((1, NEWEST), translation=OWN)),
+    "Split": _forms(Form((2, 12), {"axis": _ANY, "split": _ANY}, translation=OWN),
+                    Form((13, NEWEST), {"axis": _ANY}, constants=(1,), translation=OWN)),
 }
 
 #: ONNX op -> the element types its forms run right in Caffe2, measured by tests/onnx_form_types.py (each form on
@@ -230,7 +232,7 @@ TYPES: Dict[str, FrozenSet[int]] = {
     # sum rounds otherwise
     "ReduceL1": _FLOAT, "ReduceL2": _FLOAT, "ReduceSumSquare": _NUMBERS, "ReduceProd": frozenset([_F.FLOAT, _F.INT64]),
     "ReduceLogSumExp": frozenset([_F.FLOAT, _F.DOUBLE]), "Sum": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16]),
-    "Mean": _FLOAT, "Size": _MOVED,
+    "Mean": _FLOAT, "Size": _MOVED, "Split": _MOVED,
 }
 #: the blob whose type is checked, where it is not input 0 (Where's X; what Constant and ConstantOfShape make)
 _TYPED = {"Where": ("input", 1), "Constant": ("output", 0), "ConstantOfShape": ("output", 0)}
@@ -250,7 +252,7 @@ WHY = {
 }
 _INPUT_NAMES = {"Slice": ("data", "starts", "ends", "axes", "steps"), "Unsqueeze": ("data", "axes"),
                 "Dropout": ("data", "ratio", "training_mode"), "Pad": ("data", "pads", "constant_value"),
-                "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes")}
+                "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes"), "Split": ("input", "split")}
 
 
 def label(node, opset) -> str:

@@ -698,6 +698,21 @@ def _extremum(node, facts, opset, fresh):
     return ops
 
 
+def _split(node, facts, opset, fresh):
+    """Caffe2's Split along ``axis``: the parts' lengths from ``split`` (the attribute before opset 13, a constant
+    input after), else equal parts (the axis' length must divide, as ONNX requires; Caffe2 fails the run otherwise,
+    as onnxruntime does)."""
+    axis = int(_attribute(node, "axis", 0))
+    rank = facts.rank(node.input[0])
+    if axis < 0:
+        if rank is None:
+            raise _refuse(node, opset, "a negative axis needs the input's rank, which the model does not state")
+        axis += rank
+    split = _int_list(node, opset, facts, 1, "split") if opset >= 13 else _attribute(node, "split")
+    args = {"axis": axis} if not split else {"axis": axis, "split": [int(part) for part in split]}
+    return [_op("Split", [node.input[0]], list(node.output), node.name, **args)]
+
+
 def _size(node, facts, opset, fresh):
     """Caffe2's Size: the input's element count, an int64 scalar."""
     return [_op("Size", [node.input[0]], [node.output[0]], node.name)]
@@ -1329,7 +1344,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "Slice": _slice, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
     "ReduceSum": _reduce, "ReduceMean": _reduce, "ReduceMax": _reduce, "ReduceMin": _reduce, "ReduceL1": _reduce,
     "ReduceL2": _reduce, "ReduceSumSquare": _reduce, "ReduceProd": _reduce, "ReduceLogSumExp": _reduce,
-    "Sum": _extremum, "Mean": _extremum, "Size": _size,
+    "Sum": _extremum, "Mean": _extremum, "Size": _size, "Split": _split,
     "Pow": _pow, "Reshape": _reshape, "Gather": _gather, "Where": _where, "Softmax": _softmax,
     "Max": _extremum, "Min": _extremum, "ScatterND": _scatter_nd, "ConstantOfShape": _constant_of_shape,
     "Expand": _expand, "MatMul": _matmul, "Range": _range, "Clip": _clip, "Abs": _sign_op, "Neg": _sign_op,
