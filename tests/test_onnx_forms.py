@@ -32,6 +32,16 @@ ROW = RNG.standard_normal((1, 4)).astype(np.float32)
 COLUMN = RNG.standard_normal((3, 1)).astype(np.float32)
 I64 = RNG.integers(-5, 5, (3, 4)).astype(np.int64)
 MASK = RNG.integers(0, 2, (3, 4)).astype(bool)
+#: ordinary values with the infinities, NaN and the values half-way between integers
+EDGES = np.concatenate([F.ravel() * 2, [np.inf, -np.inf, np.nan, 0.5, -1.5, 2.5, 0.0, -0.0]]).astype(np.float32)
+#: the elementwise ops translated by torch's kernels -> their cases' other attributes (besides the defaults)
+ELEMENTWISE_ATTRIBUTES = {
+    **{op: [] for op in ("Sign", "Ceil", "Floor", "Round", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh",
+                         "Cosh", "Asinh", "Acosh", "Atanh", "IsNaN", "HardSwish", "Softplus", "Softsign")},
+    "Elu": [{"alpha": 0.5}], "Selu": [{"alpha": 2.0, "gamma": 3.0}], "Celu": [{"alpha": 0.5}],
+    "LeakyRelu": [{"alpha": 0.3}], "ThresholdedRelu": [{"alpha": -0.5}],
+    "IsInf": [{"detect_negative": 0}, {"detect_positive": 0}],
+}
 
 
 def i64(*values):
@@ -58,6 +68,16 @@ def form_cases(op, opset):
     if op in ("Equal", "Less", "Greater"):
         floats = [({"a": F, "b": np.array(0.1, np.float32)}, {}, {})] if op != "Equal" or opset >= 11 else []
         return [({"a": I64, "b": I64[:1]}, {}, {})] + floats
+    if op in ("Sum", "Mean"):
+        return [({"a": F}, {}, {}), ({"a": F, "b": ROW}, {}, {}),
+                ({"a": COLUMN, "b": np.array(0.5, np.float32), "c": ROW}, {}, {})]
+    if op == "Split":
+        parts = ({}, {"split": i64(1, 2)}, {}) if opset >= 13 else ({}, {}, {"split": [1, 2]})
+        return [({"x": F}, {}, {"axis": 1}, {"outputs": 2}), ({"x": F}, parts[1], dict(parts[2], axis=0),
+                                                              {"outputs": 2}),
+                ({"x": F}, {}, {"axis": -1}, {"outputs": 4})]
+    if op == "Size":
+        return [({"x": F}, {}, {}), ({"x": np.zeros((2, 0), np.float32)}, {}, {})]
     if op in ("Max", "Min"):
         return [({"a": F, "b": ROW}, {}, {}), ({"a": COLUMN, "b": np.array(0.0, np.float32), "c": ROW}, {}, {}),
                 ({"a": I64, "b": np.array(0, np.int64)}, {}, {})][:3 if opset >= 12 else 2]
@@ -78,7 +98,13 @@ def form_cases(op, opset):
         return [({}, {"shape": i64(2, 3)}, {"value": helper.make_tensor("v", 9, [1], [1])}),
                 ({}, {"shape": i64(2)}, {"value": helper.make_tensor("v", 7, [1], [-4])}), ({}, {"shape": i64(3)}, {})]
     if op == "Shape":
-        return [({"x": F}, {}, {})]
+        return [({"x": F}, {}, {})] + ([({"x": np.stack([F, F])}, {}, {"start": 1, "end": -1}),
+                                        ({"x": F}, {}, {"start": -1}), ({"x": F}, {}, {"start": 2, "end": 9})]
+                                       if opset >= 15 else [])
+    if op in ELEMENTWISE_ATTRIBUTES:
+        return [({"x": EDGES}, {}, {})] + [({"x": EDGES}, {}, attrs) for attrs in ELEMENTWISE_ATTRIBUTES[op]]
+    if op == "Xor":
+        return [({"a": MASK, "b": MASK[:1]}, {}, {})]
     if op == "Expand":
         return [({"x": ROW}, {"shape": i64(3, 1)}, {}), ({"x": MASK[:, :1]}, {"shape": i64(2, 1, 4)}, {}),
                 ({"x": I64}, {"shape": i64(1)}, {})]
@@ -456,7 +482,7 @@ ELEMENT_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, Ten
                  TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32,
                  TensorProto.UINT64, TensorProto.BOOL, TensorProto.STRING]
 #: the inputs of `form_cases` that hold indices, axes or shapes: their type is not the form's
-_INDEX_INPUTS = frozenset(["axes", "axis", "shape", "starts", "ends", "steps", "i", "lengths", "pads"])
+_INDEX_INPUTS = frozenset(["axes", "axis", "shape", "starts", "ends", "steps", "i", "lengths", "pads", "split"])
 
 
 def form_opsets(op):

@@ -104,7 +104,7 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Concat": _forms(Form((4, NEWEST), {"axis": _ANY})),
     "Cast": _forms(Form((9, NEWEST), {"to": _CASTS})),
     "Constant": _forms(Form((9, NEWEST), {"value": _ANY})),
-    "Shape": _forms(Form((1, 14))),  # opset 15 adds start/end
+    "Shape": _forms(Form((1, 14)), Form((15, NEWEST), {"start": _ANY, "end": _ANY}, translation=OWN)),
     "Range": _forms(Form((11, NEWEST), translation=OWN)),  # Caffe2's Range: a negative integer delta
     "Softmax": _forms(Form((1, 12), {"axis": _ANY}),  # Caffe2's Softmax flattens to 2-D at axis, as ONNX < 13
                       Form((13, NEWEST), {"axis": _ANY}, translation=OWN)),  # the last axis only
@@ -170,6 +170,29 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
                   Form((11, NEWEST), {"mode": frozenset(["constant"])}, constants=(1, 2), translation=OWN)),
     "Dropout": _forms(Form((7, 11), {"ratio": _ANY}, translation=OWN),
                       Form((12, NEWEST), {"seed": _ANY}, constants=(2,), translation=OWN)),
+    # elementwise by torch's kernels (the ATen op; translations: `_elementwise`)
+    "Sign": _forms(Form((9, NEWEST), translation=OWN)), "Ceil": _forms(Form((6, NEWEST), translation=OWN)),
+    "Floor": _forms(Form((6, NEWEST), translation=OWN)), "Round": _forms(Form((11, NEWEST), translation=OWN)),
+    **{op: _forms(Form((7, NEWEST), translation=OWN)) for op in ("Sin", "Cos", "Tan", "Asin", "Acos", "Atan")},
+    **{op: _forms(Form((9, NEWEST), translation=OWN)) for op in ("Sinh", "Cosh", "Asinh", "Acosh", "Atanh")},
+    "Elu": _forms(Form((6, NEWEST), {"alpha": _ANY}, translation=OWN)),
+    "Selu": _forms(Form((6, NEWEST), {"alpha": _ANY, "gamma": _ANY}, translation=OWN)),
+    "Celu": _forms(Form((12, NEWEST), {"alpha": _ANY}, translation=OWN)),
+    "LeakyRelu": _forms(Form((6, NEWEST), {"alpha": _ANY}, translation=OWN)),
+    "ThresholdedRelu": _forms(Form((10, NEWEST), {"alpha": _ANY}, translation=OWN)),
+    "HardSwish": _forms(Form((14, NEWEST), translation=OWN)),  # as x * HardSigmoid(x)
+    "Softplus": _forms(Form((1, NEWEST), translation=OWN)), "Softsign": _forms(Form((1, NEWEST), translation=OWN)),
+    "IsNaN": _forms(Form((9, NEWEST), translation=OWN)),
+    "IsInf": _forms(Form((10, NEWEST), {"detect_negative": _ZERO_ONE, "detect_positive": _ZERO_ONE},
+                         translation=OWN)),
+    "Xor": _forms(Form((7, NEWEST), translation=OWN)),
+    # Caffe2's ReduceL1, ReduceSum of Mul (SumSquare; L2 its Sqrt), torch's prod and logsumexp (translation: `_reduce`)
+    **{op: _forms(Form((1, NEWEST), _REDUCE, translation=OWN))
+       for op in ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceProd", "ReduceLogSumExp")},
+    "Sum": _forms(Form((8, NEWEST), translation=OWN)), "Mean": _forms(Form((8, NEWEST), translation=OWN)),
+    "Size": _forms(Form((1, NEWEST), translation=OWN)),
+    "Split": _forms(Form((2, 12), {"axis": _ANY, "split": _ANY}, translation=OWN),
+                    Form((13, NEWEST), {"axis": _ANY}, constants=(1,), translation=OWN)),
 }
 
 #: ONNX op -> the element types its forms run right in Caffe2, measured by tests/onnx_form_types.py (each form on
@@ -199,6 +222,17 @@ TYPES: Dict[str, FrozenSet[int]] = {
     # [NaN, NaN]; no oracle
     "HardSigmoid": _FLOAT, "LogSoftmax": _FLOAT, "ArgMax": frozenset([_F.FLOAT, _F.DOUBLE, _F.INT32]),
     "Pad": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16, _F.INT8, _F.INT32, _F.INT64, _F.UINT8, _F.BOOL]),
+    # torch's kernels have no float16 on CPU (Sign's NaN mask and Softsign's sum differ in it); double only where
+    # onnxruntime has a double kernel to prove it
+    "Sign": _NUMBERS | _SMALL_INTS, "IsNaN": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16]), "Xor": _BOOL,
+    **{op: frozenset([_F.FLOAT, _F.DOUBLE]) for op in ("Ceil", "Floor", "Round", "Sin", "IsInf")},
+    **{op: _FLOAT for op in ("Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Elu",
+                             "Selu", "Celu", "LeakyRelu", "ThresholdedRelu", "HardSwish", "Softplus", "Softsign")},
+    # Caffe2's ReduceL1 is float only (ReduceL2: onnxruntime's); torch's prod of int32 gives int64; Mean's float16
+    # sum rounds otherwise
+    "ReduceL1": _FLOAT, "ReduceL2": _FLOAT, "ReduceSumSquare": _NUMBERS, "ReduceProd": frozenset([_F.FLOAT, _F.INT64]),
+    "ReduceLogSumExp": frozenset([_F.FLOAT, _F.DOUBLE]), "Sum": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16]),
+    "Mean": _FLOAT, "Size": _MOVED, "Split": _MOVED,
 }
 #: the blob whose type is checked, where it is not input 0 (Where's X; what Constant and ConstantOfShape make)
 _TYPED = {"Where": ("input", 1), "Constant": ("output", 0), "ConstantOfShape": ("output", 0)}
@@ -218,7 +252,7 @@ WHY = {
 }
 _INPUT_NAMES = {"Slice": ("data", "starts", "ends", "axes", "steps"), "Unsqueeze": ("data", "axes"),
                 "Dropout": ("data", "ratio", "training_mode"), "Pad": ("data", "pads", "constant_value"),
-                "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes")}
+                "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes"), "Split": ("input", "split")}
 
 
 def label(node, opset) -> str:

@@ -383,8 +383,24 @@ def _reduce(node, facts, opset, fresh):
         axes = list(range(rank))
     if rank is not None:  # Caffe2's Reduce* count negative axes from the end as ONNX does
         axes = _normalized(node, opset, axes, rank)
-    return [_op(node.op_type, [data], [node.output[0]], node.name, axes=sorted(axes),
-                keepdims=int(_attribute(node, "keepdims", 1)))]
+    keepdims = int(_attribute(node, "keepdims", 1))
+    if node.op_type == "ReduceProd":  # torch's prod, one axis at a time (from the last, so the others stay put)
+        ops, current, axes = [], data, sorted(axes, reverse=True)
+        for number, axis in enumerate(axes):
+            target = node.output[0] if number == len(axes) - 1 else fresh()
+            ops.append(_op("ATen", [current], [target], node.name, operator="prod", dim=axis, keepdim=bool(keepdims)))
+            current = target
+        return ops
+    if node.op_type == "ReduceLogSumExp":  # torch's logsumexp: shifted by the maximum, as onnxruntime's
+        return [_op("ATen", [data], [node.output[0]], node.name, operator="logsumexp", dim=sorted(axes),
+                    keepdim=bool(keepdims))]
+    if node.op_type not in ("ReduceSumSquare", "ReduceL2"):
+        return [_op(node.op_type, [data], [node.output[0]], node.name, axes=sorted(axes), keepdims=keepdims)]
+    # ONNX's sum of x * x (and its square root), as numpy: each square may overflow (Caffe2's ReduceL2 does not)
+    squared, total = fresh(), node.output[0] if node.op_type == "ReduceSumSquare" else fresh()
+    ops = [_op("Mul", [data, data], [squared], node.name),
+           _op("ReduceSum", [squared], [total], node.name, axes=sorted(axes), keepdims=keepdims)]
+    return ops + ([_op("Sqrt", [total], [node.output[0]], node.name)] if node.op_type == "ReduceL2" else [])
 
 
 def _pow(node, facts, opset, fresh):
@@ -570,6 +586,87 @@ def _sign_op(node, facts, opset, fresh):
     return [_op("ATen", [node.input[0]], [node.output[0]], node.name, operator=node.op_type.lower())]
 
 
+#: ONNX's SELU constants (its defaults of alpha and gamma)
+_SELU = (1.67326319217681884765625, 1.05070102214813232421875)
+#: ONNX elementwise op -> (torch's ATen operator, its arguments from the node's attributes): torch's kernel by the
+#: ATen op, bit for bit torch's
+_ELEMENTWISE = {
+    "Sign": ("sign", lambda node: {}), "Ceil": ("ceil", lambda node: {}), "Floor": ("floor", lambda node: {}),
+    "Round": ("round", lambda node: {}),  # half to even, as ONNX
+    "Sin": ("sin", lambda node: {}), "Cos": ("cos", lambda node: {}), "Tan": ("tan", lambda node: {}),
+    "Asin": ("asin", lambda node: {}), "Acos": ("acos", lambda node: {}), "Atan": ("atan", lambda node: {}),
+    "Sinh": ("sinh", lambda node: {}), "Cosh": ("cosh", lambda node: {}), "Asinh": ("asinh", lambda node: {}),
+    "Acosh": ("acosh", lambda node: {}), "Atanh": ("atanh", lambda node: {}), "IsNaN": ("isnan", lambda node: {}),
+    "Elu": ("elu", lambda node: {"alpha": float(_attribute(node, "alpha", 1.0))}),
+    "Selu": ("elu", lambda node: {"alpha": float(_attribute(node, "alpha", _SELU[0])),
+                                  "scale": float(_attribute(node, "gamma", _SELU[1])), "input_scale": 1.0}),
+    "Celu": ("celu", lambda node: {"alpha": float(_attribute(node, "alpha", 1.0))}),
+    "LeakyRelu": ("leaky_relu", lambda node: {"negative_slope": float(_attribute(node, "alpha", 0.01))}),
+    "ThresholdedRelu": ("threshold", lambda node: {"threshold": float(_attribute(node, "alpha", 1.0)), "value": 0.0}),
+    "Xor": ("logical_xor", lambda node: {}),  # broadcasts as numpy
+    # log(exp(x) + 1): torch's is x above 20, where they agree in float32 and float64 within 1e-8 relative
+    "Softplus": ("softplus", lambda node: {"beta": 1.0, "threshold": 20.0}),
+}
+#: IsInf's (detect_negative, detect_positive) -> torch's operator
+_IS_INF = {(1, 1): "isinf", (0, 1): "isposinf", (1, 0): "isneginf"}
+
+
+def _elementwise(node, facts, opset, fresh):
+    """An elementwise op by torch's kernel (`_ELEMENTWISE`; IsInf by which infinities it detects)."""
+    if node.op_type == "IsInf":
+        detect = (int(_attribute(node, "detect_negative", 1)), int(_attribute(node, "detect_positive", 1)))
+        if detect not in _IS_INF:
+            raise _refuse(node, opset, "detect_negative=0 with detect_positive=0 has no translation")
+        operator, args = _IS_INF[detect], {}
+    else:
+        operator, arguments = _ELEMENTWISE[node.op_type]
+        args = arguments(node)
+    if node.op_type == "Sign" and facts.elem_type(node.input[0]) in _FLOATS:
+        return _nan_kept(node, "sign", {}, float("nan"), fresh)
+    if node.op_type == "ThresholdedRelu":
+        return _nan_kept(node, operator, args, 0.0, fresh)
+    return [_op("ATen", list(node.input), [node.output[0]], node.name, operator=operator, **args)]
+
+
+def _nan_kept(node, operator, args, value, fresh):
+    """torch's ``operator`` with ``value`` where the input is NaN: ONNX's Sign of NaN is NaN (torch's 0, numpy's
+    NaN), its ThresholdedRelu's 0 (``x > alpha``; torch's threshold keeps NaN)."""
+    computed, nan = fresh(), fresh()
+    return [_op("ATen", [node.input[0]], [computed], node.name, operator=operator, **args),
+            _op("ATen", [node.input[0]], [nan], node.name, operator="isnan"),
+            _op("ATen", [computed, nan], [node.output[0]], node.name, operator="masked_fill", value=value)]
+
+
+def _hard_swish(node, facts, opset, fresh):
+    """ONNX's x * HardSigmoid(x) (alpha 1/6, beta 0.5), as defined: torch's hardswish overflows x * (x + 3) / 6."""
+    gate = fresh()
+    return [_op("HardSigmoid", [node.input[0]], [gate], node.name, alpha=1 / 6, beta=0.5),
+            _op("Mul", [node.input[0], gate], [node.output[0]], node.name)]
+
+
+def _softsign(node, facts, opset, fresh):
+    """ONNX's x / (1 + |x|), as defined (NaN for ±inf), by torch's kernels."""
+    magnitude, denominator = fresh(), fresh()
+    return [_op("ATen", [node.input[0]], [magnitude], node.name, operator="abs"),
+            _op("ATen", [magnitude], [denominator], node.name, operator="add", other=1.0),
+            _op("ATen", [node.input[0], denominator], [node.output[0]], node.name, operator="div")]
+
+
+def _shape(node, facts, opset, fresh):
+    """The dims of the input from ``start`` to ``end`` (opset 15; clamped as ONNX's), by Caffe2's Shape ``axes``;
+    the rank must be known unless the whole shape is taken."""
+    start, end = int(_attribute(node, "start", 0)), _attribute(node, "end")
+    if start == 0 and end is None:
+        return [_op("Shape", [node.input[0]], [node.output[0]], node.name)]
+    rank = facts.rank(node.input[0])
+    if rank is None:
+        raise _refuse(node, opset, "start/end need the input's rank, which the model does not state")
+    axes = list(range(rank))[start:rank if end is None else int(end)]
+    if not axes:
+        return [_op("GivenTensorInt64Fill", [], [node.output[0]], node.name, values=[], shape=[0])]
+    return [_op("Shape", [node.input[0]], [node.output[0]], node.name, axes=axes)]
+
+
 def _where(node, facts, opset, fresh):
     return [_op("ATen", list(node.input), [node.output[0]], node.name, operator="where")]
 
@@ -584,16 +681,41 @@ def _softmax(node, facts, opset, fresh):
 
 
 def _extremum(node, facts, opset, fresh):
-    operator = {"Max": "maximum", "Min": "minimum"}[node.op_type]
+    """Max, Min, Sum and Mean of any number of inputs, broadcast as numpy: torch's maximum, minimum or add, input
+    after input (Mean: the sum divided by their number)."""
+    operator = {"Max": "maximum", "Min": "minimum", "Sum": "add", "Mean": "add"}[node.op_type]
     inputs = list(node.input)
+    mean = node.op_type == "Mean" and len(inputs) > 1
     if len(inputs) == 1:
         return [_op("Copy", inputs, [node.output[0]], node.name)]
     ops, current = [], inputs[0]
     for number, other in enumerate(inputs[1:]):
-        target = node.output[0] if number == len(inputs) - 2 else fresh()
+        target = node.output[0] if number == len(inputs) - 2 and not mean else fresh()
         ops.append(_op("ATen", [current, other], [target], node.name, operator=operator))
         current = target
+    if mean:
+        ops.append(_op("ATen", [current], [node.output[0]], node.name, operator="div", other=float(len(inputs))))
     return ops
+
+
+def _split(node, facts, opset, fresh):
+    """Caffe2's Split along ``axis``: the parts' lengths from ``split`` (the attribute before opset 13, a constant
+    input after), else equal parts (the axis' length must divide, as ONNX requires; Caffe2 fails the run otherwise,
+    as onnxruntime does)."""
+    axis = int(_attribute(node, "axis", 0))
+    rank = facts.rank(node.input[0])
+    if axis < 0:
+        if rank is None:
+            raise _refuse(node, opset, "a negative axis needs the input's rank, which the model does not state")
+        axis += rank
+    split = _int_list(node, opset, facts, 1, "split") if opset >= 13 else _attribute(node, "split")
+    args = {"axis": axis} if not split else {"axis": axis, "split": [int(part) for part in split]}
+    return [_op("Split", [node.input[0]], list(node.output), node.name, **args)]
+
+
+def _size(node, facts, opset, fresh):
+    """Caffe2's Size: the input's element count, an int64 scalar."""
+    return [_op("Size", [node.input[0]], [node.output[0]], node.name)]
 
 
 def _last_dim(facts, opset, name: str):
@@ -1220,15 +1342,19 @@ def constant_axis(facts, name: str, where: str):
 #: ONNX op -> its translation (a registered scan's op is found by `scan_entry`).
 TRANSLATIONS: Dict[str, Callable] = {
     "Slice": _slice, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
-    "ReduceSum": _reduce, "ReduceMean": _reduce, "ReduceMax": _reduce, "ReduceMin": _reduce,
+    "ReduceSum": _reduce, "ReduceMean": _reduce, "ReduceMax": _reduce, "ReduceMin": _reduce, "ReduceL1": _reduce,
+    "ReduceL2": _reduce, "ReduceSumSquare": _reduce, "ReduceProd": _reduce, "ReduceLogSumExp": _reduce,
+    "Sum": _extremum, "Mean": _extremum, "Size": _size, "Split": _split,
     "Pow": _pow, "Reshape": _reshape, "Gather": _gather, "Where": _where, "Softmax": _softmax,
     "Max": _extremum, "Min": _extremum, "ScatterND": _scatter_nd, "ConstantOfShape": _constant_of_shape,
     "Expand": _expand, "MatMul": _matmul, "Range": _range, "Clip": _clip, "Abs": _sign_op, "Neg": _sign_op,
     "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent,
     "Conv": _conv, "MaxPool": _pool, "AveragePool": _pool, "GlobalMaxPool": _pool, "GlobalAveragePool": _pool,
     "BatchNormalization": _batch_norm, "Flatten": _flatten, "Dropout": _dropout, "Pad": _pad,
-    "LogSoftmax": _log_softmax, "ArgMax": _arg_max,
+    "LogSoftmax": _log_softmax, "ArgMax": _arg_max, "HardSwish": _hard_swish, "Softsign": _softsign,
+    "Shape": _shape, "IsInf": _elementwise,
 }
+TRANSLATIONS.update((op, _elementwise) for op in _ELEMENTWISE)
 
 
 def translate(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
