@@ -1058,7 +1058,11 @@ def _window(node, opset, facts, kernel, ceil_mode=False) -> dict:
                 "auto_pad={}".format(auto_pad) if auto_pad in _SAME else "ceil_mode=1"))
         for axis, (size, stride, span) in enumerate(zip(spatial, strides, spans)):
             if auto_pad in _SAME:
-                total = max(0, (-(-size // stride) - 1) * stride + span - size)
+                total = (-(-size // stride) - 1) * stride + span - size
+                if total < 0:  # ONNX's definition then pads by a negative amount, which onnxruntime reads as a shift
+                    raise _refuse(node, opset, "auto_pad={} over spatial dim {} of {} with stride {} and kernel {} "
+                                               "pads by {} (a negative pad has no Caffe2 form)".format(
+                                                   auto_pad, axis, size, stride, span, total))
                 pads[axis] = (total + _SAME[auto_pad]) // 2
                 pads[axis + rank] = total - pads[axis]
             reach = size + pads[axis] + pads[axis + rank] - span
