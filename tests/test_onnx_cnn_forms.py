@@ -98,7 +98,10 @@ def max_pool_reference(x, kernel, strides, pads, ceil_mode):
     ends = [max(pads[k + rank], (out - 1) * strides[k] + kernel[k] - n - pads[k])
             for k, (n, out) in enumerate(zip(spatial, outs))]
     padded = np.pad(x, [(0, 0), (0, 0)] + list(zip(pads[:rank], ends)), constant_values=-np.inf)
-    windows = np.lib.stride_tricks.sliding_window_view(padded, kernel, axis=tuple(range(2, 2 + rank)))
+    # every window's elements as trailing axes (numpy before 1.20, CPython 3.6's, has no sliding_window_view)
+    starts = tuple(n - k + 1 for n, k in zip(padded.shape[2:], kernel))
+    windows = np.lib.stride_tricks.as_strided(padded, padded.shape[:2] + starts + tuple(kernel),
+                                              padded.strides + padded.strides[2:], writeable=False)
     windows = windows[(slice(None), slice(None)) + tuple(slice(None, out * s, s) for out, s in zip(outs, strides))]
     return windows.max(axis=tuple(range(-rank, 0))).astype(x.dtype)
 
