@@ -50,9 +50,21 @@ _FOLDED = {
 }
 
 
-#: ops whose output has their first input's rank
-_SAME_RANK = frozenset(["Slice", "Cast", "Identity", "Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Log",
-                        "Sqrt", "Softmax", "CumSum", "Clip", "Not", "Reciprocal"])
+#: ops each of whose outputs has their first input's rank (ONNX's definitions; only forms with one output or with
+#: every output of that rank are here: Split's parts, TopK's values and indices, Dropout's mask, MaxPool's indices)
+_SAME_RANK = frozenset([
+    "Slice", "Cast", "Identity", "Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Softmax",
+    "LogSoftmax", "CumSum", "Clip", "Not", "Reciprocal", "Transpose", "Sign", "Ceil", "Floor", "Round", "IsNaN",
+    "IsInf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Elu", "Selu",
+    "Celu", "LeakyRelu", "ThresholdedRelu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Dropout", "Pad",
+    "Tile", "Trilu", "Split", "TopK", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+    "ScatterND", "GatherElements"])
+#: ops whose output has the largest rank of their inputs (numpy's broadcasting)
+_BROADCAST = frozenset(["Add", "Sub", "Mul", "Div", "Pow", "Mod", "Where", "Equal", "Less", "Greater", "LessOrEqual",
+                        "GreaterOrEqual", "And", "Or", "Xor", "Max", "Min", "Sum", "Mean", "PRelu"])
+#: reductions: the input's rank with keepdims=1 (their default), without the reduced axes otherwise
+_REDUCTIONS = frozenset(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                         "ReduceSumSquare", "ReduceLogSumExp", "ArgMax", "ArgMin"])
 #: how far `GraphFacts.rank` follows them (Python's recursion, whatever the graph)
 _MAX_DEPTH = 64
 
@@ -136,29 +148,70 @@ class GraphFacts:
         return self._types.get(name, (None, None))[1]
 
     def rank(self, name: str, depth: int = 0) -> Optional[int]:
-        """The rank of ``name``: inferred, else read off the op that makes it (ONNX infers no rank for a Slice
-        with bounds known only at run time, nor for an Expand to a computed shape)."""
+        """The rank of ``name``: inferred, else read off the op that makes it by ONNX's definition of that op (ONNX
+        infers no rank for a Slice with bounds known only at run time, nor for an Expand to a computed shape, nor
+        then for anything computed from them); None when no rule applies."""
         dims = self.dims(name)
         if dims is not None:
             return len(dims)
         node = self._producers.get(name)
-        if node is None or not node.input or depth > _MAX_DEPTH:
+        if node is None or not node.input or depth > _MAX_DEPTH or node.domain not in ("", "ai.onnx"):
             return None
-        if node.op_type in _SAME_RANK:
-            return self.rank(node.input[0], depth + 1)
-        if node.op_type == "Concat":
-            return next((rank for rank in (self.rank(piece, depth + 1) for piece in node.input) if rank is not None),
-                        None)
-        if node.op_type == "Unsqueeze":
-            axes = next((attr.ints for attr in node.attribute if attr.name == "axes"), None)
-            if axes is None and len(node.input) > 1 and self.constant(node.input[1]) is not None:
-                axes = self.constant(node.input[1]).reshape(-1)
-            rank = self.rank(node.input[0], depth + 1)
+        follow = lambda given: self.rank(given, depth + 1) if given else None  # noqa: E731 (an omitted input: "")
+        op = node.op_type
+        if op in _SAME_RANK:
+            return follow(node.input[0])
+        if op in _BROADCAST:
+            ranks = [follow(given) for given in node.input]
+            return None if None in ranks else max(ranks)
+        if op == "Concat":
+            return next((rank for rank in (follow(piece) for piece in node.input) if rank is not None), None)
+        if op == "MatMul":
+            first, second = follow(node.input[0]), follow(node.input[1])
+            if first is None or second is None:
+                return None
+            return 0 if first == second == 1 else max(first, second) - (first == 1) - (second == 1)
+        if op in _REDUCTIONS:
+            return self._reduced_rank(node, follow(node.input[0]))
+        if op == "Gather":
+            data, indices = follow(node.input[0]), follow(node.input[1])
+            return None if data is None or indices is None else data + indices - 1
+        if op in ("Reshape", "ConstantOfShape", "Expand"):
+            shape = node.input[1] if op != "ConstantOfShape" else node.input[0]
+            length = self.dims(shape)
+            length = None if not length or len(length) != 1 or length[0] is None else length[0]
+            if op != "Expand":
+                return length
+            rank = follow(node.input[0])
+            return None if rank is None or length is None else max(rank, length)
+        if op == "Unsqueeze":
+            axes = self._axes(node)
+            rank = follow(node.input[0])
             return None if axes is None or rank is None else rank + len(axes)
-        if node.op_type == "Expand":
-            rank, length = self.rank(node.input[0], depth + 1), self.dims(node.input[1])
-            return None if rank is None or not length or length[0] is None else max(rank, length[0])
+        if op in ("Shape", "Size"):
+            return 1 if op == "Shape" else 0
         return None
+
+    def _axes(self, node) -> Optional[List[int]]:
+        """A node's axes, from its attribute or its constant second input; None when neither is known."""
+        axes = next((list(attr.ints) for attr in node.attribute if attr.name == "axes"), None)
+        if axes is None and len(node.input) > 1 and node.input[1] and self.constant(node.input[1]) is not None:
+            axes = self.constant(node.input[1]).reshape(-1).tolist()
+        return axes
+
+    def _reduced_rank(self, node, rank: Optional[int]) -> Optional[int]:
+        """The rank of a reduction's (or ArgMax's) output from its input's ``rank``."""
+        attributes = {attr.name: attr.i for attr in node.attribute if attr.name in ("keepdims", "noop_with_empty_axes")}
+        if rank is None or attributes.get("keepdims", 1):
+            return rank
+        if node.op_type in ("ArgMax", "ArgMin"):
+            return rank - 1
+        axes = self._axes(node)
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            return None  # axes computed at run time
+        if not axes:  # every axis, or none at all when told so (opset 13's ReduceSum)
+            return rank if attributes.get("noop_with_empty_axes", 0) else 0
+        return rank - len({axis % rank for axis in axes}) if rank else 0
 
     def value_infos(self, names) -> List[bytes]:
         """Serialized ValueInfoProtos of the ``names`` among the graph's inputs, outputs and value infos (what
