@@ -76,6 +76,17 @@ def form_cases(op, opset):
         return [({"x": F}, {}, {"axis": 1}, {"outputs": 2}), ({"x": F}, parts[1], dict(parts[2], axis=0),
                                                               {"outputs": 2}),
                 ({"x": F}, {}, {"axis": -1}, {"outputs": 4})]
+    if op == "Tile":  # repeats constant, fed at run time, with a 0
+        return [({"x": F}, {"repeats": i64(2, 1)}, {}), ({"x": F, "repeats": i64(0, 3)}, {}, {}),
+                ({"x": np.stack([F, F])}, {"repeats": i64(1, 2, 2)}, {})]
+    if op == "OneHot":  # depth constant or fed, axis last, first or negative, indices out of range
+        values, depth = np.array([-1.0, 2.0], np.float32), np.array(3, np.int64)
+        indices = i64(0, 2, 3, 1, -1, 7).reshape(2, 3) if opset >= 11 else i64(0, 2, 3, 1, 9, 7).reshape(2, 3)
+        # onnxruntime's kernels: (indices, depth) int64 and int64, int64 and float, int32 and int32
+        return [({"i": indices}, {"depth": depth, "values": values}, {}),
+                ({"i": indices, "depth": depth.astype(np.float32)}, {"values": values}, {"axis": 0}),
+                ({"i": indices.astype(np.int32), "values": values}, {"depth": depth.astype(np.int32)},
+                 {"axis": -2}, {"order": ["i", "depth", "values"]})]
     if op == "Size":
         return [({"x": F}, {}, {}), ({"x": np.zeros((2, 0), np.float32)}, {}, {})]
     if op in ("Max", "Min"):
@@ -116,7 +127,11 @@ def form_cases(op, opset):
     if op == "Clip":
         if opset < 11:
             return [({"x": F}, {}, {"min": -0.5, "max": 0.25}), ({"x": F}, {}, {"min": 0.0})]
-        return [({"x": F}, {"lo": np.array(-0.5, np.float32), "hi": np.array(0.25, np.float32)}, {})]
+        lo, hi = np.array(-0.5, np.float32), np.array(0.25, np.float32)
+        return [({"x": F}, {"lo": lo, "hi": hi}, {}), ({"x": F, "lo": lo, "hi": hi}, {}, {}),  # constant, fed
+                ({"x": F}, {"lo": lo}, {}), ({"x": F}, {"hi": hi}, {}, {"order": ["x", "", "hi"]}),
+                ({"x": F * 4, "hi": np.array(-1.0, np.float32)}, {"lo": np.array(1.0, np.float32)}, {},
+                 {"order": ["x", "lo", "hi"]})]  # min above max: the max
     if op == "Softmax":
         return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": -1})]
     if op == "CumSum":
@@ -483,7 +498,8 @@ ELEMENT_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, Ten
                  TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32,
                  TensorProto.UINT64, TensorProto.BOOL, TensorProto.STRING]
 #: the inputs of `form_cases` that hold indices, axes or shapes: their type is not the form's
-_INDEX_INPUTS = frozenset(["axes", "axis", "shape", "starts", "ends", "steps", "i", "lengths", "pads", "split"])
+_INDEX_INPUTS = frozenset(["axes", "axis", "shape", "starts", "ends", "steps", "i", "lengths", "pads", "split", "repeats",
+                           "depth"])
 
 
 def form_opsets(op):

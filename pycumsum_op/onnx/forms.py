@@ -125,11 +125,15 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Reshape": _forms(Form((5, NEWEST), {"allowzero": frozenset([0])}, translation=OWN)),
     "Gather": _forms(Form((1, NEWEST), {"axis": _ANY}, translation=OWN)),
     "Where": _forms(Form((9, NEWEST), translation=OWN)),
-    "Expand": _forms(Form((8, NEWEST), translation=OWN)),
+    "Expand": _forms(Form((8, NEWEST), translation=OWN)),  # Caffe2's Expand has no bool kernel
     "Abs": _forms(Form((6, NEWEST), translation=OWN)),  # Caffe2's Abs and Negative are float-only
     "Neg": _forms(Form((6, NEWEST), translation=OWN)),
+    # Caffe2's Clip (float) before opset 11; then torch's maximum/minimum, bounds constant or fed. ONNX's Clip-11 is
+    # floating only (onnxruntime: float and float16); from 12 on onnxruntime's float16 kernel reads an absent max as
+    # 0, so float16 has no oracle there
     "Clip": _forms(Form((6, 10), {"min": _ANY, "max": _ANY}, translation=OWN),
-                   Form((11, NEWEST), constants=(1, 2), translation=OWN)),  # Caffe2's Expand has no bool kernel
+                   Form((11, 11), translation=OWN, types=frozenset([_F.FLOAT, _F.FLOAT16])),
+                   Form((12, NEWEST), translation=OWN, types=_NUMBERS | {_F.INT8, _F.UINT8})),
     "Max": _forms(Form((8, NEWEST), translation=OWN)),  # Caffe2's Max does not broadcast (it keeps A's shape)
     "Min": _forms(Form((8, NEWEST), translation=OWN)),
     "ConstantOfShape": _forms(Form((9, NEWEST), {"value": _ANY}, translation=OWN)),  # C++: no bool
@@ -193,6 +197,11 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Size": _forms(Form((1, NEWEST), translation=OWN)),
     "Split": _forms(Form((2, 12), {"axis": _ANY, "split": _ANY}, translation=OWN),
                     Form((13, NEWEST), {"axis": _ANY}, constants=(1,), translation=OWN)),
+    # Caffe2's NumpyTile (the stock converter's): repeats constant or fed at run time (opset 1's tiles/axis differ)
+    "Tile": _forms(Form((6, NEWEST))),
+    # where(indices == positions, on, off); opset 11 wraps negative indices by depth (translation: `_one_hot`)
+    "OneHot": _forms(Form((9, 10), {"axis": _ANY}, translation=OWN), Form((11, NEWEST), {"axis": _ANY},
+                                                                          translation=OWN)),
 }
 
 #: ONNX op -> the element types its forms run right in Caffe2, measured by tests/onnx_form_types.py (each form on
@@ -232,10 +241,12 @@ TYPES: Dict[str, FrozenSet[int]] = {
     # sum rounds otherwise
     "ReduceL1": _FLOAT, "ReduceL2": _FLOAT, "ReduceSumSquare": _NUMBERS, "ReduceProd": frozenset([_F.FLOAT, _F.INT64]),
     "ReduceLogSumExp": frozenset([_F.FLOAT, _F.DOUBLE]), "Sum": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16]),
-    "Mean": _FLOAT, "Size": _MOVED, "Split": _MOVED,
+    "Mean": _FLOAT, "Size": _MOVED, "Split": _MOVED, "Tile": _MOVED,
+    "OneHot": frozenset([_F.FLOAT, _F.FLOAT16, _F.INT32, _F.INT64]),
 }
-#: the blob whose type is checked, where it is not input 0 (Where's X; what Constant and ConstantOfShape make)
-_TYPED = {"Where": ("input", 1), "Constant": ("output", 0), "ConstantOfShape": ("output", 0)}
+#: the blob whose type is checked, where it is not input 0 (Where's X; OneHot's values; what Constant and
+#: ConstantOfShape make)
+_TYPED = {"Where": ("input", 1), "OneHot": ("input", 2), "Constant": ("output", 0), "ConstantOfShape": ("output", 0)}
 #: an op whose types were not measured accepts no type (tests/test_onnx_forms.py fails on it)
 FORMS = {op: tuple(form._replace(types=form.types if form.types is not None else TYPES.get(op, frozenset()),
                                  typed=_TYPED.get(op, form.typed)) for form in forms)
@@ -252,7 +263,8 @@ WHY = {
 }
 _INPUT_NAMES = {"Slice": ("data", "starts", "ends", "axes", "steps"), "Unsqueeze": ("data", "axes"),
                 "Dropout": ("data", "ratio", "training_mode"), "Pad": ("data", "pads", "constant_value"),
-                "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes"), "Split": ("input", "split")}
+                "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes"), "Split": ("input", "split"),
+                "Tile": ("input", "repeats")}
 
 
 def label(node, opset) -> str:

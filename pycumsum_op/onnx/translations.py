@@ -41,6 +41,7 @@ SCAN_DTYPES = {
     TensorProto.INT64: None,
 }
 _FLOATS = (TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE)
+_NUMPY_FLOATS = {TensorProto.FLOAT16: np.float16, TensorProto.FLOAT: np.float32, TensorProto.DOUBLE: np.float64}
 #: ONNX writes "to the end" of a Slice as a huge int64 (torch: 2**63 - 1); past this any dimension is reached.
 _HUGE = 2 ** 31 - 1
 #: ONNX's (and torch's) "to the end" of a Slice.
@@ -560,23 +561,59 @@ def _range(node, facts, opset, fresh):
 
 
 def _clip(node, facts, opset, fresh):
-    """Caffe2's Clip with constant bounds (attributes before opset 11, inputs after)."""
-    bounds = {}
-    for position, name in ((1, "min"), (2, "max")):
-        if opset < 11:
-            value = _attribute(node, name)
-        elif given(node, position):
-            value = facts.constant(node.input[position])
-            if value is None:
-                raise _refuse(node, opset, "input {} ({}) is not a constant".format(position, name))
-            value = float(value.reshape(()))
-        else:
-            value = None
-        if value is not None:
-            bounds[name] = float(value)
-    if facts.elem_type(node.input[0]) != TensorProto.FLOAT:
-        raise _refuse(node, opset, "only float inputs are translated (Caffe2's Clip is float)")
-    return [_op("Clip", [node.input[0]], [node.output[0]], node.name, **bounds)]
+    """Caffe2's Clip for float with constant bounds (attributes before opset 11, inputs after); from opset 11 on any
+    other type, or a bound fed at run time, is min(max(x, min), max) by torch's maximum and minimum (the ATen op,
+    the bounds as tensors of x's type, so no value passes through a float32 argument). As onnxruntime: a min above
+    the max gives the max, a NaN x stays NaN, a NaN bound is no bound (replaced by -inf / inf), and an absent bound
+    of a float type is its lowest or max finite value (ONNX's Clip-6 defaults: ±inf become finite)."""
+    data, elem_type = node.input[0], facts.elem_type(node.input[0])
+    if opset < 11:
+        if elem_type != TensorProto.FLOAT:
+            raise _refuse(node, opset, "only float inputs are translated before opset 11 (Caffe2's Clip is float)")
+        bounds = {name: float(_attribute(node, name)) for name in ("min", "max")
+                  if _attribute(node, name) is not None}
+        return [_op("Clip", [data], [node.output[0]], node.name, **bounds)]
+    bounds = {"min": node.input[1] if given(node, 1) else None, "max": node.input[2] if given(node, 2) else None}
+    rank = facts.rank(data)
+    for position, (what, name) in enumerate(sorted(bounds.items(), key=lambda item: item[0] != "min"), 1):
+        # onnxruntime keeps x's shape for a bound of one element; torch broadcasts it, so its dims must not add any
+        dims = facts.dims(name) if name else []
+        if dims is None or any(dim != 1 for dim in dims) or (dims and (rank is None or len(dims) > rank)):
+            raise _refuse(node, opset, "input {} ({}) {!r} has dims {}; only a scalar bound (or one of 1-dims no "
+                                       "more than x's rank) is translated".format(position, what, name, dims))
+    constants = {what: None if name is None else facts.constant(name) for what, name in bounds.items()}
+    if elem_type == TensorProto.FLOAT and all(name is None or constants[what] is not None
+                                              for what, name in bounds.items()):
+        values = {what: float(value.reshape(())) for what, value in constants.items() if value is not None}
+        return [_op("Clip", [data], [node.output[0]], node.name, **values)]
+    floating = elem_type in _FLOATS
+    steps = [(what, operator, infinity) for what, operator, infinity in (("min", "maximum", -np.inf),
+                                                                        ("max", "minimum", np.inf))
+             if bounds[what] is not None or floating]
+    ops, current = [], data
+    for number, (what, operator, infinity) in enumerate(steps):
+        name, target = bounds[what], node.output[0] if number == len(steps) - 1 else fresh()
+        if name is None:  # onnxruntime's absent bound of a float type: its lowest or max finite value
+            name, extreme = fresh(), fresh()
+            if elem_type == TensorProto.DOUBLE:  # the double's next to ∓inf: an op argument is float32
+                infinite, zero = fresh(), fresh()
+                ops += [_op("ConstantFill", [], [infinite], node.name, shape=[], dtype=caffe2_pb2.TensorProto.DOUBLE,
+                            value=infinity),
+                        _op("ConstantFill", [], [zero], node.name, shape=[], dtype=caffe2_pb2.TensorProto.DOUBLE,
+                            value=0.0),
+                        _op("ATen", [infinite, zero], [name], node.name, operator="nextafter")]
+            else:  # exact in float32; torch's clamp_min has no float16 kernel, its maximum has
+                value = float(np.finfo(_NUMPY_FLOATS[elem_type]).max) * (-1 if what == "min" else 1)
+                ops += [_op("GivenTensorFill", [], [extreme], node.name, values=[value], shape=[]),
+                        _op("ATen", [extreme, data], [name], node.name, operator="type_as")]
+        elif floating and (constants[what] is None or np.isnan(constants[what]).any()):
+            nan, filled = fresh(), fresh()
+            ops += [_op("ATen", [name], [nan], node.name, operator="isnan"),
+                    _op("ATen", [name, nan], [filled], node.name, operator="masked_fill", value=infinity)]
+            name = filled
+        ops.append(_op("ATen", [current, name], [target], node.name, operator=operator))
+        current = target
+    return ops or [_op("Copy", [data], [node.output[0]], node.name)]
 
 
 def _sign_op(node, facts, opset, fresh):
@@ -711,6 +748,85 @@ def _split(node, facts, opset, fresh):
     split = _int_list(node, opset, facts, 1, "split") if opset >= 13 else _attribute(node, "split")
     args = {"axis": axis} if not split else {"axis": axis, "split": [int(part) for part in split]}
     return [_op("Split", [node.input[0]], list(node.output), node.name, **args)]
+
+
+#: the index types OneHot translates (onnxruntime's other one, float, it truncates to an integer first)
+_ONE_HOT_INDICES = (TensorProto.INT32, TensorProto.INT64)
+
+
+def _one_hot(node, facts, opset, fresh):
+    """ONNX's OneHot as where(indices == positions, on, off): the positions 0..depth-1 (Caffe2's Range) laid along
+    ``axis`` and compared with the indices unsqueezed there, so an index outside the range matches none (all off).
+    From opset 11 on an index in [-depth, -1] counts from the end (it also matches position - depth); opset 9's
+    definition gives it all off (onnxruntime departs from it and wraps). A depth below 1 fails onnxruntime's run: a
+    constant one is refused, a fed one stops the net's Assert."""
+    indices, depth, values = node.input
+    index_type = facts.elem_type(indices)
+    if index_type not in _ONE_HOT_INDICES:
+        raise _refuse(node, opset, "input 0 (indices) {!r} is {}; only int32 and int64 indices are translated".format(
+            indices, TensorProto.DataType.Name(index_type) if index_type else "of a type the model does not state"))
+    rank = facts.rank(indices)
+    if rank == 0:
+        raise _refuse(node, opset, "input 0 (indices) {!r} has rank 0; ONNX's OneHot needs rank 1 or more".format(
+            indices))
+    value_dims = facts.dims(values)
+    if value_dims != [2]:
+        raise _refuse(node, opset, "input 2 (values) {!r} has dims {}; [off, on] must be stated as 2 values".format(
+            values, value_dims))
+    axis = int(_attribute(node, "axis", -1))
+    if axis >= 0:  # counted from the end, so that the positions' trailing 1-dims need no rank
+        if rank is None:
+            raise _refuse(node, opset, "axis {} needs the rank of input 0 (indices), which the model does not "
+                                       "state".format(axis))
+        axis -= rank + 1
+    if axis < -(rank if rank is not None else MAX_RANK) - 1 or axis > -1:
+        raise _refuse(node, opset, "axis {} is out of range for indices of rank {}".format(
+            int(_attribute(node, "axis", -1)), rank))
+    ops, count = [], fresh()
+    constant = facts.constant(depth)
+    if constant is not None:
+        if constant.size != 1 or constant.dtype.kind not in "iuf" or not np.isfinite(constant).all():
+            raise _refuse(node, opset, "input 1 (depth) must be one finite number, got {!r}".format(constant))
+        length = int(constant.reshape(-1)[0])  # onnxruntime truncates a float depth
+        if length < 1:
+            raise _refuse(node, opset, "input 1 (depth) is {}; onnxruntime fails a depth below 1".format(length))
+        ops.append(_int64_scalar(node, count, length))
+    else:
+        depth_type = facts.elem_type(depth)
+        if depth_type not in (TensorProto.INT32, TensorProto.INT64, TensorProto.FLOAT, TensorProto.DOUBLE):
+            raise _refuse(node, opset, "input 1 (depth) {!r} is fed at run time as {}; only int32, int64, float and "
+                                       "double are translated".format(depth, TensorProto.DataType.Name(depth_type)
+                                                                      if depth_type else "an unstated type"))
+        depth_dims = facts.dims(depth)
+        if depth_dims is None or len(depth_dims) > 1 or any(dim != 1 for dim in depth_dims):
+            raise _refuse(node, opset, "input 1 (depth) {!r} has dims {}; a fed depth must be stated as one "
+                                       "value".format(depth, depth_dims))
+        zero, positive = fresh(), fresh()
+        ops += [_op("Cast", [depth], [count], node.name, to=caffe2_pb2.TensorProto.INT64),
+                _int64_scalar(node, zero, 0), _op("GT", [count, zero], [positive], node.name),
+                _op("Assert", [positive], [], node.name, error_msg="{}: depth is below 1".format(label(node, opset)))]
+    wide, laid, positions, hit = fresh(), fresh(), fresh(), fresh()
+    ops += [_op("Cast", [indices], [wide], node.name, to=caffe2_pb2.TensorProto.INT64),
+            _op("ATen", [wide], [laid], node.name, operator="unsqueeze", dim=axis),
+            _op("Range", [count], [positions], node.name)]
+    if axis < -1:
+        along = fresh()
+        ops.append(_op("ExpandDims", [positions], [along], node.name, dims=list(range(1, -axis))))
+        positions = along
+    # torch's eq and logical_or: Caffe2's EQ and Or die of SIGFPE broadcasting against an empty dim
+    ops.append(_op("ATen", [laid, positions], [hit], node.name, operator="eq"))
+    if opset >= 11:
+        from_end, hit_end, either = fresh(), fresh(), fresh()
+        ops += [_op("Sub", [positions, count], [from_end], node.name),
+                _op("ATen", [laid, from_end], [hit_end], node.name, operator="eq"),
+                _op("ATen", [hit, hit_end], [either], node.name, operator="logical_or")]
+        hit = either
+    off, on, first, second = fresh(), fresh(), fresh(), fresh()
+    ops += [_op("GivenTensorInt64Fill", [], [first], node.name, values=[0], shape=[]),
+            _op("GivenTensorInt64Fill", [], [second], node.name, values=[1], shape=[]),
+            _op("Gather", [values, first], [off], node.name), _op("Gather", [values, second], [on], node.name),
+            _op("ATen", [hit, on, off], [node.output[0]], node.name, operator="where")]
+    return ops
 
 
 def _size(node, facts, opset, fresh):
@@ -1348,7 +1464,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "Slice": _slice, "Unsqueeze": _unsqueeze, "Squeeze": _squeeze,
     "ReduceSum": _reduce, "ReduceMean": _reduce, "ReduceMax": _reduce, "ReduceMin": _reduce, "ReduceL1": _reduce,
     "ReduceL2": _reduce, "ReduceSumSquare": _reduce, "ReduceProd": _reduce, "ReduceLogSumExp": _reduce,
-    "Sum": _extremum, "Mean": _extremum, "Size": _size, "Split": _split,
+    "Sum": _extremum, "Mean": _extremum, "Size": _size, "Split": _split, "OneHot": _one_hot,
     "Pow": _pow, "Reshape": _reshape, "Gather": _gather, "Where": _where, "Softmax": _softmax,
     "Max": _extremum, "Min": _extremum, "ScatterND": _scatter_nd, "ConstantOfShape": _constant_of_shape,
     "Expand": _expand, "MatMul": _matmul, "Range": _range, "Clip": _clip, "Abs": _sign_op, "Neg": _sign_op,
