@@ -193,6 +193,12 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Size": _forms(Form((1, NEWEST), translation=OWN)),
     "Split": _forms(Form((2, 12), {"axis": _ANY, "split": _ANY}, translation=OWN),
                     Form((13, NEWEST), {"axis": _ANY}, constants=(1,), translation=OWN)),
+    # Caffe2's TopK (translation: `_top_k`); sorted=0 leaves the order to the runtime, so onnxruntime's is no oracle
+    "TopK": _forms(Form((1, 9), {"axis": _ANY, "k": _ANY}, translation=OWN),
+                   Form((10, 10), {"axis": _ANY}, translation=OWN),
+                   Form((11, NEWEST), {"axis": _ANY, "largest": _ZERO_ONE, "sorted": frozenset([1])},
+                        translation=OWN)),
+    "GatherElements": _forms(Form((11, NEWEST), {"axis": _ANY}, translation=OWN)),  # torch's gather
 }
 
 #: ONNX op -> the element types its forms run right in Caffe2, measured by tests/onnx_form_types.py (each form on
@@ -233,6 +239,7 @@ TYPES: Dict[str, FrozenSet[int]] = {
     "ReduceL1": _FLOAT, "ReduceL2": _FLOAT, "ReduceSumSquare": _NUMBERS, "ReduceProd": frozenset([_F.FLOAT, _F.INT64]),
     "ReduceLogSumExp": frozenset([_F.FLOAT, _F.DOUBLE]), "Sum": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16]),
     "Mean": _FLOAT, "Size": _MOVED, "Split": _MOVED,
+    "TopK": _FLOAT, "GatherElements": _MOVED - {_F.UINT16},  # Caffe2's TopK is float only; ATen has no uint16
 }
 #: the blob whose type is checked, where it is not input 0 (Where's X; what Constant and ConstantOfShape make)
 _TYPED = {"Where": ("input", 1), "Constant": ("output", 0), "ConstantOfShape": ("output", 0)}
@@ -252,7 +259,8 @@ WHY = {
 }
 _INPUT_NAMES = {"Slice": ("data", "starts", "ends", "axes", "steps"), "Unsqueeze": ("data", "axes"),
                 "Dropout": ("data", "ratio", "training_mode"), "Pad": ("data", "pads", "constant_value"),
-                "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes"), "Split": ("input", "split")}
+                "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes"), "Split": ("input", "split"),
+                "TopK": ("X", "K"), "GatherElements": ("data", "indices")}
 
 
 def label(node, opset) -> str:
