@@ -1,6 +1,7 @@
 """The selecting forms at the edges: TopK (k a constant or read at run time, the largest or the smallest, ties,
 ±inf, -0.0, k = 0 and k = the axis' length, empty and size-1 dims, any axis), GatherElements (negative indices and
-axes, int32 and int64 indices, empty dims, every element type it states), static and dynamic shapes, each against
+axes, int32 and int64 indices, empty dims, every element type it states) and Slice of an input whose rank the
+model leaves unknown (each axis gathered by indices made at run time), static and dynamic shapes, each against
 onnxruntime (graph optimizations off). onnxruntime's TopK orders a NaN inconsistently (it even drops +inf from the
 top k when a NaN is in the row), so a NaN input fails the translated net; a k outside [0, the axis' length] is
 refused at import when the model states both, and fails the net otherwise, as onnxruntime fails it.
@@ -19,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import pycumsum_op.onnx
 from pycumsum_op.onnx.facts import GraphFacts
-from pycumsum_op.onnx.forms import FORMS
+from pycumsum_op.onnx.forms import FORMS, FormRefused
 from onnx_forms_support import EDGE_FLOATS, edge_arrays, edge_shapes, node_model, outcome
 
 SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -28,6 +29,7 @@ NUMBERS = tuple(value for value in EDGE_FLOATS if not np.isnan(value))
 #: the element types GatherElements states, as numpy types
 GATHER_DTYPES = sorted({onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[t] for form in FORMS["GatherElements"]
                         for t in form.types}, key=str)
+BOUND = st.integers(-5, 5) | st.sampled_from([2 ** 63 - 1, -2 ** 63, 2 ** 31, -2 ** 31 - 5])
 
 
 def _unknown_rank(op, x, run_time, constants, attrs, opset, outputs, order, types):
@@ -178,3 +180,46 @@ def test_gather_elements_of_unknown_rank_and_bad_indices():
     assert outcome(model, {}, expected=[]) == (
         "refused", "ONNX GatherElements node 'out0' (opset 13): input 0 'x' is UINT16; Caffe2 runs GatherElements "
                    "right on FLOAT, UINT8, INT8, INT16, INT32, INT64, BOOL, FLOAT16, DOUBLE only")
+
+
+@settings(SETTINGS, max_examples=30)
+@example(shape=(5,), axes=[0], starts=[-2 ** 63], ends=[2 ** 63 - 1], steps=[2 ** 63 - 1], run_time=False, data=None,
+         dtype=np.float32)
+@example(shape=(0, 3), axes=[-1, -2], starts=[-1, 0], ends=[-2 ** 63, 5], steps=[-2, 1], run_time=True, data=None,
+         dtype=np.float32)
+@given(shape=edge_shapes(min_rank=1), data=st.data(), run_time=st.booleans(),
+       dtype=st.sampled_from([np.float32, np.int64, bool]), axes=st.none(), starts=st.none(),
+       ends=st.none(), steps=st.none())
+def test_slice_of_unknown_rank_matches_onnxruntime(shape, data, run_time, dtype, axes, starts, ends, steps):
+    """Axes all from the start or all from the end, bounds past either end and past int64, steps of either sign and
+    past the length; starts and ends constant or fed at run time."""
+    rank = len(shape)
+    if axes is None:
+        count = data.draw(st.integers(1, rank))
+        picked = data.draw(st.permutations(range(rank)))[:count]
+        axes = [axis - rank for axis in picked] if data.draw(st.booleans()) else list(picked)
+        starts = [data.draw(BOUND) for _ in axes]
+        ends = [data.draw(BOUND) for _ in axes]
+        steps = [data.draw(st.sampled_from([1, -1, 2, -2, 3, 2 ** 63 - 1, -2 ** 63])) for _ in axes]
+    x = (np.arange(int(np.prod(shape))) % 5).astype(dtype).reshape(shape)
+    bounds = {"starts": np.array(starts, np.int64), "ends": np.array(ends, np.int64)}
+    rest = {"axes": np.array(axes, np.int64), "steps": np.array(steps, np.int64)}
+    order = ["starts", "ends", "axes", "steps"]
+    run, constants = (bounds, rest) if run_time else ({}, dict(bounds, **rest))
+    model, feeds = _unknown_rank("Slice", x, run, constants, {}, 13, 1, order,
+                                 [onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[x.dtype]])
+    ambiguous = any(step < 0 and end >= shape[axis] for axis, end, step in zip(axes, ends, steps))
+    if ambiguous:  # onnxruntime and the ONNX specification disagree on an end past the length with a negative step
+        return
+    assert outcome(model, feeds) == ("match", None), (axes, starts, ends, steps)
+
+
+def test_slice_of_unknown_rank_refuses_axes_counting_both_ways():
+    x = np.zeros((2, 3), np.float32)
+    constants = {"starts": np.array([0, 0], np.int64), "ends": np.array([1, 1], np.int64),
+                 "axes": np.array([0, -1], np.int64)}
+    model, feeds = _unknown_rank("Slice", x, {}, constants, {}, 13, 1, ["starts", "ends", "axes"],
+                                 [TensorProto.FLOAT])
+    with pytest.raises(FormRefused, match=r"^ONNX Slice node 'out0' \(opset 13\): axes \[0, -1\] count from the start "
+                                          r"and from the end \(or repeat\), and the rank of input 'r' is unknown$"):
+        pycumsum_op.onnx.prepare(model)

@@ -254,7 +254,7 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
     rank = facts.rank(data)
     dims = facts.dims(data) or ([None] * rank if rank is not None else None)
     if rank is None:
-        raise _refuse(node, opset, "the rank of input {!r} is unknown".format(data))
+        return _slice_any_rank(node, facts, opset, fresh)
     count = facts.dims(node.input[1])
     if count is not None and len(count) != 1:  # before any list is made from its length
         raise _refuse(node, opset, "starts {!r} is declared with dims {}; ONNX takes a 1-D list".format(
@@ -345,6 +345,81 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
         current = target
     if not ops:
         ops.append(_op("Copy", [data], [out], node.name))
+    return ops
+
+
+def _slice_any_rank(node, facts, opset, fresh):
+    """A Slice of an input whose rank the model leaves unknown (axes and steps constant): Caffe2's Slice takes bounds
+    for every dim, so each axis is instead cut by gathering the indices ONNX takes, made at run time from the
+    axis' length: each bound counted from the end when negative, clamped as ONNX clamps it ([0, length] for a
+    positive step, [-1, length - 1] for a negative one), then max(0, ceil((end - start) / step)) indices from the
+    start by the step, which is first held to the length (past it only one index is taken), so that Caffe2's Range
+    counts at most the length. An axis counted from the end needs no rank; one list of axes counting both ways is
+    refused, as the rank would be needed to rule out a repeated axis, which ONNX forbids."""
+    data, out = node.input[0], node.output[0]
+    axes = _int_list(node, opset, facts, 3, "axes")
+    if axes is None:
+        count = facts.dims(node.input[1])
+        if count is None or len(count) != 1 or count[0] is None:
+            raise _refuse(node, opset, "no axes, and the length of starts {!r} is unknown".format(node.input[1]))
+        axes = list(range(count[0]))
+    steps = _int_list(node, opset, facts, 4, "steps") or [1] * len(axes)
+    if len(steps) != len(axes):
+        raise _refuse(node, opset, "axes and steps differ in length")
+    if 0 in steps:
+        raise _refuse(node, opset, "a step is 0")
+    if len(set(axes)) != len(axes) or (min(axes) < 0 <= max(axes)):
+        raise _refuse(node, opset, "axes {} count from the start and from the end (or repeat), and the rank of input "
+                                   "{!r} is unknown".format(axes, data))
+    if min(axes) < 0 and facts.elem_type(data) == TensorProto.UINT16:
+        raise _refuse(node, opset, "axes {} count from the end of uint16 input {!r} of unknown rank: torch's "
+                                   "index_select has no uint16".format(axes, data))
+    ops, bounds = [], []
+    for position in (1, 2):
+        values = facts.constant(node.input[position])
+        if values is not None and values.size != len(axes):
+            raise _refuse(node, opset, "starts, ends, axes and steps differ in length")
+        blob = fresh()
+        ops.append(_op("Cast", [node.input[position]], [blob], node.name, to=caffe2_pb2.TensorProto.INT64))
+        bounds.append(blob)
+    (zero, fill_zero), (one, fill_one), (minus_one, fill_minus_one) = (_constant_blob([v], fresh) for v in (0, 1, -1))
+    ops += [fill_zero, fill_one, fill_minus_one]
+    current = data
+    for number, (axis, step) in enumerate(zip(axes, steps)):
+        more, length = _axis_length(node, current, axis, fresh)
+        ops += more
+        last = fresh()
+        ops.append(_op("Sub", [length, one], [last], node.name))
+        high = length if step > 0 else last
+        held = []
+        for bound, floor in ((bounds[0], zero), (bounds[1], zero if step > 0 else minus_one)):
+            picked, negative, shift, offset, counted, floored, ceiled = (fresh() for _ in range(7))
+            ops += [_op("Slice", [bound], [picked], node.name, starts=[number], ends=[number + 1]),
+                    _op("LT", [picked, zero], [negative], node.name),
+                    _op("Cast", [negative], [shift], node.name, to=caffe2_pb2.TensorProto.INT64),
+                    _op("Mul", [shift, length], [offset], node.name),
+                    _op("Add", [picked, offset], [counted], node.name),  # no overflow: a length added to a negative
+                    _op("ATen", [counted, floor], [floored], node.name, operator="maximum"),
+                    _op("ATen", [floored, high], [ceiled], node.name, operator="minimum")]
+            held.append(ceiled)
+        start, end = held
+        span, positive, at_least_one, stride, rounded, total, count, steps_blob, offsets, indices = (
+            fresh() for _ in range(10))
+        stride_value, fill = _constant_blob([min(abs(step), _END)], fresh)
+        ops += [fill,
+                _op("Sub", [end, start] if step > 0 else [start, end], [span], node.name),
+                _op("ATen", [span, zero], [positive], node.name, operator="maximum"),
+                _op("ATen", [length, one], [at_least_one], node.name, operator="maximum"),
+                _op("ATen", [stride_value, at_least_one], [stride], node.name, operator="minimum"),
+                _op("Sub", [stride, one], [rounded], node.name),
+                _op("Add", [positive, rounded], [total], node.name),
+                _op("Div", [total, stride], [count], node.name),
+                _op("Range", [count], [steps_blob], node.name),
+                _op("Mul", [steps_blob, stride], [offsets], node.name),
+                _op("Add" if step > 0 else "Sub", [start, offsets], [indices], node.name)]
+        target = out if number == len(axes) - 1 else fresh()
+        ops.append(_take(node, current, indices, target, axis))
+        current = target
     return ops
 
 
