@@ -223,3 +223,47 @@ def test_slice_of_unknown_rank_refuses_axes_counting_both_ways():
     with pytest.raises(FormRefused, match=r"^ONNX Slice node 'out0' \(opset 13\): axes \[0, -1\] count from the start "
                                           r"and from the end \(or repeat\), and the rank of input 'r' is unknown$"):
         pycumsum_op.onnx.prepare(model)
+
+
+#: transformers families whose exports need these forms: (config maker, model class name, encoder-decoder, opset,
+#: dynamic, what the export must hold)
+FAMILIES = {
+    "esm-rotary": (lambda tf, small, decoder: tf.EsmConfig(**dict(small, mask_token_id=2,
+                                                                  position_embedding_type="rotary")),
+                   "EsmModel", False, 13, True, "unranked Slice"),
+    "luke": (lambda tf, small, decoder: tf.LukeConfig(**dict(small, entity_vocab_size=10, entity_emb_size=8)),
+             "LukeModel", False, 13, True, "unranked Slice"),  # torch 1.10.2 fails LUKE's static export
+    # without decoder_input_ids, MBart shifts input_ids right by a gather at each row's last non-pad token (then a
+    # Squeeze without axes, which needs the dims: static axes)
+    "mbart": (lambda tf, small, decoder: tf.MBartConfig(**decoder), "MBartModel", False, 13, False, "GatherElements"),
+}
+
+
+@pytest.mark.slow  # a torch.onnx.export of a transformer each
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_transformers_exports_that_need_the_forms_equal_onnxruntime(family):
+    """ESM with rotary embeddings and LUKE slice tensors whose rank ONNX does not infer (dynamic axes); MBart
+    gathers with GatherElements."""
+    tf = pytest.importorskip("transformers", reason="transformers==4.26.1 (requirements-dev.txt)")
+    import torch
+    import transformer_models
+    from onnx_support import onnxruntime_outputs
+
+    config, name, encoder_decoder, opset, dynamic, holds = FAMILIES[family]
+    torch.manual_seed(0)
+    module = transformer_models._LastHidden(getattr(tf, name)(config(tf, transformer_models._SMALL,
+                                                                     transformer_models._DECODER)).eval(),
+                                            encoder_decoder, False).eval()
+    _, example = transformer_models.build("roberta")
+    with torch.no_grad():  # ESM's rotary tables are cached by a first call (cold, its export holds an Einsum)
+        module(*example)
+    model = transformer_models.export(module, example, opset, dynamic)
+    graph = onnx.shape_inference.infer_shapes(model).graph
+    facts = GraphFacts(graph)
+    if holds == "unranked Slice":
+        assert any(facts.rank(node.input[0]) is None for node in graph.node if node.op_type == "Slice")
+    else:
+        assert holds in {node.op_type for node in graph.node}
+    feeds = {"input_ids": example[0].numpy(), "attention_mask": example[1].numpy()}
+    ours = pycumsum_op.onnx.prepare(model).run(feeds)[0]
+    np.testing.assert_allclose(ours, onnxruntime_outputs(model, feeds)[0], rtol=1e-4, atol=1e-4)
