@@ -161,6 +161,17 @@ def form_cases(op, opset):
     if op == "LogSoftmax":
         return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": -1 if opset >= 11 else 2})] + (
             [({"x": np.stack([F, F])}, {}, {"axis": 0})] if opset >= 13 else [])
+    if op == "TopK":
+        ties = np.round(F * 2) / 2  # equal values: the lower index first
+        if opset < 10:
+            return [({"x": ties}, {}, {"k": 2}, {"outputs": 2}), ({"x": ties}, {}, {"k": 3, "axis": 0}, {"outputs": 2})]
+        smallest = {"largest": 0} if opset >= 11 else {}
+        return [({"x": ties}, {"k": i64(2)}, {}, {"outputs": 2}),
+                ({"x": ties}, {"k": i64(3)}, dict(smallest, axis=-2 if opset >= 11 else 0), {"outputs": 2}),
+                ({"x": ties, "k": i64(4)}, {}, {"axis": 1}, {"outputs": 2})]
+    if op == "GatherElements":
+        return [({"x": F, "i": i64(-1, 0, 3, 1, 2, -4).reshape(3, 2)}, {}, {"axis": 1}),
+                ({"x": F, "i": i64(2, -3, 0, 1).reshape(1, 4)}, {}, {"axis": -2})]
     if op == "ArgMax":
         return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": 0, "keepdims": 0})]
     if op in CNN_OPS:

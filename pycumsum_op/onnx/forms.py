@@ -202,6 +202,12 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     # where(indices == positions, on, off); opset 11 wraps negative indices by depth (translation: `_one_hot`)
     "OneHot": _forms(Form((9, 10), {"axis": _ANY}, translation=OWN), Form((11, NEWEST), {"axis": _ANY},
                                                                           translation=OWN)),
+    # Caffe2's TopK (translation: `_top_k`); sorted=0 leaves the order to the runtime, so onnxruntime's is no oracle
+    "TopK": _forms(Form((1, 9), {"axis": _ANY, "k": _ANY}, translation=OWN),
+                   Form((10, 10), {"axis": _ANY}, translation=OWN),
+                   Form((11, NEWEST), {"axis": _ANY, "largest": _ZERO_ONE, "sorted": frozenset([1])},
+                        translation=OWN)),
+    "GatherElements": _forms(Form((11, NEWEST), {"axis": _ANY}, translation=OWN)),  # torch's gather
 }
 
 #: ONNX op -> the element types its forms run right in Caffe2, measured by tests/onnx_form_types.py (each form on
@@ -243,6 +249,7 @@ TYPES: Dict[str, FrozenSet[int]] = {
     "ReduceLogSumExp": frozenset([_F.FLOAT, _F.DOUBLE]), "Sum": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16]),
     "Mean": _FLOAT, "Size": _MOVED, "Split": _MOVED, "Tile": _MOVED,
     "OneHot": frozenset([_F.FLOAT, _F.FLOAT16, _F.INT32, _F.INT64]),
+    "TopK": _FLOAT, "GatherElements": _MOVED - {_F.UINT16},  # Caffe2's TopK is float only; ATen has no uint16
 }
 #: the blob whose type is checked, where it is not input 0 (Where's X; OneHot's values; what Constant and
 #: ConstantOfShape make)
@@ -264,7 +271,7 @@ WHY = {
 _INPUT_NAMES = {"Slice": ("data", "starts", "ends", "axes", "steps"), "Unsqueeze": ("data", "axes"),
                 "Dropout": ("data", "ratio", "training_mode"), "Pad": ("data", "pads", "constant_value"),
                 "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes"), "Split": ("input", "split"),
-                "Tile": ("input", "repeats")}
+                "Tile": ("input", "repeats"), "TopK": ("X", "K"), "GatherElements": ("data", "indices")}
 
 
 def label(node, opset) -> str:

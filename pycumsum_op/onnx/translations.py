@@ -255,7 +255,7 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
     rank = facts.rank(data)
     dims = facts.dims(data) or ([None] * rank if rank is not None else None)
     if rank is None:
-        raise _refuse(node, opset, "the rank of input {!r} is unknown".format(data))
+        return _slice_any_rank(node, facts, opset, fresh)
     count = facts.dims(node.input[1])
     if count is not None and len(count) != 1:  # before any list is made from its length
         raise _refuse(node, opset, "starts {!r} is declared with dims {}; ONNX takes a 1-D list".format(
@@ -346,6 +346,81 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
         current = target
     if not ops:
         ops.append(_op("Copy", [data], [out], node.name))
+    return ops
+
+
+def _slice_any_rank(node, facts, opset, fresh):
+    """A Slice of an input whose rank the model leaves unknown (axes and steps constant): Caffe2's Slice takes bounds
+    for every dim, so each axis is instead cut by gathering the indices ONNX takes, made at run time from the
+    axis' length: each bound counted from the end when negative, clamped as ONNX clamps it ([0, length] for a
+    positive step, [-1, length - 1] for a negative one), then max(0, ceil((end - start) / step)) indices from the
+    start by the step, which is first held to the length (past it only one index is taken), so that Caffe2's Range
+    counts at most the length. An axis counted from the end needs no rank; one list of axes counting both ways is
+    refused, as the rank would be needed to rule out a repeated axis, which ONNX forbids."""
+    data, out = node.input[0], node.output[0]
+    axes = _int_list(node, opset, facts, 3, "axes")
+    if axes is None:
+        count = facts.dims(node.input[1])
+        if count is None or len(count) != 1 or count[0] is None:
+            raise _refuse(node, opset, "no axes, and the length of starts {!r} is unknown".format(node.input[1]))
+        axes = list(range(count[0]))
+    steps = _int_list(node, opset, facts, 4, "steps") or [1] * len(axes)
+    if len(steps) != len(axes):
+        raise _refuse(node, opset, "axes and steps differ in length")
+    if 0 in steps:
+        raise _refuse(node, opset, "a step is 0")
+    if len(set(axes)) != len(axes) or (min(axes) < 0 <= max(axes)):
+        raise _refuse(node, opset, "axes {} count from the start and from the end (or repeat), and the rank of input "
+                                   "{!r} is unknown".format(axes, data))
+    if min(axes) < 0 and facts.elem_type(data) == TensorProto.UINT16:
+        raise _refuse(node, opset, "axes {} count from the end of uint16 input {!r} of unknown rank: torch's "
+                                   "index_select has no uint16".format(axes, data))
+    ops, bounds = [], []
+    for position in (1, 2):
+        values = facts.constant(node.input[position])
+        if values is not None and values.size != len(axes):
+            raise _refuse(node, opset, "starts, ends, axes and steps differ in length")
+        blob = fresh()
+        ops.append(_op("Cast", [node.input[position]], [blob], node.name, to=caffe2_pb2.TensorProto.INT64))
+        bounds.append(blob)
+    (zero, fill_zero), (one, fill_one), (minus_one, fill_minus_one) = (_constant_blob([v], fresh) for v in (0, 1, -1))
+    ops += [fill_zero, fill_one, fill_minus_one]
+    current = data
+    for number, (axis, step) in enumerate(zip(axes, steps)):
+        more, length = _axis_length(node, current, axis, fresh)
+        ops += more
+        last = fresh()
+        ops.append(_op("Sub", [length, one], [last], node.name))
+        high = length if step > 0 else last
+        held = []
+        for bound, floor in ((bounds[0], zero), (bounds[1], zero if step > 0 else minus_one)):
+            picked, negative, shift, offset, counted, floored, ceiled = (fresh() for _ in range(7))
+            ops += [_op("Slice", [bound], [picked], node.name, starts=[number], ends=[number + 1]),
+                    _op("LT", [picked, zero], [negative], node.name),
+                    _op("Cast", [negative], [shift], node.name, to=caffe2_pb2.TensorProto.INT64),
+                    _op("Mul", [shift, length], [offset], node.name),
+                    _op("Add", [picked, offset], [counted], node.name),  # no overflow: a length added to a negative
+                    _op("ATen", [counted, floor], [floored], node.name, operator="maximum"),
+                    _op("ATen", [floored, high], [ceiled], node.name, operator="minimum")]
+            held.append(ceiled)
+        start, end = held
+        span, positive, at_least_one, stride, rounded, total, count, steps_blob, offsets, indices = (
+            fresh() for _ in range(10))
+        stride_value, fill = _constant_blob([min(abs(step), _END)], fresh)
+        ops += [fill,
+                _op("Sub", [end, start] if step > 0 else [start, end], [span], node.name),
+                _op("ATen", [span, zero], [positive], node.name, operator="maximum"),
+                _op("ATen", [length, one], [at_least_one], node.name, operator="maximum"),
+                _op("ATen", [stride_value, at_least_one], [stride], node.name, operator="minimum"),
+                _op("Sub", [stride, one], [rounded], node.name),
+                _op("Add", [positive, rounded], [total], node.name),
+                _op("Div", [total, stride], [count], node.name),
+                _op("Range", [count], [steps_blob], node.name),
+                _op("Mul", [steps_blob, stride], [offsets], node.name),
+                _op("Add" if step > 0 else "Sub", [start, offsets], [indices], node.name)]
+        target = out if number == len(axes) - 1 else fresh()
+        ops.append(_take(node, current, indices, target, axis))
+        current = target
     return ops
 
 
@@ -1397,6 +1472,124 @@ def _arg_max(node, facts, opset, fresh):
                 keepdims=int(_attribute(node, "keepdims", 1)))]
 
 
+def _axis_length(node, data: str, axis: int, fresh) -> tuple:
+    """(ops, blob): the length of ``data`` along ``axis`` as a (1,) int64 vector, read at run time; an axis counting
+    from the end needs no rank: Caffe2's Slice reads -1 as the end, so [axis - 1, axis) of the shape is that dim (an
+    axis past the rank fails the net, as onnxruntime fails it)."""
+    length = fresh()
+    if axis >= 0:
+        return [_op("Shape", [data], [length], node.name, axes=[axis])], length
+    shape = fresh()
+    return [_op("Shape", [data], [shape], node.name),
+            _op("Slice", [shape], [length], node.name, starts=[axis - 1], ends=[axis])], length
+
+
+def _take(node, data: str, indices: str, out: str, axis: int) -> caffe2_pb2.OperatorDef:
+    """The op taking ``indices`` (int64, in range) of ``data`` along ``axis``: Caffe2's Gather (any type) for an axis
+    counted from the start, torch's index_select for one counted from the end (no rank needed)."""
+    if axis >= 0:
+        return _op("Gather", [data, indices], [out], node.name, axis=axis)
+    return _op("ATen", [data, indices], [out], node.name, operator="index_select", dim=axis)
+
+
+def _top_k(node, facts, opset, fresh):
+    """Caffe2's TopK (float only): a heap that keeps the lower index of equal values and returns them sorted, as ONNX
+    (largest and sorted); the smallest are the largest of -x, negated back (exact, -0.0 and the infinities
+    included). onnxruntime orders a NaN inconsistently (it even drops +inf from the top k), and Caffe2's heap never
+    takes one, so an Assert fails the net on a NaN input. Caffe2's TopK pads a k past the axis' length and refuses
+    k = 0, where ONNX wants 0 <= k <= length: a constant k is checked against a stated length here and against the
+    length at run time otherwise; k = 0 takes no index; a k read at run time is checked, then the top max(k, 1) are
+    cut to k."""
+    data, (values, indices) = node.input[0], (list(node.output) + [""])[:2]
+    indices = indices or fresh()
+    rank = facts.rank(data)
+    if rank == 0:
+        raise _refuse(node, opset, "input 0 {!r} is a scalar; TopK takes an axis of rank 1 or more".format(data))
+    axis = int(_attribute(node, "axis", -1))
+    if rank is not None or axis != -1:  # Caffe2's TopK reads axis -1 as the last, no other negative axis
+        (axis,) = _normalized(node, opset, [axis], rank)
+    dims = facts.dims(data)
+    dim = dims[axis] if dims is not None and axis >= 0 else None
+    if opset < 10:
+        k_value = _attribute(node, "k")
+        if k_value is None:
+            raise _refuse(node, opset, "attribute k is required")
+        k_value = int(k_value)
+    else:
+        k_value = facts.constant(node.input[1])
+        if k_value is not None:
+            if k_value.dtype.kind not in "iu" or k_value.size != 1:
+                raise _refuse(node, opset, "input 1 (K) must hold one integer, got shape {} dtype {}".format(
+                    k_value.shape, k_value.dtype))
+            k_value = int(k_value.reshape(()))
+    if k_value is not None and (k_value < 0 or (dim is not None and k_value > dim)):
+        raise _refuse(node, opset, "k = {} is outside [0, {}], the length of axis {}".format(
+            k_value, "length" if dim is None else dim, axis))
+    if k_value == 0:  # no index taken: Caffe2's TopK refuses k = 0
+        empty, fill = _constant_blob([], fresh)
+        return [fill, _take(node, data, empty, values, axis),
+                _op("Cast", [values], [indices], node.name, to=caffe2_pb2.TensorProto.INT64)]
+    ops, nan, kept = [], fresh(), fresh()
+    ops += [_op("ATen", [data], [nan], node.name, operator="isnan"), _op("Not", [nan], [kept], node.name),
+            _op("Assert", [kept], [], node.name, error_msg="{}: input 0 (X) {!r} holds a NaN, which onnxruntime's "
+                "TopK orders inconsistently".format(label(node, opset), data))]
+    more, length = _axis_length(node, data, axis, fresh)
+    if k_value is not None:
+        k_blob, fill = _constant_blob([k_value], fresh)
+        ops.append(fill)
+    else:
+        k_blob = fresh()
+        ops.append(_op("Cast", [node.input[1]], [k_blob], node.name, to=caffe2_pb2.TensorProto.INT64))
+    if k_value is None or dim is None:
+        zero, low, high, valid = fresh(), fresh(), fresh(), fresh()
+        ops += more + [_int64_scalar(node, zero, 0), _op("GE", [k_blob, zero], [low], node.name),
+                       _op("LE", [k_blob, length], [high], node.name), _op("And", [low, high], [valid], node.name),
+                       _op("Assert", [valid], [], node.name, error_msg="{}: k is outside [0, the length of axis "
+                           "{}]".format(label(node, opset), axis))]
+    source = data
+    if int(_attribute(node, "largest", 1)) == 0:
+        source = fresh()
+        ops.append(_op("Negative", [data], [source], node.name))
+    if k_value is not None:
+        top, top_indices = (values, indices) if source == data else (fresh(), indices)
+        ops.append(_op("TopK", [source], [top, top_indices], node.name, k=k_value, axis=axis))
+    else:  # the top max(k, 1) cut to k: Caffe2's TopK refuses k = 0
+        at_least_one, wide, wide_indices, count, top = fresh(), fresh(), fresh(), fresh(), fresh()
+        ops += [_op("ATen", [k_blob], [at_least_one], node.name, operator="clamp_min", min=1),
+                _op("TopK", [source, at_least_one], [wide, wide_indices], node.name, axis=axis),
+                _op("Range", [k_blob], [count], node.name),
+                _take(node, wide_indices, count, indices, axis)]
+        if source == data:
+            top = values
+        ops.append(_take(node, wide, count, top, axis))
+    if source != data:
+        ops.append(_op("Negative", [top], [values], node.name))
+    return ops
+
+
+def _gather_elements(node, facts, opset, fresh):
+    """torch's gather (the ATen op; int64 indices in range only): int32 indices are widened and a negative index
+    counts from the end of the axis, its length read at run time (an index still out of range fails the net, as
+    onnxruntime fails it)."""
+    data, index = node.input
+    rank = facts.rank(data)
+    axis = int(_attribute(node, "axis", 0))
+    if rank is not None or axis >= 0:
+        (axis,) = _normalized(node, opset, [axis], rank)
+    if facts.elem_type(index) not in (TensorProto.INT32, TensorProto.INT64):
+        raise _refuse(node, opset, "input 1 (indices) {!r} is not int32 or int64".format(index))
+    ops, length = _axis_length(node, data, axis, fresh)
+    wide, zero, negative, shift, offset, wrapped = (fresh() for _ in range(6))
+    ops += [_op("Cast", [index], [wide], node.name, to=caffe2_pb2.TensorProto.INT64),
+            _int64_scalar(node, zero, 0),
+            _op("LT", [wide, zero], [negative], node.name),
+            _op("Cast", [negative], [shift], node.name, to=caffe2_pb2.TensorProto.INT64),
+            _op("Mul", [shift, length], [offset], node.name),
+            _op("Add", [wide, offset], [wrapped], node.name),
+            _op("ATen", [data, wrapped], [node.output[0]], node.name, operator="gather", dim=axis)]
+    return ops
+
+
 _PROTOTYPES: Dict[tuple, caffe2_pb2.OperatorDef] = {}
 
 
@@ -1472,7 +1665,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "Conv": _conv, "MaxPool": _pool, "AveragePool": _pool, "GlobalMaxPool": _pool, "GlobalAveragePool": _pool,
     "BatchNormalization": _batch_norm, "Flatten": _flatten, "Dropout": _dropout, "Pad": _pad,
     "LogSoftmax": _log_softmax, "ArgMax": _arg_max, "HardSwish": _hard_swish, "Softsign": _softsign,
-    "Shape": _shape, "IsInf": _elementwise,
+    "Shape": _shape, "IsInf": _elementwise, "TopK": _top_k, "GatherElements": _gather_elements,
 }
 TRANSLATIONS.update((op, _elementwise) for op in _ELEMENTWISE)
 
