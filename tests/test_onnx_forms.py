@@ -118,7 +118,9 @@ def form_cases(op, opset):
             return [({"x": F}, {}, {"min": -0.5, "max": 0.25}), ({"x": F}, {}, {"min": 0.0})]
         return [({"x": F}, {"lo": np.array(-0.5, np.float32), "hi": np.array(0.25, np.float32)}, {})]
     if op == "Softmax":
-        return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": -1})]
+        return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": -1})] + (
+            [({"x": np.stack([F, F])}, {}, {"axis": 0}), ({"x": np.stack([F, F])}, {}, {"axis": -2})]
+            if opset >= 13 else [])
     if op == "CumSum":
         return [({"x": F}, {"axis": np.array(-1, np.int64)}, {"reverse": 1})]
     if op == "Slice":

@@ -672,12 +672,18 @@ def _where(node, facts, opset, fresh):
 
 
 def _softmax(node, facts, opset, fresh):
+    """From opset 13 on, along one axis: the last by Caffe2's Softmax, another by torch's softmax (the ATen op), since
+    Caffe2's normalises over every axis from ``axis`` on (ONNX's meaning before opset 13, the stock converter's)."""
     axis = int(_attribute(node, "axis", -1))
     rank = facts.rank(node.input[0])
-    if axis != -1 and (rank is None or axis != rank - 1):
-        raise _refuse(node, opset, "axis {} is not the last axis (rank {}): only the last axis is translated".format(
-            axis, rank if rank is not None else "unknown"))
-    return [_op("Softmax", [node.input[0]], [node.output[0]], node.name, axis=-1 if rank is None else rank - 1)]
+    if axis == -1 and rank is None:
+        return [_op("Softmax", [node.input[0]], [node.output[0]], node.name, axis=-1)]
+    if rank is None:
+        raise _refuse(node, opset, "axis {} with the rank of input {!r} unknown".format(axis, node.input[0]))
+    (axis,) = _normalized(node, opset, [axis], rank)
+    if axis == rank - 1:
+        return [_op("Softmax", [node.input[0]], [node.output[0]], node.name, axis=axis)]
+    return [_op("ATen", [node.input[0]], [node.output[0]], node.name, operator="softmax", dim=axis)]
 
 
 def _extremum(node, facts, opset, fresh):
