@@ -1,11 +1,12 @@
 """The elementwise forms translated by torch's kernels (`translations._ELEMENTWISE`, IsInf, HardSwish, Softsign), the
-reductions ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd and ReduceLogSumExp, variadic Sum and Mean, Size, Split and
-Shape's start/end (opset 15) at the edges: ±inf, NaN, -0.0, values whose results overflow, half-way values, rank 0,
-empty and size-1 dims, static and dynamic shapes, every element type each form states. Each matches onnxruntime
-(graph optimizations off). Where torch differs from ONNX's definition the translation follows ONNX and onnxruntime:
-Sign of NaN is NaN (torch's sign gives 0), ThresholdedRelu of NaN is 0 (``x > alpha`` is false; torch's threshold
-keeps NaN), HardSwish of a huge x is x (torch's hardswish overflows x * (x + 3)). The reductions' reference is numpy
-(ONNX's definition), since onnxruntime is wrong on two edges (`REFERENCES`).
+reductions ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd and ReduceLogSumExp, variadic Sum and Mean, Size, Split,
+GreaterOrEqual, LessOrEqual and Shape's start/end (opset 15) at the edges: ±inf, NaN, -0.0, values whose
+results overflow, half-way values, rank 0, empty and size-1 dims, static and dynamic shapes, every element type each
+form states. Each matches onnxruntime (graph optimizations off). Where torch differs from ONNX's definition the
+translation follows ONNX and onnxruntime: Sign of NaN is NaN (torch's sign gives 0), ThresholdedRelu of NaN is 0
+(``x > alpha`` is false; torch's threshold keeps NaN), HardSwish of a huge x is x (torch's hardswish overflows
+x * (x + 3)). The reductions' reference is numpy (ONNX's definition), since onnxruntime is wrong on two edges
+(`REFERENCES`).
 """
 import pytest
 from onnx_support import onnx_backend_refusal, skip_where_the_oracle_is_wrong
@@ -21,7 +22,7 @@ from onnx import helper
 
 from pycumsum_op.onnx.forms import FORMS, FormRefused
 from pycumsum_op.onnx.translations import translate
-from onnx_forms_support import EDGE_FLOATS, edge_arrays, edge_shapes, node_model, outcome
+from onnx_forms_support import EDGE_FLOATS, edge_arrays, edge_shapes, node_model, onnxruntime_outputs, outcome
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 #: the edge values, half-way values (Round: to even) and values near the domains' bounds (Asin, Acosh, Atanh)
@@ -177,3 +178,20 @@ def test_split_matches_onnxruntime(data, shape, dynamic, opset, given_parts):
         attrs["split"] = split
     model = node_model("Split", {"x": x}, constants, attrs, opset=opset, dynamic=dynamic, outputs=count)
     assert outcome(model, {"x": x}) == ("match", None), (attrs, constants)
+
+
+@SETTINGS
+@given(data=st.data(), a=edge_shapes(max_rank=3), dynamic=st.booleans(),
+       op=st.sampled_from(["GreaterOrEqual", "LessOrEqual"]))
+def test_greater_or_less_or_equal_match_onnxruntime(data, a, dynamic, op):
+    """Broadcast as numpy (rank 0, empty and size-1 dims on either side), NaN (never equal), ±inf, -0.0 == 0.0."""
+    b = tuple(1 if data.draw(st.booleans()) else dim for dim in a)[data.draw(st.integers(0, len(a))):]
+    if data.draw(st.booleans()):
+        a, b = b, a
+    dtype = data.draw(st.sampled_from(_dtypes(op)))
+    feeds = {"a": data.draw(edge_arrays(dtype, a)), "b": data.draw(edge_arrays(dtype, b))}
+    model = node_model(op, feeds, opset=data.draw(st.sampled_from([12, 15])), dynamic=dynamic)
+    expected = (np.greater_equal if op == "GreaterOrEqual" else np.less_equal)(feeds["a"], feeds["b"])
+    np.testing.assert_array_equal(onnxruntime_outputs(model, feeds)[0], expected)
+    assert outcome(model, feeds, [expected]) == ("match", None)
+

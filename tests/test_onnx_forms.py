@@ -65,7 +65,7 @@ def form_cases(op, opset):
                 ({"a": I64, "b": np.array(3, np.int64)}, {}, {})]
     if op in ("Or", "And"):
         return [({"a": MASK, "b": MASK[:1]}, {}, {})]
-    if op in ("Equal", "Less", "Greater"):
+    if op in ("Equal", "Less", "Greater", "GreaterOrEqual", "LessOrEqual"):
         floats = [({"a": F, "b": np.array(0.1, np.float32)}, {}, {})] if op != "Equal" or opset >= 11 else []
         return [({"a": I64, "b": I64[:1]}, {}, {})] + floats
     if op in ("Sum", "Mean"):

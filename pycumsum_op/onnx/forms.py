@@ -193,6 +193,9 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Size": _forms(Form((1, NEWEST), translation=OWN)),
     "Split": _forms(Form((2, 12), {"axis": _ANY, "split": _ANY}, translation=OWN),
                     Form((13, NEWEST), {"axis": _ANY}, constants=(1,), translation=OWN)),
+    # Caffe2's GE and LE (its stock converter maps neither GreaterOrEqual nor LessOrEqual)
+    "GreaterOrEqual": _forms(Form((12, NEWEST), translation=OWN)),
+    "LessOrEqual": _forms(Form((12, NEWEST), translation=OWN)),
 }
 
 #: ONNX op -> the element types its forms run right in Caffe2, measured by tests/onnx_form_types.py (each form on
@@ -232,7 +235,7 @@ TYPES: Dict[str, FrozenSet[int]] = {
     # sum rounds otherwise
     "ReduceL1": _FLOAT, "ReduceL2": _FLOAT, "ReduceSumSquare": _NUMBERS, "ReduceProd": frozenset([_F.FLOAT, _F.INT64]),
     "ReduceLogSumExp": frozenset([_F.FLOAT, _F.DOUBLE]), "Sum": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16]),
-    "Mean": _FLOAT, "Size": _MOVED, "Split": _MOVED,
+    "Mean": _FLOAT, "Size": _MOVED, "Split": _MOVED, "GreaterOrEqual": _NUMBERS, "LessOrEqual": _NUMBERS,
 }
 #: the blob whose type is checked, where it is not input 0 (Where's X; what Constant and ConstantOfShape make)
 _TYPED = {"Where": ("input", 1), "Constant": ("output", 0), "ConstantOfShape": ("output", 0)}

@@ -686,6 +686,12 @@ def _softmax(node, facts, opset, fresh):
     return [_op("ATen", [node.input[0]], [node.output[0]], node.name, operator="softmax", dim=axis)]
 
 
+def _compare(node, facts, opset, fresh):
+    """GreaterOrEqual and LessOrEqual: Caffe2's GE and LE, which broadcast as numpy (no legacy ``broadcast``)."""
+    operator = {"GreaterOrEqual": "GE", "LessOrEqual": "LE"}[node.op_type]
+    return [_op(operator, list(node.input), [node.output[0]], node.name)]
+
+
 def _extremum(node, facts, opset, fresh):
     """Max, Min, Sum and Mean of any number of inputs, broadcast as numpy: torch's maximum, minimum or add, input
     after input (Mean: the sum divided by their number)."""
@@ -1362,7 +1368,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "Conv": _conv, "MaxPool": _pool, "AveragePool": _pool, "GlobalMaxPool": _pool, "GlobalAveragePool": _pool,
     "BatchNormalization": _batch_norm, "Flatten": _flatten, "Dropout": _dropout, "Pad": _pad,
     "LogSoftmax": _log_softmax, "ArgMax": _arg_max, "HardSwish": _hard_swish, "Softsign": _softsign,
-    "Shape": _shape, "IsInf": _elementwise,
+    "Shape": _shape, "IsInf": _elementwise, "GreaterOrEqual": _compare, "LessOrEqual": _compare,
 }
 TRANSLATIONS.update((op, _elementwise) for op in _ELEMENTWISE)
 
