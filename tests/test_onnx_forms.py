@@ -121,6 +121,9 @@ def form_cases(op, opset):
         return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": -1})] + (
             [({"x": np.stack([F, F])}, {}, {"axis": 0}), ({"x": np.stack([F, F])}, {}, {"axis": -2})]
             if opset >= 13 else [])
+    if op == "Trilu":
+        return [({"x": F}, {}, {}), ({"x": np.stack([F, F])}, {"k": np.array(-1, np.int64)}, {"upper": 0}),
+                ({"x": np.stack([F, F]), "k": np.array(2, np.int64)}, {}, {"upper": 1})]
     if op == "CumSum":
         return [({"x": F}, {"axis": np.array(-1, np.int64)}, {"reverse": 1})]
     if op == "Slice":
@@ -485,7 +488,7 @@ ELEMENT_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, Ten
                  TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32,
                  TensorProto.UINT64, TensorProto.BOOL, TensorProto.STRING]
 #: the inputs of `form_cases` that hold indices, axes or shapes: their type is not the form's
-_INDEX_INPUTS = frozenset(["axes", "axis", "shape", "starts", "ends", "steps", "i", "lengths", "pads", "split"])
+_INDEX_INPUTS = frozenset(["axes", "axis", "shape", "starts", "ends", "steps", "i", "lengths", "pads", "split", "k"])
 
 
 def form_opsets(op):

@@ -196,6 +196,8 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     # Caffe2's GE and LE (its stock converter maps neither GreaterOrEqual nor LessOrEqual)
     "GreaterOrEqual": _forms(Form((12, NEWEST), translation=OWN)),
     "LessOrEqual": _forms(Form((12, NEWEST), translation=OWN)),
+    # torch's triu / tril for a constant k, a mask by Caffe2's Range and torch's masked_fill for a k fed at run time
+    "Trilu": _forms(Form((14, NEWEST), {"upper": _ZERO_ONE}, translation=OWN)),
 }
 
 #: ONNX op -> the element types its forms run right in Caffe2, measured by tests/onnx_form_types.py (each form on
@@ -236,6 +238,8 @@ TYPES: Dict[str, FrozenSet[int]] = {
     "ReduceL1": _FLOAT, "ReduceL2": _FLOAT, "ReduceSumSquare": _NUMBERS, "ReduceProd": frozenset([_F.FLOAT, _F.INT64]),
     "ReduceLogSumExp": frozenset([_F.FLOAT, _F.DOUBLE]), "Sum": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16]),
     "Mean": _FLOAT, "Size": _MOVED, "Split": _MOVED, "GreaterOrEqual": _NUMBERS, "LessOrEqual": _NUMBERS,
+    # Trilu: the types onnxruntime has kernels for (no oracle for the others)
+    "Trilu": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16, _F.INT64, _F.BOOL]),
 }
 #: the blob whose type is checked, where it is not input 0 (Where's X; what Constant and ConstantOfShape make)
 _TYPED = {"Where": ("input", 1), "Constant": ("output", 0), "ConstantOfShape": ("output", 0)}
@@ -255,7 +259,8 @@ WHY = {
 }
 _INPUT_NAMES = {"Slice": ("data", "starts", "ends", "axes", "steps"), "Unsqueeze": ("data", "axes"),
                 "Dropout": ("data", "ratio", "training_mode"), "Pad": ("data", "pads", "constant_value"),
-                "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes"), "Split": ("input", "split")}
+                "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes"), "Split": ("input", "split"),
+                "Trilu": ("input", "k")}
 
 
 def label(node, opset) -> str:
