@@ -41,6 +41,17 @@ def node_model(op_type, inputs, constants=(), attrs=None, opset=13, dynamic=Fals
     return helper.make_model(graph, opset_imports=opsets)
 
 
+def unranked_model(op_type, attrs, opset=14):
+    """x (float, (4,)) -> Expand to a shape fed at run time, of a length the model leaves symbolic (a rank ONNX cannot
+    infer) -> ``op_type``: a model whose node reads an input of unknown rank. Feeds: x and shape."""
+    graph = helper.make_graph([helper.make_node("Expand", ["x", "shape"], ["r"]),
+                               helper.make_node(op_type, ["r"], ["y"], **attrs)], "unranked",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4]),
+                               helper.make_tensor_value_info("shape", onnx.TensorProto.INT64, ["n"])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["a", "b"])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
 def outcome(model, feeds, expected=None, lower=None):
     """("match", None), ("refused", one line) or ("mismatch", description): ours (``prepare(model, lower=lower)``)
     against onnxruntime (or the ``expected`` outputs). A refusal is `FormRefused` at import; any other exception is

@@ -1,12 +1,12 @@
-"""The CNN core's forms (Conv, MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool, BatchNormalization,
-Flatten, Dropout, Pad) and the classification heads' (LogSoftmax, ArgMax) at the edges: windows of every stride,
-dilation, padding, SAME padding and ceil_mode, 1 to 3 spatial dims, empty batches and channels, size-1 dims, and
-±inf, NaN and -0.0 in the input, static and dynamic shapes. Each matches onnxruntime (graph optimizations off), is
-refused at import in one line naming the op, or, where the model leaves a dim symbolic that Caffe2's kernel fails on
-when empty, fails the run in one line naming the op. Where onnxruntime is itself wrong or inconsistent, ONNX's
-definition (numpy) is the reference: MaxPool on NaN (onnxruntime's 2-D pool propagates it, its 1-D pool skips it and
-writes the lowest float for a window of -inf; torch's max_pool gives NaN), Pad with a negative pad next to a positive
-one, ArgMax of an empty input.
+"""The CNN core's forms (Conv, MaxPool, AveragePool, GlobalMaxPool, GlobalAveragePool, BatchNormalization, Flatten,
+Dropout, Pad) and the classification heads' (Softmax and LogSoftmax on any axis of ranks 1 to 5, ArgMax) at the
+edges: windows of every stride, dilation, padding, SAME padding and ceil_mode, 1 to 3 spatial dims, empty batches and
+channels, size-1 dims, and ±inf, NaN and -0.0 in the input, static and dynamic shapes. Each matches onnxruntime
+(graph optimizations off), is refused at import in one line naming the op, or, where the model leaves a dim symbolic
+that Caffe2's kernel fails on when empty, fails the run in one line naming the op. Where onnxruntime is itself wrong
+or inconsistent, ONNX's definition (numpy) is the reference: MaxPool on NaN (onnxruntime's 2-D pool propagates it,
+its 1-D pool skips it and writes the lowest float for a window of -inf; torch's max_pool gives NaN), Pad with a
+negative pad next to a positive one, ArgMax of an empty input.
 """
 import pytest
 from onnx_support import onnx_backend_refusal
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import pycumsum_op.onnx
 from pycumsum_op.onnx.forms import FormRefused
-from onnx_forms_support import EDGE_FLOATS, edge_arrays, node_model, onnxruntime_outputs, outcome
+from onnx_forms_support import EDGE_FLOATS, edge_arrays, node_model, onnxruntime_outputs, outcome, unranked_model
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 #: a window's sum runs in each kernel's own order: values whose sums overflow would differ by order alone
@@ -286,18 +286,70 @@ def test_hard_sigmoid(data, shape, dynamic, opset, alpha, beta):
     assert _result(model, {"x": x}) == ("match", None)
 
 
-@SETTINGS
-@given(data=st.data(), shape=st.lists(st.integers(0, 3), min_size=1, max_size=3), dynamic=st.booleans(),
-       opset=st.sampled_from([11, 12, 13]), kind=st.just(np.float32))
-def test_log_softmax(data, shape, dynamic, opset, kind):
-    x = data.draw(edge_arrays(kind, tuple(shape), EDGE_FLOATS))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), shape=st.lists(st.integers(0, 3), min_size=1, max_size=5), dynamic=st.booleans(),
+       opset=st.sampled_from([11, 12, 13, 15]), op=st.sampled_from(["Softmax", "LogSoftmax"]))
+def test_softmax_and_log_softmax(data, shape, dynamic, opset, op):
+    """Any axis (negative ones too) of ranks 1 to 5, empty and size-1 dims, rows holding ±inf, NaN, -0.0 and values
+    whose exponentials overflow. Before opset 13 Softmax is Caffe2's (over the axes from ``axis`` on, as ONNX then
+    defines it) and LogSoftmax only the last axis; from 13 on both along any one axis."""
+    x = data.draw(edge_arrays(np.float32, tuple(shape), EDGE_FLOATS))
     axis = data.draw(st.integers(-len(shape), len(shape) - 1))
-    model = node_model("LogSoftmax", {"x": x}, {}, {"axis": axis}, opset=opset, dynamic=dynamic)
+    model = node_model(op, {"x": x}, {}, {"axis": axis}, opset=opset, dynamic=dynamic)
     result, detail = _result(model, {"x": x})
-    if opset < 13 and axis % len(shape) != len(shape) - 1:
+    if op == "LogSoftmax" and opset < 13 and axis % len(shape) != len(shape) - 1:
         assert result == "refused" and "only the last axis is translated" in detail, detail
     else:
         assert (result, detail) == ("match", None)
+
+
+#: rows at the edges of the exponential: ±inf, NaN, a lone -inf, overflowing and signed-zero values
+EDGE_ROWS = np.array([[0, 1, 2], [np.inf, 1, 0], [-np.inf, 1, 0], [np.inf, np.inf, 1], [-np.inf, -np.inf, -np.inf],
+                      [np.nan, 1, 0], [3e38, -3e38, 0], [-0.0, 0.0, -0.0], [1e-45, 0, -1e-45]], np.float32)
+
+
+def softmax_reference(x, axis, log):
+    """ONNX's (Log)Softmax along ``axis`` in float64, the maximum subtracted first (a row holding +inf is NaN)."""
+    wide = x.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        shifted = wide - wide.max(axis=axis, keepdims=True)
+        total = np.exp(shifted).sum(axis=axis, keepdims=True)
+        return (shifted - np.log(total) if log else np.exp(shifted) / total).astype(x.dtype)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("axis", [0, 1, -2, 3])
+def test_softmax_rows_at_the_edges(op, axis):
+    """Each edge row along an inner axis of a rank-4 input: onnxruntime and the float64 definition agree, and so
+    does the translation."""
+    x = np.moveaxis(np.broadcast_to(EDGE_ROWS[:, None, :, None], (9, 2, 3, 2)), 2, axis).copy()
+    model = node_model(op, {"x": x}, {}, {"axis": axis}, opset=13)
+    expected = softmax_reference(x, axis, op == "LogSoftmax")
+    np.testing.assert_allclose(onnxruntime_outputs(model, {"x": x})[0], expected, rtol=1e-6, atol=1e-7)
+    assert _result(model, {"x": x}) == ("match", None)
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax_of_rank_0_is_refused(op):
+    """ONNX's axis lies in [-rank, rank - 1]: none for a scalar (onnxruntime's shape inference refuses it too)."""
+    x = np.array(1.0, np.float32)
+    with pytest.raises(FormRefused, match=r"^ONNX {} node 'out0' \(opset 13\): axis -1 is out of range for rank "
+                                          r"0$".format(op)):
+        pycumsum_op.onnx.prepare(node_model(op, {"x": x}, opset=13))
+
+
+@pytest.mark.parametrize("op, attrs, message", [
+    ("Softmax", {"axis": 0}, r"axis 0 with the rank of input 'r' unknown"),
+    ("LogSoftmax", {"axis": -1}, r"the rank of input 'r' is unknown"),
+])
+def test_softmax_off_the_last_axis_of_a_rank_the_model_does_not_state_is_refused(op, attrs, message):
+    with pytest.raises(FormRefused, match=r"^ONNX {} node 'y' \(opset 14\): {}$".format(op, message)):
+        pycumsum_op.onnx.prepare(unranked_model(op, attrs))
+
+
+def test_softmax_on_the_last_axis_runs_whatever_the_rank():
+    feeds = {"x": np.array([1.0, -np.inf, np.nan, 3e38], np.float32), "shape": np.array([2, 1, 4], np.int64)}
+    assert outcome(unranked_model("Softmax", {"axis": -1}), feeds) == ("match", None)
 
 
 @SETTINGS

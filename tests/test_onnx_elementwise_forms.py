@@ -1,11 +1,12 @@
 """The elementwise forms translated by torch's kernels (`translations._ELEMENTWISE`, IsInf, HardSwish, Softsign), the
-reductions ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd and ReduceLogSumExp, variadic Sum and Mean, Size, Split and
-Shape's start/end (opset 15) at the edges: ±inf, NaN, -0.0, values whose results overflow, half-way values, rank 0,
-empty and size-1 dims, static and dynamic shapes, every element type each form states. Each matches onnxruntime
-(graph optimizations off). Where torch differs from ONNX's definition the translation follows ONNX and onnxruntime:
-Sign of NaN is NaN (torch's sign gives 0), ThresholdedRelu of NaN is 0 (``x > alpha`` is false; torch's threshold
-keeps NaN), HardSwish of a huge x is x (torch's hardswish overflows x * (x + 3)). The reductions' reference is numpy
-(ONNX's definition), since onnxruntime is wrong on two edges (`REFERENCES`).
+reductions ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd and ReduceLogSumExp, variadic Sum and Mean, Size, Split,
+GreaterOrEqual, LessOrEqual, Trilu and Shape's start/end (opset 15) at the edges: ±inf, NaN, -0.0, values whose
+results overflow, half-way values, rank 0, empty and size-1 dims, static and dynamic shapes, every element type each
+form states. Each matches onnxruntime (graph optimizations off). Where torch differs from ONNX's definition the
+translation follows ONNX and onnxruntime: Sign of NaN is NaN (torch's sign gives 0), ThresholdedRelu of NaN is 0
+(``x > alpha`` is false; torch's threshold keeps NaN), HardSwish of a huge x is x (torch's hardswish overflows
+x * (x + 3)). The reductions' reference is numpy (ONNX's definition), since onnxruntime is wrong on two edges
+(`REFERENCES`), and so is Trilu's, since onnxruntime wraps k around near ±2**63 (`ORACLE_K`).
 """
 import pytest
 from onnx_support import onnx_backend_refusal, skip_where_the_oracle_is_wrong
@@ -19,9 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import helper
 
+import pycumsum_op.onnx
 from pycumsum_op.onnx.forms import FORMS, FormRefused
 from pycumsum_op.onnx.translations import translate
-from onnx_forms_support import EDGE_FLOATS, edge_arrays, edge_shapes, node_model, outcome
+from onnx_forms_support import (EDGE_FLOATS, edge_arrays, edge_shapes, node_model, onnxruntime_outputs, outcome,
+                                unranked_model)
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 #: the edge values, half-way values (Round: to even) and values near the domains' bounds (Asin, Acosh, Atanh)
@@ -177,3 +180,85 @@ def test_split_matches_onnxruntime(data, shape, dynamic, opset, given_parts):
         attrs["split"] = split
     model = node_model("Split", {"x": x}, constants, attrs, opset=opset, dynamic=dynamic, outputs=count)
     assert outcome(model, {"x": x}) == ("match", None), (attrs, constants)
+
+
+#: Trilu's k: around the small dims, and far past any (torch's triu adds k to a row index in int64)
+TRILU_K = st.integers(-5, 5) | st.sampled_from([2 ** 63 - 1, -2 ** 63, 2 ** 62 + 1, -2 ** 62 - 1, 2 ** 40])
+#: past this k onnxruntime's Trilu adds k to a row index and wraps around: for (3, 4) inputs upper with k = 2**63 - 1
+#: keeps rows 1 and 2, lower with k = -2**63 keeps every entry, and upper with k = -2**63 kills the process (SIGSEGV)
+ORACLE_K = 2 ** 62 + 1
+
+
+def trilu_reference(x, k, upper):
+    """ONNX's Trilu: an entry is kept where column - row >= k (upper) or <= k (lower), in exact integers (numpy's
+    triu computes k - 1 in a C long, which fails at k = -2**63)."""
+    rows, columns = x.shape[-2:]
+    offsets = np.arange(columns)[None, :] - np.arange(rows)[:, None]
+    kept = offsets >= k if upper else offsets <= k
+    return np.where(kept, x, np.zeros((), x.dtype))
+
+
+@SETTINGS
+@given(data=st.data(), shape=edge_shapes(min_rank=2, max_rank=4), dynamic=st.booleans(), k=st.none() | TRILU_K,
+       fed=st.booleans(), upper=st.sampled_from([None, 0, 1]))
+def test_trilu_matches_onnxruntime(data, shape, dynamic, k, fed, upper):
+    """Batch dims, empty and size-1 dims, k absent, constant or fed at run time (0-D or of shape (1,)), negative and
+    far past the matrix; NaN and ±inf off the band become 0. The reference is ONNX's definition, checked against
+    onnxruntime wherever onnxruntime's k does not wrap around."""
+    x = data.draw(edge_arrays(data.draw(st.sampled_from(_dtypes("Trilu"))), shape))
+    inputs, constants = {"x": x}, {}
+    if k is not None:  # a scalar, or a vector of one where the model states its length
+        shape_of_k = data.draw(st.sampled_from([()] if fed and dynamic else [(), (1,)]))
+        (inputs if fed else constants)["k"] = np.array(k, np.int64).reshape(shape_of_k)
+    attrs = {} if upper is None else {"upper": upper}
+    model = node_model("Trilu", inputs, constants, attrs, opset=data.draw(st.sampled_from([14, 15])), dynamic=dynamic)
+    expected = trilu_reference(x, k or 0, upper != 0)
+    if abs(k or 0) <= ORACLE_K:
+        np.testing.assert_array_equal(onnxruntime_outputs(model, inputs)[0], expected)
+    assert outcome(model, inputs, [expected]) == ("match", None), (shape, k, fed, upper)
+
+
+@SETTINGS
+@given(data=st.data(), a=edge_shapes(max_rank=3), dynamic=st.booleans(),
+       op=st.sampled_from(["GreaterOrEqual", "LessOrEqual"]))
+def test_greater_or_less_or_equal_match_onnxruntime(data, a, dynamic, op):
+    """Broadcast as numpy (rank 0, empty and size-1 dims on either side), NaN (never equal), ±inf, -0.0 == 0.0."""
+    b = tuple(1 if data.draw(st.booleans()) else dim for dim in a)[data.draw(st.integers(0, len(a))):]
+    if data.draw(st.booleans()):
+        a, b = b, a
+    dtype = data.draw(st.sampled_from(_dtypes(op)))
+    feeds = {"a": data.draw(edge_arrays(dtype, a)), "b": data.draw(edge_arrays(dtype, b))}
+    model = node_model(op, feeds, opset=data.draw(st.sampled_from([12, 15])), dynamic=dynamic)
+    expected = (np.greater_equal if op == "GreaterOrEqual" else np.less_equal)(feeds["a"], feeds["b"])
+    np.testing.assert_array_equal(onnxruntime_outputs(model, feeds)[0], expected)
+    assert outcome(model, feeds, [expected]) == ("match", None)
+
+
+def test_trilu_at_the_k_onnxruntime_wraps_around():
+    """ONNX's definition where onnxruntime adds k to a row index in int64 and wraps around (`ORACLE_K`)."""
+    x = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+    for k, upper in [(2 ** 63 - 1, 1), (-2 ** 63, 0), (-2 ** 63, 1), (2 ** 63 - 1, 0)]:
+        for fed in (False, True):
+            inputs, constants = ({"x": x, "k": np.array(k)}, {}) if fed else ({"x": x}, {"k": np.array(k)})
+            model = node_model("Trilu", inputs, constants, {"upper": upper}, opset=14)
+            expected = x if (k > 0) != bool(upper) else np.zeros_like(x)
+            assert outcome(model, inputs, [expected]) == ("match", None), (k, upper, fed)
+
+
+@pytest.mark.parametrize("inputs, constants, message", [
+    ({"x": np.zeros(3, np.float32)}, {}, r"input 0 'x' has rank 1; Trilu takes rank 2 or more"),
+    ({"x": np.zeros((2, 2), np.float32), "k": np.zeros(2, np.int64)}, {},
+     r"input 1 \(k\) 'k' is declared with dims \(2,\); a k fed at run time must be declared a scalar"),
+    ({"x": np.zeros((2, 2), np.float32)}, {"k": np.zeros(2, np.int64)}, r"input 1 \(k\) must be an integer scalar"),
+    ({"x": np.zeros((2, 2), np.float32), "k": np.zeros((), np.int32)}, {}, r"input 1 \(k\) 'k' is not int64"),
+])
+def test_other_trilu_forms_are_refused_in_one_line(inputs, constants, message):
+    model = node_model("Trilu", inputs, constants, opset=14)
+    with pytest.raises(FormRefused, match=r"^ONNX Trilu node 'out0' \(opset 14\): {}$".format(message)):
+        pycumsum_op.onnx.prepare(model)
+
+
+def test_trilu_of_a_rank_the_model_does_not_state_is_refused():
+    with pytest.raises(FormRefused, match=r"^ONNX Trilu node 'y' \(opset 14\): input 0 'r' has rank unknown; Trilu "
+                                          r"takes rank 2 or more$"):
+        pycumsum_op.onnx.prepare(unranked_model("Trilu", {}))

@@ -65,7 +65,7 @@ def form_cases(op, opset):
                 ({"a": I64, "b": np.array(3, np.int64)}, {}, {})]
     if op in ("Or", "And"):
         return [({"a": MASK, "b": MASK[:1]}, {}, {})]
-    if op in ("Equal", "Less", "Greater"):
+    if op in ("Equal", "Less", "Greater", "GreaterOrEqual", "LessOrEqual"):
         floats = [({"a": F, "b": np.array(0.1, np.float32)}, {}, {})] if op != "Equal" or opset >= 11 else []
         return [({"a": I64, "b": I64[:1]}, {}, {})] + floats
     if op in ("Sum", "Mean"):
@@ -133,7 +133,12 @@ def form_cases(op, opset):
                 ({"x": F * 4, "hi": np.array(-1.0, np.float32)}, {"lo": np.array(1.0, np.float32)}, {},
                  {"order": ["x", "lo", "hi"]})]  # min above max: the max
     if op == "Softmax":
-        return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": -1})]
+        return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": -1})] + (
+            [({"x": np.stack([F, F])}, {}, {"axis": 0}), ({"x": np.stack([F, F])}, {}, {"axis": -2})]
+            if opset >= 13 else [])
+    if op == "Trilu":
+        return [({"x": F}, {}, {}), ({"x": np.stack([F, F])}, {"k": np.array(-1, np.int64)}, {"upper": 0}),
+                ({"x": np.stack([F, F]), "k": np.array(2, np.int64)}, {}, {"upper": 1})]
     if op == "CumSum":
         return [({"x": F}, {"axis": np.array(-1, np.int64)}, {"reverse": 1})]
     if op == "Slice":
@@ -510,7 +515,7 @@ ELEMENT_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, Ten
                  TensorProto.UINT64, TensorProto.BOOL, TensorProto.STRING]
 #: the inputs of `form_cases` that hold indices, axes or shapes: their type is not the form's
 _INDEX_INPUTS = frozenset(["axes", "axis", "shape", "starts", "ends", "steps", "i", "lengths", "pads", "split", "repeats",
-                           "depth"])
+                           "depth", "k"])
 
 
 def form_opsets(op):

@@ -1,9 +1,10 @@
-"""The single-op forms torch 1.10.2's exporter writes around CumSum (Slice, Gather, Unsqueeze/Squeeze, Reduce*,
-Pow, Reshape, Expand, Where, Range, Concat, Cast, ...), exported at opsets 11, 13, 14 with static and dynamic
-axes, through pycumsum_op.onnx.prepare against onnxruntime: each matches, or is refused in one line naming the
+"""The single-op forms torch 1.10.2's exporter writes around CumSum (Slice, Gather, Unsqueeze/Squeeze, Reduce*, Pow,
+Reshape, Expand, Where, Range, Concat, Cast, Softmax and LogSoftmax off the last axis, GreaterOrEqual / LessOrEqual,
+Trilu, ...), exported at opsets 11, 13, 14 with static and dynamic axes (torch exports triu and tril from opset 14
+on only), through pycumsum_op.onnx.prepare against onnxruntime: each matches, or is refused in one line naming the
 ONNX op; none is wrong. Among them the slices Caffe2's stock converter returned unchanged (``x[:, 1:]``,
-``x[:, :-1]``, ``x[:, ::2]``, ``x[:, -2:]``, ``torch.flip``) and the reverse and exclusive cumsums written with them.
-nn.LSTM / nn.GRU exports: tests/test_onnx_rnn.py.
+``x[:, :-1]``, ``x[:, ::2]``, ``x[:, -2:]``, ``torch.flip``) and the reverse and exclusive cumsums written with
+them. nn.LSTM / nn.GRU exports: tests/test_onnx_rnn.py.
 """
 import pytest
 from onnx_support import onnx_backend_refusal
@@ -53,6 +54,11 @@ FORMS = {
     "maximum": lambda x: torch.max(x, torch.zeros_like(x)),
     "clamp": lambda x: x.clamp(min=-0.5, max=0.5),
     "softmax": lambda x: torch.softmax(x, -1),
+    "softmax_first": lambda x: torch.softmax(x, 0),
+    "log_softmax_first": lambda x: torch.log_softmax(x, 0),
+    "greater_equal": lambda x: (x >= 0.5) | (x <= -0.5),
+    "triu": lambda x: torch.triu(x, 1),
+    "tril": lambda x: torch.tril(x, -2),
 }
 
 

@@ -107,7 +107,7 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Shape": _forms(Form((1, 14)), Form((15, NEWEST), {"start": _ANY, "end": _ANY}, translation=OWN)),
     "Range": _forms(Form((11, NEWEST), translation=OWN)),  # Caffe2's Range: a negative integer delta
     "Softmax": _forms(Form((1, 12), {"axis": _ANY}),  # Caffe2's Softmax flattens to 2-D at axis, as ONNX < 13
-                      Form((13, NEWEST), {"axis": _ANY}, translation=OWN)),  # the last axis only
+                      Form((13, NEWEST), {"axis": _ANY}, translation=OWN)),  # one axis: Caffe2's or torch's
     # pycumsum_op's own translations
     "CumSum": _forms(Form((11, NEWEST), {"exclusive": _ANY, "reverse": _ANY}, translation=OWN)),
     "Slice": _forms(Form((10, NEWEST), {}, constants=(3, 4), translation=OWN)),
@@ -208,6 +208,11 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
                    Form((11, NEWEST), {"axis": _ANY, "largest": _ZERO_ONE, "sorted": frozenset([1])},
                         translation=OWN)),
     "GatherElements": _forms(Form((11, NEWEST), {"axis": _ANY}, translation=OWN)),  # torch's gather
+    # Caffe2's GE and LE (its stock converter maps neither GreaterOrEqual nor LessOrEqual)
+    "GreaterOrEqual": _forms(Form((12, NEWEST), translation=OWN)),
+    "LessOrEqual": _forms(Form((12, NEWEST), translation=OWN)),
+    # torch's triu / tril for a constant k, a mask by Caffe2's Range and torch's masked_fill for a k fed at run time
+    "Trilu": _forms(Form((14, NEWEST), {"upper": _ZERO_ONE}, translation=OWN)),
 }
 
 #: ONNX op -> the element types its forms run right in Caffe2, measured by tests/onnx_form_types.py (each form on
@@ -250,6 +255,9 @@ TYPES: Dict[str, FrozenSet[int]] = {
     "Mean": _FLOAT, "Size": _MOVED, "Split": _MOVED, "Tile": _MOVED,
     "OneHot": frozenset([_F.FLOAT, _F.FLOAT16, _F.INT32, _F.INT64]),
     "TopK": _FLOAT, "GatherElements": _MOVED - {_F.UINT16},  # Caffe2's TopK is float only; ATen has no uint16
+    "GreaterOrEqual": _NUMBERS, "LessOrEqual": _NUMBERS,
+    # Trilu: the types onnxruntime has kernels for (no oracle for the others)
+    "Trilu": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16, _F.INT64, _F.BOOL]),
 }
 #: the blob whose type is checked, where it is not input 0 (Where's X; OneHot's values; what Constant and
 #: ConstantOfShape make)
@@ -271,7 +279,8 @@ WHY = {
 _INPUT_NAMES = {"Slice": ("data", "starts", "ends", "axes", "steps"), "Unsqueeze": ("data", "axes"),
                 "Dropout": ("data", "ratio", "training_mode"), "Pad": ("data", "pads", "constant_value"),
                 "Squeeze": ("data", "axes"), "ReduceSum": ("data", "axes"), "Split": ("input", "split"),
-                "Tile": ("input", "repeats"), "TopK": ("X", "K"), "GatherElements": ("data", "indices")}
+                "Tile": ("input", "repeats"), "TopK": ("X", "K"), "GatherElements": ("data", "indices"),
+                "Trilu": ("input", "k")}
 
 
 def label(node, opset) -> str:

@@ -784,12 +784,71 @@ def _where(node, facts, opset, fresh):
 
 
 def _softmax(node, facts, opset, fresh):
+    """From opset 13 on, along one axis: the last by Caffe2's Softmax, another by torch's softmax (the ATen op), since
+    Caffe2's normalises over every axis from ``axis`` on (ONNX's meaning before opset 13, the stock converter's)."""
     axis = int(_attribute(node, "axis", -1))
     rank = facts.rank(node.input[0])
-    if axis != -1 and (rank is None or axis != rank - 1):
-        raise _refuse(node, opset, "axis {} is not the last axis (rank {}): only the last axis is translated".format(
-            axis, rank if rank is not None else "unknown"))
-    return [_op("Softmax", [node.input[0]], [node.output[0]], node.name, axis=-1 if rank is None else rank - 1)]
+    if axis == -1 and rank is None:
+        return [_op("Softmax", [node.input[0]], [node.output[0]], node.name, axis=-1)]
+    if rank is None:
+        raise _refuse(node, opset, "axis {} with the rank of input {!r} unknown".format(axis, node.input[0]))
+    (axis,) = _normalized(node, opset, [axis], rank)
+    if axis == rank - 1:
+        return [_op("Softmax", [node.input[0]], [node.output[0]], node.name, axis=axis)]
+    return [_op("ATen", [node.input[0]], [node.output[0]], node.name, operator="softmax", dim=axis)]
+
+
+def _compare(node, facts, opset, fresh):
+    """GreaterOrEqual and LessOrEqual: Caffe2's GE and LE, which broadcast as numpy (no legacy ``broadcast``)."""
+    operator = {"GreaterOrEqual": "GE", "LessOrEqual": "LE"}[node.op_type]
+    return [_op(operator, list(node.input), [node.output[0]], node.name)]
+
+
+#: Trilu's k past this reaches no entry of any tensor; torch's triu and tril add k to a row index in int64, so a k
+#: near 2**63 would wrap around
+_FAR_DIAGONAL = 2 ** 62
+
+
+def _trilu(node, facts, opset, fresh):
+    """Trilu over the last two axes: a constant k (default 0) is torch's triu or tril by the ATen op (k as its
+    ``diagonal``, held to +-2**62); a k known only at run time zeroes, by torch's masked_fill, the entries whose
+    column - row is below k (upper) or above it (lower), the rows' and columns' indices made by Caffe2's Range from
+    the input's dims read at run time."""
+    data, out = node.input[0], node.output[0]
+    upper = bool(_attribute(node, "upper", 1))
+    rank = facts.rank(data)
+    if rank is None or rank < 2:
+        raise _refuse(node, opset, "input 0 {!r} has rank {}; Trilu takes rank 2 or more".format(
+            data, rank if rank is not None else "unknown"))
+    if not given(node, 1) or facts.is_constant(node.input[1]):
+        k = 0
+        if given(node, 1):
+            value = facts.constant(node.input[1])
+            if value is None or value.size != 1 or value.ndim > 1 or value.dtype.kind not in "iu":
+                raise _refuse(node, opset, "input 1 (k) must be an integer scalar")
+            k = int(value.reshape(()))
+        k = max(-_FAR_DIAGONAL, min(_FAR_DIAGONAL, k))
+        return [_op("ATen", [data], [out], node.name, operator="triu" if upper else "tril", diagonal=k)]
+    k = node.input[1]
+    if facts.elem_type(k) != TensorProto.INT64:  # compared with int64 column - row
+        raise _refuse(node, opset, "input 1 (k) {!r} is not int64".format(k))
+    dims = facts.dims(k)
+    if dims is None or len(dims) > 1 or (dims and dims[0] != 1):
+        raise _refuse(node, opset, "input 1 (k) {!r} is declared with dims {}; a k fed at run time must be "
+                                   "declared a scalar".format(k, "unknown" if dims is None else shape_text(dims)))
+    ops, indices = [], []
+    for axis in (rank - 2, rank - 1):
+        shape, length, index = fresh(), fresh(), fresh()
+        ops += [_op("Shape", [data], [shape], node.name, axes=[axis]),
+                _op("Squeeze", [shape], [length], node.name, dims=[0]),
+                _op("Range", [length], [index], node.name)]
+        indices.append(index)
+    rows, offsets, dropped = fresh(), fresh(), fresh()
+    ops += [_op("ExpandDims", [indices[0]], [rows], node.name, dims=[1]),
+            _op("Sub", [indices[1], rows], [offsets], node.name),  # column - row, (rows, columns)
+            _op("LT" if upper else "GT", [offsets, k], [dropped], node.name),
+            _op("ATen", [data, dropped], [out], node.name, operator="masked_fill", value=0)]
+    return ops
 
 
 def _extremum(node, facts, opset, fresh):
@@ -1666,6 +1725,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "BatchNormalization": _batch_norm, "Flatten": _flatten, "Dropout": _dropout, "Pad": _pad,
     "LogSoftmax": _log_softmax, "ArgMax": _arg_max, "HardSwish": _hard_swish, "Softsign": _softsign,
     "Shape": _shape, "IsInf": _elementwise, "TopK": _top_k, "GatherElements": _gather_elements,
+    "GreaterOrEqual": _compare, "LessOrEqual": _compare, "Trilu": _trilu,
 }
 TRANSLATIONS.update((op, _elementwise) for op in _ELEMENTWISE)
 
