@@ -330,12 +330,14 @@ def test_softmax_rows_at_the_edges(op, axis):
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
-def test_softmax_of_rank_0_is_refused(op):
-    """ONNX's axis lies in [-rank, rank - 1]: none for a scalar (onnxruntime's shape inference refuses it too)."""
+@pytest.mark.parametrize("opset, axis", [(11, 1), (12, 1), (13, -1)])
+def test_softmax_of_rank_0_is_refused(op, opset, axis):
+    """ONNX's axis lies in [-rank, rank - 1]: none for a scalar (onnxruntime's shape inference refuses it too), at
+    every opset (the default axis is 1 before 13)."""
     x = np.array(1.0, np.float32)
-    with pytest.raises(FormRefused, match=r"^ONNX {} node 'out0' \(opset 13\): axis -1 is out of range for rank "
-                                          r"0$".format(op)):
-        pycumsum_op.onnx.prepare(node_model(op, {"x": x}, opset=13))
+    with pytest.raises(FormRefused, match=r"^ONNX {} node 'out0' \(opset {}\): axis {} is out of range for rank "
+                                          r"0$".format(op, opset, axis)):
+        pycumsum_op.onnx.prepare(node_model(op, {"x": x}, opset=opset))
 
 
 @pytest.mark.parametrize("op, attrs, message", [

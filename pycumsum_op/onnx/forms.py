@@ -106,7 +106,7 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Constant": _forms(Form((9, NEWEST), {"value": _ANY})),
     "Shape": _forms(Form((1, 14)), Form((15, NEWEST), {"start": _ANY, "end": _ANY}, translation=OWN)),
     "Range": _forms(Form((11, NEWEST), translation=OWN)),  # Caffe2's Range: a negative integer delta
-    "Softmax": _forms(Form((1, 12), {"axis": _ANY}),  # Caffe2's Softmax flattens to 2-D at axis, as ONNX < 13
+    "Softmax": _forms(Form((1, 12), {"axis": _ANY}, translation=OWN),  # Caffe2's flattens to 2-D at axis, as < 13
                       Form((13, NEWEST), {"axis": _ANY}, translation=OWN)),  # one axis: Caffe2's or torch's
     # pycumsum_op's own translations
     "CumSum": _forms(Form((11, NEWEST), {"exclusive": _ANY, "reverse": _ANY}, translation=OWN)),

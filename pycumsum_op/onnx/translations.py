@@ -784,10 +784,16 @@ def _where(node, facts, opset, fresh):
 
 
 def _softmax(node, facts, opset, fresh):
-    """From opset 13 on, along one axis: the last by Caffe2's Softmax, another by torch's softmax (the ATen op), since
-    Caffe2's normalises over every axis from ``axis`` on (ONNX's meaning before opset 13, the stock converter's)."""
-    axis = int(_attribute(node, "axis", -1))
+    """Before opset 13, Caffe2's Softmax (over every axis from ``axis`` on, default 1, as ONNX then defines it), its
+    axis checked against the rank where the model states it (a scalar has none: Caffe2 would fail the run). From
+    opset 13 on, along one axis: the last by Caffe2's Softmax, another by torch's softmax (the ATen op)."""
     rank = facts.rank(node.input[0])
+    if opset < 13:
+        axis = int(_attribute(node, "axis", 1))
+        if rank is not None:
+            (axis,) = _normalized(node, opset, [axis], rank)
+        return [_op("Softmax", [node.input[0]], [node.output[0]], node.name, axis=axis)]
+    axis = int(_attribute(node, "axis", -1))
     if axis == -1 and rank is None:
         return [_op("Softmax", [node.input[0]], [node.output[0]], node.name, axis=-1)]
     if rank is None:
