@@ -1,9 +1,11 @@
-"""The sweep behind docs/onnx.md's table: every family of `transformer_models` at opsets 11, 13, 14, static and
+"""The sweeps behind docs/onnx.md's tables: every model of a source (the thirteen families of `transformer_models`,
+its wider set of heads and families, or the backbones of `torchvision_models`) at opsets 11, 13, 14, static and
 dynamic axes, through ``prepare``, ``lower="aten"``, ``lower="portable"`` (static shapes) and the command line,
 each output compared with onnxruntime (max abs difference <= 1e-4), or refused in one line.
 
     PYTHONPATH=. python tests/onnx_model_sweep.py [FAMILY ...] [--opsets 11,13,14] [--paths prepare,aten,...]
-    PYTHONPATH=. python tests/onnx_model_sweep.py --wider [MODEL ...]   # transformer_models.WIDER: heads, families
+    PYTHONPATH=. python tests/onnx_model_sweep.py --source wider [MODEL ...]   # heads, more families
+    PYTHONPATH=. python tests/onnx_model_sweep.py --source torchvision --opsets 11,13   # CNN backbones
     PYTHONPATH=. python tests/onnx_model_sweep.py --table OUTPUT   # its printed rows as docs/onnx.md's table
 """
 import argparse
@@ -21,7 +23,6 @@ from onnx_support import onnxruntime_outputs
 
 TOLERANCE = 1e-4
 PATHS = ("prepare", "aten", "portable", "cli")
-ORDER = transformer_models.FAMILIES + transformer_models.WIDER
 
 
 def run_path(model, feeds, path):
@@ -50,15 +51,17 @@ def run_path(model, feeds, path):
         return workspace.FetchBlob(predict.external_output[0])
 
 
-def oracle(model, feeds, module, example):
-    """onnxruntime's first output, or torch's where onnxruntime refuses the model (torch writes int64 Min/Max
-    at opset 11, which onnxruntime takes from opset 12 on); and which it is."""
+def oracle(model, feeds, run_torch=None):
+    """onnxruntime's first output, or torch's (``run_torch()``) where onnxruntime refuses the model (torch writes
+    int64 Min/Max at opset 11, which onnxruntime takes from opset 12 on); and which it is."""
     try:
         return onnxruntime_outputs(model, feeds)[0], "onnxruntime"
     except Exception:  # onnxruntime's InvalidGraph
+        if run_torch is None:
+            raise
         import torch
         with torch.no_grad():
-            return module(*example).numpy(), "torch"
+            return run_torch().numpy(), "torch"
 
 
 def outcome(model, feeds, path, expected):
@@ -75,6 +78,10 @@ def outcome(model, feeds, path, expected):
     return "match" if difference <= TOLERANCE else "MISMATCH {:.3g}".format(difference)
 
 
+def _order():
+    return [name for names, _ in sources().values() for name in names]
+
+
 def table(lines) -> str:
     """The sweep's printed rows as a Markdown table: family x opset x axes, one column per path."""
     cells, notes = {}, {}
@@ -89,16 +96,50 @@ def table(lines) -> str:
         if note:
             notes[family, opset, axes] = "(" + note.strip()
     rows = ["| family | opset | axes | " + " | ".join(PATHS) + " | note |", "|" + " --- |" * (len(PATHS) + 4)]
-    for key in sorted({key[:3] for key in cells}, key=lambda k: (ORDER.index(k[0]), k[1], k[2])):
+    for key in sorted({key[:3] for key in cells}, key=lambda k: (_order().index(k[0]), k[1], k[2])):
         rows.append("| {} | {} | {} | {} | {} |".format(*key, " | ".join(cells.get(key + (path,), "-") for path in PATHS),
                                                           notes.get(key, "")))
     return "\n".join(rows)
 
 
+def _transformer_exports(build):
+    """``exported(name, opset, dynamic)`` for the models ``build`` makes: (model, feeds, note, torch's outputs)."""
+    def exported(name, opset, dynamic):
+        module, example = build(name)
+        feeds = {"input_ids": example[0].numpy(), "attention_mask": example[1].numpy()}
+        try:
+            model, note = transformer_models.export(module, example, opset, dynamic), ""
+        except Exception:  # torch's constant folding fails on some models: export as users then do
+            model, note = transformer_models.export(module, example, opset, dynamic, fold=False), \
+                "(exported without constant folding) "
+        return model, feeds, note, lambda: module(*example)
+    return exported
+
+
+def _torchvision_exports(name, opset, dynamic):
+    """A backbone's export under the ordinal head (`torchvision_models`), its images (a dynamic batch run at 2)."""
+    import torchvision_models
+    images = np.random.default_rng(int(dynamic)).standard_normal((1 + int(dynamic), 3, 64, 64)).astype(np.float32)
+    return torchvision_models.export(name, opset, dynamic), {"images": images}, "", None
+
+
+def sources():
+    """--source -> (the models' names, ``exported(name, opset, dynamic)``)."""
+    sources = {"transformers": (transformer_models.FAMILIES, _transformer_exports(transformer_models.build)),
+               "wider": (transformer_models.WIDER, _transformer_exports(transformer_models.build_wider))}
+    try:
+        import torchvision_models
+        sources["torchvision"] = (torchvision_models.BACKBONES, _torchvision_exports)
+    except ImportError:  # torchvision is a test dependency only
+        pass
+    return sources
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("families", nargs="*")
-    parser.add_argument("--wider", action="store_true", help="the models of transformer_models.WIDER")
+    parser.add_argument("--source", default="transformers", choices=("transformers", "wider", "torchvision"),
+                        help="transformer_models.FAMILIES, transformer_models.WIDER or torchvision_models.BACKBONES")
     parser.add_argument("--opsets", default="11,13,14")
     parser.add_argument("--paths", default=",".join(PATHS))
     parser.add_argument("--table", metavar="OUTPUT", help="print an earlier run's output as a Markdown table")
@@ -107,29 +148,17 @@ def main(argv=None):
         with open(args.table) as output:
             print(table(line.strip() for line in output if line.strip()))
         return 0
-    build = transformer_models.build_wider if args.wider else transformer_models.build
-    for family in args.families or (transformer_models.WIDER if args.wider else transformer_models.FAMILIES):
-        try:
-            module, example = build(family)
-        except Exception as error:
-            print(family, "-", "-", "build", "refused: " + str(error).splitlines()[0][:200], flush=True)
-            continue
-        feeds = {"input_ids": example[0].numpy(), "attention_mask": example[1].numpy()}
+    names, exported = sources()[args.source]
+    for family in args.families or names:
         for opset in [int(o) for o in args.opsets.split(",")]:
             for dynamic in (False, True):
                 axes = "dynamic" if dynamic else "static"
-                note = ""
                 try:
-                    model = transformer_models.export(module, example, opset, dynamic)
-                except Exception:  # torch's constant folding fails on some models: export as users then do
-                    try:
-                        model, note = transformer_models.export(module, example, opset, dynamic, fold=False), \
-                            "(exported without constant folding) "
-                    except Exception as error:  # torch cannot export it (an op new in a later opset)
-                        print(family, opset, axes, "export", "refused: " + str(error).splitlines()[0][:200],
-                              flush=True)
-                        continue
-                expected, source = oracle(model, feeds, module, example)
+                    model, feeds, note, run_torch = exported(family, opset, dynamic)
+                except Exception as error:  # torch cannot export it (an op new in a later opset)
+                    print(family, opset, axes, "export", "refused: " + str(error).splitlines()[0][:200], flush=True)
+                    continue
+                expected, source = oracle(model, feeds, run_torch)
                 for path in args.paths.split(","):
                     if path == "portable" and dynamic:
                         continue

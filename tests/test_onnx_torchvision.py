@@ -12,7 +12,6 @@ if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself:
     pytest.skip(onnx_backend_refusal(), allow_module_level=True)
 torchvision = pytest.importorskip("torchvision", reason="torchvision==0.11.3 (requirements-dev.txt)")
 
-import io
 import warnings
 
 import numpy as np
@@ -23,46 +22,14 @@ import pycumsum_op.onnx
 from pycumsum_op.onnx.facts import GraphFacts
 from onnx_support import onnxruntime_outputs
 
-CLASSES = 5
+from torchvision_models import CLASSES, export
+
 #: the normal suite's backbones, at both opsets, static and dynamic (two of ResNet-18's four are slow: `CASES`)
 FAST = ("resnet18", "squeezenet1_0")
 #: the slow ones (5-15 s per export and import), each once, the opsets and axes in turn (every combination of each
 #: was measured once: docs/onnx.md); "densenet" is torchvision's DenseNet made small (DenseNet-121's export alone
 #: takes 30 s): its BatchNormalization, which the export does not fold, and the Pad torch writes before AveragePool
 SLOW = ("mobilenet_v2", "googlenet", "efficientnet_b0", "mnasnet0_5", "densenet", "mobilenet_v3_small")
-
-
-class Ordinal(torch.nn.Module):
-    """An ordinal head on a backbone: the cumulative distribution over the classes, and the logits."""
-
-    def __init__(self, backbone):
-        super().__init__()
-        self.backbone = backbone
-
-    def forward(self, images):
-        logits = self.backbone(images)
-        return torch.cumsum(torch.softmax(logits, dim=1), dim=1), logits
-
-
-def export(name, opset, dynamic, training=torch.onnx.TrainingMode.EVAL):
-    """The ONNX model of backbone ``name`` under the ordinal head, exported on 1x3x64x64 images (``training``
-    PRESERVE keeps BatchNormalization, which EVAL folds into the convolutions)."""
-    torch.manual_seed(0)
-    if name == "densenet":
-        backbone = torchvision.models.DenseNet(growth_rate=8, block_config=(2, 2), num_init_features=8,
-                                               num_classes=CLASSES)
-    else:
-        kwargs = {"init_weights": False} if name == "googlenet" else {}  # True draws with scipy, and warns
-        backbone = getattr(torchvision.models, name)(num_classes=CLASSES, **kwargs)
-    module = Ordinal(backbone).eval()
-    buffer = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(module, torch.randn(1, 3, 64, 64), buffer, opset_version=opset, training=training,
-                          input_names=["images"], output_names=["cdf", "logits"],
-                          dynamic_axes={name: {0: "batch"} for name in ("images", "cdf", "logits")} if dynamic
-                          else None)
-    return onnx.load_from_string(buffer.getvalue())
 
 
 def assert_matches_onnxruntime(model, batch):
@@ -103,10 +70,10 @@ def test_batch_normalization_kept_by_the_export_equals_onnxruntime():
 
 @pytest.mark.slow
 def test_a_slice_of_an_input_of_unknown_rank_equals_onnxruntime():
-    """ShuffleNetV2 with a dynamic batch: torch reads the channels off the tensor's Shape, a Slice of a rank ONNX does
-    not infer, whose axes are cut by indices made at run time (`translations._slice_any_rank`)."""
+    """ShuffleNetV2 with a dynamic batch: torch reads the channels off the tensor's Shape, and slices a tensor whose
+    rank ONNX's shape inference leaves unknown (`GraphFacts.rank` reads it off the ops that make it)."""
     model = export("shufflenet_v2_x0_5", 13, True)
     graph = onnx.shape_inference.infer_shapes(model).graph
     facts = GraphFacts(graph)
-    assert any(facts.rank(node.input[0]) is None for node in graph.node if node.op_type == "Slice")
+    assert any(facts.dims(node.input[0]) is None for node in graph.node if node.op_type == "Slice")
     assert_matches_onnxruntime(model, batch=2)
