@@ -1517,17 +1517,21 @@ def _pad(node, facts, opset, fresh):
 
 def _log_softmax(node, facts, opset, fresh):
     """torch's log_softmax by the ATen op (Caffe2 has no LogSoftmax, and Log of its Softmax gives -inf where the
-    probability underflows). Before opset 13 ONNX flattens to 2-D at ``axis`` (default 1): only the last axis is
-    that; from 13 on any axis."""
+    probability underflows). From opset 13 on along any one axis; before it ONNX flattens the input to 2-D at ``axis``
+    (default 1) and normalises each row: the last axis is that already, another is Caffe2's Flatten at ``axis``,
+    log_softmax of each row, and a Reshape back to the input's shape."""
     rank = facts.rank(node.input[0])
     axis = int(_attribute(node, "axis", 1 if opset < 13 else -1))
     if rank is None:
         raise _refuse(node, opset, "the rank of input {!r} is unknown".format(node.input[0]))
     (axis,) = _normalized(node, opset, [axis], rank)
-    if opset < 13 and axis != rank - 1:
-        raise _refuse(node, opset, "axis {} is not the last axis (rank {}): before opset 13 only the last axis is "
-                                   "translated".format(axis, rank))
-    return [_op("ATen", [node.input[0]], [node.output[0]], node.name, operator="log_softmax", dim=axis)]
+    if opset >= 13 or axis == rank - 1:
+        return [_op("ATen", [node.input[0]], [node.output[0]], node.name, operator="log_softmax", dim=axis)]
+    rows, normalised, shape = fresh(), fresh(), fresh()
+    return [_op("Flatten", [node.input[0]], [rows], node.name, axis=axis),
+            _op("ATen", [rows], [normalised], node.name, operator="log_softmax", dim=1),
+            _op("Shape", [node.input[0]], [shape], node.name),
+            _op("Reshape", [normalised, shape], [node.output[0], fresh()], node.name)]
 
 
 def _arg_max(node, facts, opset, fresh):
