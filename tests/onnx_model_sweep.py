@@ -7,6 +7,7 @@ each output compared with onnxruntime (max abs difference <= 1e-4), or refused i
     PYTHONPATH=. python tests/onnx_model_sweep.py --source wider [MODEL ...]   # heads, more families
     PYTHONPATH=. python tests/onnx_model_sweep.py --source torchvision --opsets 11,13   # CNN backbones
     PYTHONPATH=. python tests/onnx_model_sweep.py --table OUTPUT   # its printed rows as docs/onnx.md's table
+    PYTHONPATH=. python tests/onnx_model_sweep.py --summary OUTPUT   # one row per model (the wider sweep's table)
 """
 import argparse
 import os
@@ -135,6 +136,49 @@ def sources():
     return sources
 
 
+def summary(lines) -> str:
+    """The sweep's printed rows as one Markdown row per model: each opset and axes' cell "match" when every path
+    matches, else what the paths got (the refusing op named), and the count of matching rows; then the totals."""
+    outcomes, order = {}, []
+    for line in lines:
+        fields = line.split(" ", 4)
+        if len(fields) < 5:
+            continue
+        name, opset, axes, path, rest = fields
+        if name not in order:
+            order.append(name)
+        outcomes.setdefault((name, opset, axes), []).append((path, rest.strip()))
+    columns = sorted({key[1:] for key in outcomes}, key=lambda k: (int(k[0]) if k[0].isdigit() else 0, k[1] != "static"))
+    rows = ["| model | " + " | ".join("{} {}".format(*column) for column in columns) + " | rows matching |",
+            "|" + " --- |" * (len(columns) + 2)]
+    matched = total = unexported = 0
+    for name in order:
+        cells, good, count = [], 0, 0
+        for column in columns:
+            results = outcomes.get((name,) + column, [])
+            if any(path == "export" for path, _ in results):
+                cells.append("torch cannot export")
+                unexported += 1
+                continue
+            count += len(results)
+            good += sum(result.startswith("match") for _, result in results)
+            misses = sorted({result.split(":")[0] + ": " + _refused_op(result) if result.startswith("refused")
+                             else result.split(" (")[0] for _, result in results if not result.startswith("match")})
+            cells.append("match" if not misses else "; ".join(misses))
+        matched, total = matched + good, total + count
+        rows.append("| {} | {} | {}/{} |".format(name, " | ".join(cells), good, count))
+    rows.append("")
+    rows.append("{} of {} rows match ({:.1f}%); {} model x opset x axes cases torch 1.10.2 cannot export.".format(
+        matched, total, 100.0 * matched / max(total, 1), unexported))
+    return "\n".join(rows)
+
+
+def _refused_op(result: str) -> str:
+    """The ONNX op a refusal names ("ONNX Tile node ..."), else the refusal's first words."""
+    words = result.split()
+    return words[words.index("ONNX") + 1] if "ONNX" in words[:-1] else " ".join(words[1:4])
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser()
     parser.add_argument("families", nargs="*")
@@ -143,10 +187,12 @@ def main(argv=None):
     parser.add_argument("--opsets", default="11,13,14")
     parser.add_argument("--paths", default=",".join(PATHS))
     parser.add_argument("--table", metavar="OUTPUT", help="print an earlier run's output as a Markdown table")
+    parser.add_argument("--summary", metavar="OUTPUT", help="the same, one row per model")
     args = parser.parse_args(argv)
-    if args.table:
-        with open(args.table) as output:
-            print(table(line.strip() for line in output if line.strip()))
+    if args.table or args.summary:
+        with open(args.table or args.summary) as output:
+            lines = [line.strip() for line in output if line.strip()]
+        print(table(lines) if args.table else summary(lines))
         return 0
     names, exported = sources()[args.source]
     for family in args.families or names:
