@@ -13,7 +13,7 @@ from onnx import helper, numpy_helper
 
 import pycumsum_op.onnx
 from pycumsum_op.onnx.forms import FormRefused
-from onnx_support import onnxruntime_outputs
+from onnx_support import oracle_outputs
 
 
 def node_model(op_type, inputs, constants=(), attrs=None, opset=13, dynamic=False, outputs=1, order=None,
@@ -56,7 +56,7 @@ def outcome(model, feeds, expected=None, lower=None):
     """("match", None), ("refused", one line) or ("mismatch", description): ours (``prepare(model, lower=lower)``)
     against onnxruntime (or the ``expected`` outputs). A refusal is `FormRefused` at import; any other exception is
     reported as an error (a net that imports and then fails at run time is a failure)."""
-    expected = onnxruntime_outputs(model, feeds) if expected is None else expected
+    expected = oracle_outputs(model, feeds) if expected is None else expected
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:

@@ -73,6 +73,17 @@ def skip_where_the_oracle_is_wrong(op):
             onnxruntime.__version__, op))
 
 
+def oracle_outputs(model, feeds):
+    """`onnxruntime_outputs`, but where an onnxruntime older than 1.19 has no kernel for a node (1.10.0, CPython 3.6's:
+    no Trilu, no int32 Clip, ...) the test is skipped with that reason instead of failing on the oracle."""
+    try:
+        return onnxruntime_outputs(model, feeds)
+    except Exception as error:  # onnxruntime's NotImplemented
+        if ORACLE_IS_1_19 or "NOT_IMPLEMENTED" not in str(error):
+            raise
+        pytest.skip("onnxruntime {} has no kernel: {}".format(onnxruntime.__version__, str(error).splitlines()[0]))
+
+
 def onnxruntime_outputs(model, feeds):
     """Every output of ``model`` run by onnxruntime on ``feeds``, its graph optimizations off (they fold and fuse
     nodes: the oracle is the nodes as the model writes them)."""

@@ -9,7 +9,7 @@ its 1-D pool skips it and writes the lowest float for a window of -inf; torch's 
 negative pad next to a positive one, ArgMax of an empty input.
 """
 import pytest
-from onnx_support import onnx_backend_refusal
+from onnx_support import onnx_backend_refusal, onnxruntime_outputs
 
 if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself: tests/test_torch_versions.py
     pytest.skip(onnx_backend_refusal(), allow_module_level=True)
@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import pycumsum_op.onnx
 from pycumsum_op.onnx.forms import FormRefused
-from onnx_forms_support import EDGE_FLOATS, edge_arrays, node_model, onnxruntime_outputs, outcome, unranked_model
+from onnx_forms_support import EDGE_FLOATS, edge_arrays, node_model, outcome, unranked_model
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 #: a window's sum runs in each kernel's own order: values whose sums overflow would differ by order alone

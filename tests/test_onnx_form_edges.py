@@ -6,7 +6,7 @@ mis-shaped inputs in a child process (the process must not die). Each case match
 import in one line naming the op; a net that imports and then fails at run time is a failure.
 """
 import pytest
-from onnx_support import onnx_backend_refusal
+from onnx_support import onnx_backend_refusal, onnxruntime_outputs
 
 if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself: tests/test_torch_versions.py
     pytest.skip(onnx_backend_refusal(), allow_module_level=True)
@@ -26,7 +26,7 @@ from onnx import helper
 import pycumsum_op.onnx
 from pycumsum_op.onnx.forms import FormRefused
 from onnx_forms_support import (EDGE_BOUNDS, EDGE_DIMS, EDGE_FLOATS, EDGE_STEPS, edge_arrays, edge_shapes, in_child,
-                                node_model, onnxruntime_outputs, outcome)
+                                node_model, outcome)
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 #: MatMul sums in its own order: values whose sums overflow would differ by order, not by translation
@@ -220,7 +220,7 @@ import json, sys, numpy as np
 from onnx import TensorProto, helper
 import pycumsum_op.onnx
 from pycumsum_op.onnx.forms import FormRefused
-from onnx_forms_support import onnxruntime_outputs
+from onnx_support import onnxruntime_outputs
 cases = json.loads(sys.argv[1] if len(sys.argv) > 1 else %r)
 for op, direction, dynamic, name, dims in cases:
     gates, states = {"LSTM": (4, 2), "GRU": (3, 1), "RNN": (1, 1)}[op]

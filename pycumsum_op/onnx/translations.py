@@ -460,13 +460,8 @@ def _reduce(node, facts, opset, fresh):
     if rank is not None:  # Caffe2's Reduce* count negative axes from the end as ONNX does
         axes = _normalized(node, opset, axes, rank)
     keepdims = int(_attribute(node, "keepdims", 1))
-    if node.op_type == "ReduceProd":  # torch's prod, one axis at a time (from the last, so the others stay put)
-        ops, current, axes = [], data, sorted(axes, reverse=True)
-        for number, axis in enumerate(axes):
-            target = node.output[0] if number == len(axes) - 1 else fresh()
-            ops.append(_op("ATen", [current], [target], node.name, operator="prod", dim=axis, keepdim=bool(keepdims)))
-            current = target
-        return ops
+    if node.op_type == "ReduceProd":
+        return _reduce_prod(node, opset, data, sorted(set(axes)), rank, keepdims, fresh)
     if node.op_type == "ReduceLogSumExp":  # torch's logsumexp: shifted by the maximum, as onnxruntime's
         return [_op("ATen", [data], [node.output[0]], node.name, operator="logsumexp", dim=sorted(axes),
                     keepdim=bool(keepdims))]
@@ -477,6 +472,34 @@ def _reduce(node, facts, opset, fresh):
     ops = [_op("Mul", [data, data], [squared], node.name),
            _op("ReduceSum", [squared], [total], node.name, axes=sorted(axes), keepdims=keepdims)]
     return ops + ([_op("Sqrt", [total], [node.output[0]], node.name)] if node.op_type == "ReduceL2" else [])
+
+
+def _reduce_prod(node, opset, data, axes, rank, keepdims, fresh):
+    """torch's prod. Over several axes, one pass over their entries in row-major order, as onnxruntime and numpy
+    multiply them (axis after axis, a partial product can underflow to 0 where another holds inf: NaN for inf): the
+    reduced axes moved last (Transpose) and made one (Reshape to the kept dims and their count), then the kept
+    dims' 1s put back for keepdims (ExpandDims)."""
+    if len(axes) == 1:
+        return [_op("ATen", [data], [node.output[0]], node.name, operator="prod", dim=axes[0], keepdim=bool(keepdims))]
+    if rank is None:
+        raise _refuse(node, opset, "it reduces {} axes of input {!r}, whose rank is unknown".format(len(axes), data))
+    kept = [axis for axis in range(rank) if axis not in axes]
+    moved, reduced_dims, count, shape, rows, old_shape = (fresh() for _ in range(6))
+    ops = [_op("Transpose", [data], [moved], node.name, axes=kept + axes),
+           _op("Shape", [data], [reduced_dims], node.name, axes=axes),
+           _op("ATen", [reduced_dims], [count], node.name, operator="prod", dim=0, keepdim=True)]
+    if kept:  # the kept dims read at run time, then the reduced entries' count (no -1: a kept dim may be 0)
+        kept_dims, split = fresh(), fresh()
+        ops += [_op("Shape", [data], [kept_dims], node.name, axes=kept),
+                _op("Concat", [kept_dims, count], [shape, split], node.name, axis=0)]
+    else:
+        shape = count
+    reduced = fresh() if keepdims else node.output[0]
+    ops += [_op("Reshape", [moved, shape], [rows, old_shape], node.name),
+            _op("ATen", [rows], [reduced], node.name, operator="prod", dim=len(kept), keepdim=False)]
+    if keepdims:
+        ops.append(_op("ExpandDims", [reduced], [node.output[0]], node.name, dims=axes))
+    return ops
 
 
 def _pow(node, facts, opset, fresh):
@@ -649,6 +672,11 @@ def _clip(node, facts, opset, fresh):
                   if _attribute(node, name) is not None}
         return [_op("Clip", [data], [node.output[0]], node.name, **bounds)]
     bounds = {"min": node.input[1] if given(node, 1) else None, "max": node.input[2] if given(node, 2) else None}
+    if elem_type == TensorProto.FLOAT16 and None in bounds.values():
+        # ONNX's definition clips to float16's lowest / max finite value there; onnxruntime keeps ±inf at opset 11
+        # (and reads an absent max as 0 from 12 on): no oracle to prove either against
+        raise _refuse(node, opset, "a float16 input with a bound absent: onnxruntime and ONNX's definition disagree "
+                                   "on what an absent bound clips ±inf to")
     rank = facts.rank(data)
     for position, (what, name) in enumerate(sorted(bounds.items(), key=lambda item: item[0] != "min"), 1):
         # onnxruntime keeps x's shape for a bound of one element; torch broadcasts it, so its dims must not add any
