@@ -502,12 +502,25 @@ def _reduce_prod(node, opset, data, axes, rank, keepdims, fresh):
     return ops
 
 
+def _type_text(elem_type) -> str:
+    """An ONNX element type as a refusal names it."""
+    return TensorProto.DataType.Name(elem_type) if elem_type else "of a type the model does not state"
+
+
+def _typed(node, opset, facts, name: str, what: str, accepted, why: str) -> int:
+    """The element type of blob ``name`` (``what`` in the node), refused unless it is one of ``accepted``."""
+    elem_type = facts.elem_type(name)
+    if elem_type not in accepted:
+        raise _refuse(node, opset, "{} {!r} is {}; {}".format(what, name, _type_text(elem_type), why))
+    return elem_type
+
+
 def _pow(node, facts, opset, fresh):
     base, exponent = node.input
     base_type, exponent_type = facts.elem_type(base), facts.elem_type(exponent)
     if base_type not in _FLOATS[1:]:
         raise _refuse(node, opset, "the base {!r} is {}, only float and double bases are translated".format(
-            base, TensorProto.DataType.Name(base_type) if base_type else "of unknown type"))
+            base, _type_text(base_type)))
     value = facts.constant(exponent)
     base_rank = facts.rank(base)
     if value is not None and value.size == 1 and value.ndim <= (0 if base_rank is None else base_rank):
@@ -587,8 +600,7 @@ def _expand(node, facts, opset, fresh):
     elem_type = facts.elem_type(data)
     if elem_type not in _EXPAND_TYPES and elem_type != TensorProto.BOOL:
         raise _refuse(node, opset, "input {!r} is {}; Caffe2's Expand takes int32, int64, float, double (and "
-                                   "bool, through int32)".format(data, TensorProto.DataType.Name(elem_type)
-                                                                 if elem_type else "of unknown type"))
+                                   "bool, through int32)".format(data, _type_text(elem_type)))
     ops, source, target = [], data, node.output[0]
     if elem_type == TensorProto.BOOL:
         source, target = fresh(), fresh()
@@ -628,10 +640,8 @@ def _range(node, facts, opset, fresh):
     an integer Range with a negative delta runs as -Range(-start, -limit, -delta), the sign read at run time
     unless delta is a constant."""
     start, limit, delta = node.input
-    elem_type = facts.elem_type(start)
-    if elem_type not in _RANGE_TYPES:
-        raise _refuse(node, opset, "start {!r} is {}; Caffe2's Range takes int32, int64, float and double".format(
-            start, TensorProto.DataType.Name(elem_type) if elem_type else "of unknown type"))
+    elem_type = _typed(node, opset, facts, start, "start", _RANGE_TYPES,
+                       "Caffe2's Range takes int32, int64, float and double")
     step = facts.constant(delta)
     if step is not None and step.size == 1 and float(step.reshape(-1)[0]) == 0:
         raise _refuse(node, opset, "delta {!r} is 0".format(delta))
@@ -929,10 +939,8 @@ def _one_hot(node, facts, opset, fresh):
     definition gives it all off (onnxruntime departs from it and wraps). A depth below 1 fails onnxruntime's run: a
     constant one is refused, a fed one stops the net's Assert."""
     indices, depth, values = node.input
-    index_type = facts.elem_type(indices)
-    if index_type not in _ONE_HOT_INDICES:
-        raise _refuse(node, opset, "input 0 (indices) {!r} is {}; only int32 and int64 indices are translated".format(
-            indices, TensorProto.DataType.Name(index_type) if index_type else "of a type the model does not state"))
+    _typed(node, opset, facts, indices, "input 0 (indices)", _ONE_HOT_INDICES,
+           "only int32 and int64 indices are translated")
     rank = facts.rank(indices)
     if rank == 0:
         raise _refuse(node, opset, "input 0 (indices) {!r} has rank 0; ONNX's OneHot needs rank 1 or more".format(
@@ -962,9 +970,8 @@ def _one_hot(node, facts, opset, fresh):
     else:
         depth_type = facts.elem_type(depth)
         if depth_type not in (TensorProto.INT32, TensorProto.INT64, TensorProto.FLOAT, TensorProto.DOUBLE):
-            raise _refuse(node, opset, "input 1 (depth) {!r} is fed at run time as {}; only int32, int64, float and "
-                                       "double are translated".format(depth, TensorProto.DataType.Name(depth_type)
-                                                                      if depth_type else "an unstated type"))
+            raise _refuse(node, opset, "input 1 (depth) {!r}, fed at run time, is {}; only int32, int64, float and "
+                                       "double are translated".format(depth, _type_text(depth_type)))
         depth_dims = facts.dims(depth)
         if depth_dims is None or len(depth_dims) > 1 or any(dim != 1 for dim in depth_dims):
             raise _refuse(node, opset, "input 1 (depth) {!r} has dims {}; a fed depth must be stated as one "
