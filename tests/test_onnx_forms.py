@@ -232,8 +232,7 @@ def cnn_cases(op, opset):
         return [({"x": IMAGES}, {}, dict(average, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], **ceil)),
                 ({"x": IMAGES}, {}, {"kernel_shape": [2, 3], "auto_pad": "SAME_UPPER"}),
                 ({"x": IMAGES[:, :, 0]}, {}, {"kernel_shape": [2]})] + (
-                    [({"x": IMAGES[..., None]}, {}, {"kernel_shape": [2, 2, 1], "strides": [1, 2, 1]})]
-                    if op == "AveragePool" else [])  # Caffe2's 3-D MaxPool is refused
+                    [({"x": IMAGES[..., None]}, {}, {"kernel_shape": [2, 2, 1], "strides": [1, 2, 1]})])
     if op.startswith("Global"):
         return [({"x": IMAGES}, {}, {}), ({"x": IMAGES[:, :, 0]}, {}, {})]
     if op == "BatchNormalization":

@@ -26,18 +26,12 @@ from pycumsum_op.onnx.stock_forms import STOCK_FORMS, StockForm
 STOCK = onnx_stock_forms.read_outcomes()
 PASSED = sorted(name for name, kind in STOCK.items() if kind == "pass")
 WRONG = sorted(name for name, kind in STOCK.items() if kind == "wrong")
-#: the stock backend's passes that install() refuses, and why: forms it is wrong on elsewhere
-STILL_REFUSED = {
-    "test_maxpool_3d_default": "pycumsum_op's MaxPool translation: Caffe2's 3-D MaxPool writes the lowest float for "
-                               "-inf and NaN",
-}
 BATCHES = 2
 
 
 def test_the_measured_outcomes_are_onnx_node_tests():
     assert sorted(STOCK) == sorted(onnx_node_suite.node_tests())
     assert len(PASSED) == 303 and len(WRONG) == 35
-    assert set(STILL_REFUSED) <= set(PASSED)
 
 
 def test_the_table_is_the_measurement():
@@ -52,8 +46,7 @@ def test_every_pass_of_the_stock_backend_still_passes_after_install(batch):
     """(The 303 node tests take about 11 s of CPU in all: the whole set runs in the normal suite.)"""
     names = PASSED[batch::BATCHES]
     results = onnx_node_suite.outcomes(names, stock="installed")
-    problems = ["{}: {} {}".format(name, *results[name]) for name in names
-                if results[name][0] != ("refused" if name in STILL_REFUSED else "pass")]
+    problems = ["{}: {} {}".format(name, *results[name]) for name in names if results[name][0] != "pass"]
     assert problems == []
 
 

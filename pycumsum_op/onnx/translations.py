@@ -1416,8 +1416,6 @@ def _pool(node, facts, opset, fresh):
     operator = "MaxPool" if "Max" in node.op_type else "AveragePool"
     kernel = [int(v) for v in _attribute(node, "kernel_shape", [])]
     spatial = (facts.rank(data) or 0) - 2 if node.op_type.startswith("Global") else len(kernel)
-    if operator == "MaxPool" and spatial == 3:
-        raise _refuse(node, opset, "3 spatial dims: Caffe2's 3-D MaxPool writes the lowest float for -inf and NaN")
     if node.op_type.startswith("Global"):
         rank = facts.rank(data)
         if rank is None or rank - 2 not in _SPATIAL_RANKS:
@@ -1439,21 +1437,35 @@ def _pool(node, facts, opset, fresh):
     name = node.name.replace("Pool", "pool") if "global_pooling" in args else node.name
     if operator == "AveragePool":
         return ops + [_op(operator, [data], [out], name, **args)]
-    return ops + _nan_max(node, data, out, args, name, fresh)
+    return ops + _nan_max(node, data, out, args, name, fresh, spatial == 3)
 
 
-def _nan_max(node, data, out, args, name, fresh) -> list:
+def _nan_max(node, data, out, args, name, fresh, three_dims: bool) -> list:
     """MaxPool with a NaN wherever its window holds one (torch's max_pool; onnxruntime's own kernels disagree with
     each other on NaN: its 2-D pool gives NaN for [1, NaN], its 1-D one skips every NaN): Caffe2's kernel skips a
     NaN in some places of a window and not in others, so the windows holding a NaN are found by pooling the NaN
-    mask, and filled with NaN (torch's masked_fill by the ATen op)."""
-    pooled, isnan, mask, hit, hits = (fresh() for _ in range(5))
-    return [_op("MaxPool", [data], [pooled], name, **args),
-            _op("IsNaN", [data], [isnan], node.name),
-            _op("Cast", [isnan], [mask], node.name, to=caffe2_pb2.TensorProto.FLOAT),
-            _op("MaxPool", [mask], [hit], name, **args),
-            _op("Cast", [hit], [hits], node.name, to=caffe2_pb2.TensorProto.BOOL),
-            _op("ATen", [pooled, hits], [out], node.name, operator="masked_fill", value=float("nan"))]
+    mask, and filled with NaN (torch's masked_fill by the ATen op). Its 3-D kernel starts each window from the
+    lowest float, which it also writes for a window of -inf only: those windows, found by pooling the mask of
+    entries other than -inf, are filled with -inf first."""
+    pooled = fresh()
+    ops = [_op("MaxPool", [data], [pooled], name, **args)]
+    fills = [("isnan", {}, False, float("nan"))]
+    if three_dims:
+        fills.insert(0, ("ne", {"other": float("-inf")}, True, float("-inf")))
+    for number, (test, test_args, fill_where_none, value) in enumerate(fills):
+        tested, mask, hit, hits = (fresh() for _ in range(4))
+        target = out if number == len(fills) - 1 else fresh()
+        ops += [_op("ATen", [data], [tested], node.name, operator=test, **test_args),
+                _op("Cast", [tested], [mask], node.name, to=caffe2_pb2.TensorProto.FLOAT),
+                _op("MaxPool", [mask], [hit], name, **args),
+                _op("Cast", [hit], [hits], node.name, to=caffe2_pb2.TensorProto.BOOL)]
+        if fill_where_none:  # no entry passed the test: the window is all -inf
+            none = fresh()
+            ops.append(_op("Not", [hits], [none], node.name))
+            hits = none
+        ops.append(_op("ATen", [pooled, hits], [target], node.name, operator="masked_fill", value=value))
+        pooled = target
+    return ops
 
 
 def _batch_norm(node, facts, opset, fresh):
