@@ -77,3 +77,14 @@ def test_a_slice_of_an_input_of_unknown_rank_equals_onnxruntime():
     facts = GraphFacts(graph)
     assert any(facts.dims(node.input[0]) is None for node in graph.node if node.op_type == "Slice")
     assert_matches_onnxruntime(model, batch=2)
+
+
+@pytest.mark.parametrize("path", ["aten", "portable", "cli"])
+def test_resnet18_through_the_other_paths_equals_onnxruntime(path):
+    """`lower="aten"`, `lower="portable"` (a static batch) and `pycumsum-op onnx import` (every backbone through every
+    path: `tests/onnx_model_sweep.py --source torchvision`, docs/onnx.md)."""
+    import onnx_model_sweep
+    model = export("resnet18", 13, False)
+    images = np.random.default_rng(0).standard_normal((1, 3, 64, 64)).astype(np.float32)
+    expected = onnxruntime_outputs(model, {"images": images})[0]
+    assert onnx_model_sweep.outcome(model, {"images": images}, path, expected) == "match"
