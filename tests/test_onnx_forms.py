@@ -94,6 +94,9 @@ def form_cases(op, opset):
                 ({"a": I64, "b": np.array(0, np.int64)}, {}, {})][:3 if opset >= 12 else 2]
     if op == "MatMul":
         return [({"a": F, "b": F.T.copy()}, {}, {}), ({"a": np.stack([F, F]), "b": F.T.copy()}, {}, {})]
+    if op == "Einsum":
+        return [({"a": F, "b": F.T.copy()}, {}, {"equation": "ij,jk->ik"}),
+                ({"a": np.stack([F, F]), "b": np.stack([F, F])}, {}, {"equation": "bij,bkj->bki"})]
     if op == "Gemm":
         return [({"a": F, "b": F}, {"c": COLUMN[:, 0]}, {"transB": 1, "alpha": 0.5})]
     if op == "Transpose":

@@ -190,6 +190,10 @@ class GraphFacts:
             return None if axes is None or rank is None else rank + len(axes)
         if op in ("Shape", "Size"):
             return 1 if op == "Shape" else 0
+        if op == "Einsum":  # one letter per output axis, unless an ellipsis stands for some
+            equation = next((attr.s for attr in node.attribute if attr.name == "equation"), b"")
+            output = equation.decode("ascii", "replace").replace(" ", "").partition("->")[2]
+            return len(output) if output.isalpha() else None
         return None
 
     def _axes(self, node) -> Optional[List[int]]:

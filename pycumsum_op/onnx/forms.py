@@ -99,6 +99,7 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Add": _BINARY, "Sub": _BINARY, "Mul": _BINARY, "Div": _BINARY, "Or": _BINARY, "And": _BINARY,
     "Equal": _BINARY, "Less": _BINARY, "Greater": _BINARY,
     "MatMul": _forms(Form((9, NEWEST), translation=OWN)),  # Caffe2's BatchMatMul: 1-D operands
+    "Einsum": _forms(Form((12, NEWEST), {"equation": _ANY}, translation=OWN)),  # batched matrix products only
     "Gemm": _forms(Form((9, NEWEST), {"alpha": _ANY, "beta": _ANY, "transA": _ANY, "transB": _ANY})),
     "Transpose": _forms(Form((1, NEWEST), {"perm": _ANY})),
     "Concat": _forms(Form((4, NEWEST), {"axis": _ANY})),
@@ -224,7 +225,7 @@ TYPES: Dict[str, FrozenSet[int]] = {
     "Relu": _FLOAT, "Sigmoid": _FLOAT, "Not": _BOOL, "Reciprocal": _FLOAT, "Identity": _MOVED,
     "Add": _NUMBERS, "Sub": _NUMBERS, "Mul": _NUMBERS, "Div": _NUMBERS, "Or": _BOOL, "And": _BOOL,
     "Equal": _NUMBERS | _BOOL, "Less": _NUMBERS, "Greater": _NUMBERS,
-    "MatMul": _FLOAT, "Gemm": _FLOAT, "Transpose": _NUMBERS, "Concat": _MOVED,
+    "MatMul": _FLOAT, "Einsum": _FLOAT, "Gemm": _FLOAT, "Transpose": _NUMBERS, "Concat": _MOVED,
     "Cast": _CASTS,
     "Constant": _NUMBERS | _BOOL, "Shape": _MOVED, "Range": _NUMBERS, "Softmax": _FLOAT,
     "CumSum": frozenset([_F.FLOAT, _F.DOUBLE, _F.FLOAT16, _F.INT32, _F.INT64]),

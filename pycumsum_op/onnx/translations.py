@@ -630,6 +630,48 @@ def _matmul(node, facts, opset, fresh):
     return [_op("ATen", list(node.input), [node.output[0]], node.name, operator="matmul")]
 
 
+def _einsum(node, facts, opset, fresh):
+    """Einsum of the one kind a transformer's attention writes (ProphetNet: ``nbtc,nbsc->nbts``): a matrix product
+    of two operands over the same leading batch letters, each operand's last two letters a matrix (either way round)
+    sharing the one letter summed, the output the batch letters and the other two in either order: Caffe2's
+    BatchMatMul between Transposes of the last two axes where a term has them the other way round (its own
+    ``trans_a``/``trans_b`` hand MKL's gemm an invalid leading dimension on an empty dim, which ends the process);
+    any other equation is refused."""
+    equation = _attribute(node, "equation", b"")
+    equation = (equation.decode("ascii", "replace") if isinstance(equation, bytes) else str(equation)).replace(" ", "")
+    inputs, _, out = equation.partition("->")
+    terms = inputs.split(",")
+    shape_ok = (len(node.input) == 2 and len(terms) == 2 and out and all(t.isalpha() for t in terms + [out]) and
+                all(len(set(t)) == len(t) for t in terms + [out]))
+    if shape_ok:
+        (a, b), batch = terms, out[:-2]
+        contracted = set(a[-2:]) & set(b[-2:])
+        shape_ok = (len(a) == len(b) == len(out) >= 2 and a[:-2] == b[:-2] == batch and len(contracted) == 1 and
+                    not contracted & set(out) and set(out[-2:]) == (set(a[-2:]) ^ set(b[-2:])))
+    if not shape_ok:
+        raise _refuse(node, opset, "equation {!r}: only a matrix product over shared leading batch letters "
+                                   "(such as 'nbtc,nbsc->nbts') is translated".format(equation[:200]))
+    ranks = [facts.rank(name) for name in node.input]
+    if ranks != [len(a), len(b)]:
+        raise _refuse(node, opset, "equation {!r} needs inputs of ranks {} and {}; the model states {}".format(
+            equation, len(a), len(b), ranks))
+    (summed,) = contracted
+    swap = list(range(len(a) - 2)) + [len(a) - 1, len(a) - 2]
+    ops, operands = [], []
+    for name, term, wanted in ((node.input[0], a, 1), (node.input[1], b, 0)):
+        if term.index(summed) - len(term) + 2 == wanted:  # the summed letter is where a matrix product wants it
+            operands.append(name)
+        else:
+            moved = fresh()
+            ops.append(_op("Transpose", [name], [moved], node.name, axes=swap))
+            operands.append(moved)
+    if out[-2] == (set(a[-2:]) - contracted).pop():
+        return ops + [_op("BatchMatMul", operands, [node.output[0]], node.name, broadcast=1)]
+    product = fresh()
+    return ops + [_op("BatchMatMul", operands, [product], node.name, broadcast=1),
+                  _op("Transpose", [product], [node.output[0]], node.name, axes=swap)]
+
+
 #: ONNX element type -> Caffe2's, of the types Caffe2's Range takes
 _RANGE_TYPES = dict(_EXPAND_TYPES)
 
@@ -1782,7 +1824,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "BatchNormalization": _batch_norm, "Flatten": _flatten, "Dropout": _dropout, "Pad": _pad,
     "LogSoftmax": _log_softmax, "ArgMax": _arg_max, "HardSwish": _hard_swish, "Softsign": _softsign,
     "Shape": _shape, "IsInf": _elementwise, "TopK": _top_k, "GatherElements": _gather_elements,
-    "GreaterOrEqual": _compare, "LessOrEqual": _compare, "Trilu": _trilu,
+    "GreaterOrEqual": _compare, "LessOrEqual": _compare, "Trilu": _trilu, "Einsum": _einsum,
 }
 TRANSLATIONS.update((op, _elementwise) for op in _ELEMENTWISE)
 
