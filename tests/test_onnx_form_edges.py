@@ -154,6 +154,17 @@ def einsum_cases(draw):
 
 
 @SETTINGS
+@given(data=st.data(), flip=st.booleans(), dynamic=st.booleans(), opset=st.sampled_from([12, 13, 15]))
+def test_einsum_outer_products_match(data, flip, dynamic, opset):
+    """A rotary embedding's ``i,j->ij`` (and ``i,j->ji``) of vectors of 0-3 entries, edge values."""
+    a, b = (data.draw(edge_arrays(np.float32, (data.draw(st.integers(0, 3)),), ORDERLESS_FLOATS)) for _ in range(2))
+    equation = "i,j->ji" if flip else "i,j->ij"
+    model = node_model("Einsum", {"a": a, "b": b}, {}, {"equation": equation}, opset=opset, dynamic=dynamic)
+    expected = None if a.size and b.size else [np.einsum(equation, a, b)]
+    assert outcome(model, {"a": a, "b": b}, expected) == ("match", None), equation
+
+
+@SETTINGS
 @given(case=einsum_cases(), dynamic=st.booleans(), opset=st.sampled_from([12, 13, 15]))
 def test_einsum_matrix_products_match(case, dynamic, opset):
     """onnxruntime's Einsum, or numpy's (ONNX's definition) where an operand is empty: onnxruntime's Einsum ends its
@@ -165,7 +176,7 @@ def test_einsum_matrix_products_match(case, dynamic, opset):
 
 
 @pytest.mark.parametrize("equation", [
-    "ii->i", "ij->i", "i,j->ij", "bij,bjk,bkl->bil", "...ij,...jk->...ik",
+    "ii->i", "ij->i", "i,i->i", "ij,k->ijk", "bij,bjk,bkl->bil", "...ij,...jk->...ik",
     "bij,cjk->bik", "ij,jk->ijk", "bij,bjk->ibk"])
 def test_other_einsum_equations_are_refused_in_one_line(equation):
     feeds = {"x{}".format(n): np.ones((2,) * len(term.replace("...", "x")), np.float32)
@@ -177,7 +188,7 @@ def test_other_einsum_equations_are_refused_in_one_line(equation):
                               [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, out.shape)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     with pytest.raises(FormRefused, match=r"^ONNX Einsum node 'y' \(opset 13\): equation .*(only a matrix product "
-                                          r"over shared leading batch letters|needs inputs of ranks)"):
+                                          r"over shared leading batch letters|needs inputs of ranks|needs two vectors)"):
         pycumsum_op.onnx.prepare(model)
 
 

@@ -631,9 +631,9 @@ def _matmul(node, facts, opset, fresh):
 
 
 def _einsum(node, facts, opset, fresh):
-    """Einsum of the one kind a transformer's attention writes (ProphetNet: ``nbtc,nbsc->nbts``): a matrix product
-    of two operands over the same leading batch letters, each operand's last two letters a matrix (either way round)
-    sharing the one letter summed, the output the batch letters and the other two in either order: Caffe2's
+    """Einsum of the two kinds transformers write: the outer product of two vectors (`_outer`; rotary embeddings),
+    and a matrix product (ProphetNet's attention: ``nbtc,nbsc->nbts``) of two operands over the same leading batch
+    letters, each operand's last two letters a matrix (either way round) sharing the one letter summed, the output the batch letters and the other two in either order: Caffe2's
     BatchMatMul between Transposes of the last two axes where a term has them the other way round (its own
     ``trans_a``/``trans_b`` hand MKL's gemm an invalid leading dimension on an empty dim, which ends the process);
     any other equation is refused."""
@@ -641,6 +641,9 @@ def _einsum(node, facts, opset, fresh):
     equation = (equation.decode("ascii", "replace") if isinstance(equation, bytes) else str(equation)).replace(" ", "")
     inputs, _, out = equation.partition("->")
     terms = inputs.split(",")
+    if len(node.input) == 2 and len(terms) == 2 and all(len(t) == 1 and t.isalpha() for t in terms) and \
+            len(out) == 2 and sorted(out) == sorted(terms) and terms[0] != terms[1]:
+        return _outer(node, opset, facts, fresh, terms, out)
     shape_ok = (len(node.input) == 2 and len(terms) == 2 and out and all(t.isalpha() for t in terms + [out]) and
                 all(len(set(t)) == len(t) for t in terms + [out]))
     if shape_ok:
@@ -650,7 +653,8 @@ def _einsum(node, facts, opset, fresh):
                     not contracted & set(out) and set(out[-2:]) == (set(a[-2:]) ^ set(b[-2:])))
     if not shape_ok:
         raise _refuse(node, opset, "equation {!r}: only a matrix product over shared leading batch letters "
-                                   "(such as 'nbtc,nbsc->nbts') is translated".format(equation[:200]))
+                                   "(such as 'nbtc,nbsc->nbts') or the outer product of two vectors ('i,j->ij') is "
+                                   "translated".format(equation[:200]))
     ranks = [facts.rank(name) for name in node.input]
     if ranks != [len(a), len(b)]:
         raise _refuse(node, opset, "equation {!r} needs inputs of ranks {} and {}; the model states {}".format(
@@ -670,6 +674,18 @@ def _einsum(node, facts, opset, fresh):
     product = fresh()
     return ops + [_op("BatchMatMul", operands, [product], node.name, broadcast=1),
                   _op("Transpose", [product], [node.output[0]], node.name, axes=swap)]
+
+
+def _outer(node, opset, facts, fresh, terms, out) -> list:
+    """The outer product of two vectors (a rotary embedding's ``i,j->ij``): the output's row vector as a column
+    (Caffe2's ExpandDims) times the other, by torch's mul (the ATen op: numpy's broadcasting, empty vectors too)."""
+    if [facts.rank(name) for name in node.input] != [1, 1]:
+        raise _refuse(node, opset, "equation '{},{}->{}' needs two vectors; the model states ranks {}".format(
+            terms[0], terms[1], out, [facts.rank(name) for name in node.input]))
+    rows, columns = node.input if out[0] == terms[0] else reversed(node.input)
+    column = fresh()
+    return [_op("ExpandDims", [rows], [column], node.name, dims=[1]),
+            _op("ATen", [column, columns], [node.output[0]], node.name, operator="mul")]
 
 
 #: ONNX element type -> Caffe2's, of the types Caffe2's Range takes
