@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import helper
 
+from pycumsum_op.input_limits import InputTooLarge
 from pycumsum_op.onnx.forms import FORMS, FormRefused, check_node
 import pycumsum_op.onnx
 from onnx_forms_support import EDGE_FLOATS, edge_arrays, edge_shapes, node_model, outcome
@@ -173,3 +174,13 @@ def test_tile_before_opset_6_is_refused_in_one_line():
     """Tile-1 took tiles and axis as inputs: no form."""
     with pytest.raises(FormRefused, match=r"^ONNX Tile node 'y' \(opset 5\): accepted only at opsets 6-15$"):
         check_node(helper.make_node("Tile", ["x", "t", "a"], ["y"]), 5)
+
+
+@pytest.mark.parametrize("depth, indices", [(2 ** 40, (2,)), (2 ** 28, (3, 2))])
+def test_a_constant_depth_past_the_tensor_cap_is_refused_before_anything_is_built(depth, indices):
+    """The positions (int64) and the output, of the dims the model states, are charged as declared tensors are."""
+    model = node_model("OneHot", {"i": np.ones(indices, np.int64)},
+                       {"d": np.array(depth, np.int64), "v": np.array([0, 1], np.float32)}, opset=13)
+    with pytest.raises(InputTooLarge, match=r"^ONNX OneHot node 'out0' \(opset 13\): its (positions|output) of shape "
+                                            r"\(.*\) takes more than the 1073741824 bytes allowed"):
+        pycumsum_op.onnx.prepare(model)

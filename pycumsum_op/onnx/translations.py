@@ -26,7 +26,7 @@ from caffe2.python import core, utils
 from caffe2.python.onnx.backend import Caffe2Backend, OnnxNode  # torch >= 1.10: checked by __init__
 from onnx import TensorProto, helper
 
-from ..input_limits import MAX_RANK, InputTooLarge, shape_text
+from ..input_limits import MAX_RANK, InputTooLarge, check_tensor, shape_text
 from ..ops.net_ops import add_scan_op
 from ..scans import SCANS, Refused
 from .forms import FormRefused, given, label
@@ -1024,6 +1024,12 @@ def _one_hot(node, facts, opset, fresh):
         length = int(constant.reshape(-1)[0])  # onnxruntime truncates a float depth
         if length < 1:
             raise _refuse(node, opset, "input 1 (depth) is {}; onnxruntime fails a depth below 1".format(length))
+        # charged before anything is built: the positions (int64) and the output, of the dims the model states
+        # (a symbolic one counted as 1), as the tensors an input declares are
+        known = [dim or 1 for dim in facts.dims(indices) or []]
+        itemsize = np.dtype(onnx.mapping.TENSOR_TYPE_TO_NP_TYPE.get(facts.elem_type(values), np.float64)).itemsize
+        check_tensor([length], 8, "{}: its positions".format(label(node, opset)))
+        check_tensor(known + [length], itemsize, "{}: its output".format(label(node, opset)))
         ops.append(_int64_scalar(node, count, length))
     else:
         depth_type = facts.elem_type(depth)
