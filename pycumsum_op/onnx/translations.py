@@ -633,9 +633,10 @@ def _matmul(node, facts, opset, fresh):
 def _einsum(node, facts, opset, fresh):
     """Einsum of the two kinds transformers write: the outer product of two vectors (`_outer`; rotary embeddings),
     and a matrix product (ProphetNet's attention: ``nbtc,nbsc->nbts``) of two operands over the same leading batch
-    letters, each operand's last two letters a matrix (either way round) sharing the one letter summed, the output the batch letters and the other two in either order: Caffe2's
-    BatchMatMul between Transposes of the last two axes where a term has them the other way round, the form proven
-    at the edges (empty dims among them); any other equation is refused."""
+    letters, each operand's last two letters a matrix (either way round) sharing the one letter summed, the output
+    the batch letters and the other two in either order: Caffe2's BatchMatMul between Transposes of the last two
+    axes where a term has them the other way round, the form proven at the edges (empty dims among them); any other
+    equation is refused."""
     equation = _attribute(node, "equation", b"")
     equation = (equation.decode("ascii", "replace") if isinstance(equation, bytes) else str(equation)).replace(" ", "")
     inputs, _, out = equation.partition("->")
