@@ -148,7 +148,8 @@ def summary(lines) -> str:
         if name not in order:
             order.append(name)
         outcomes.setdefault((name, opset, axes), []).append((path, rest.strip()))
-    columns = sorted({key[1:] for key in outcomes}, key=lambda k: (int(k[0]) if k[0].isdigit() else 0, k[1] != "static"))
+    columns = sorted({key[1:] for key in outcomes},
+                     key=lambda k: (int(k[0]) if k[0].isdigit() else 0, k[1] != "static"))
     rows = ["| model | " + " | ".join("{} {}".format(*column) for column in columns) + " | rows matching |",
             "|" + " --- |" * (len(columns) + 2)]
     matched = total = unexported = 0

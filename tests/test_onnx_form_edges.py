@@ -188,7 +188,8 @@ def test_other_einsum_equations_are_refused_in_one_line(equation):
                               [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, out.shape)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     with pytest.raises(FormRefused, match=r"^ONNX Einsum node 'y' \(opset 13\): equation .*(only a matrix product "
-                                          r"over shared leading batch letters|needs inputs of ranks|needs two vectors)"):
+                                          r"over shared leading batch letters|needs inputs of ranks|needs two "
+                                          r"vectors)"):
         pycumsum_op.onnx.prepare(model)
 
 

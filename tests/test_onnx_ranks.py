@@ -22,7 +22,8 @@ from pycumsum_op.onnx.facts import GraphFacts
 
 #: the ops `rank` follows, each of which must meet at least one node test whose output rank it derives
 RULES = (facts_module._SAME_RANK | facts_module._BROADCAST | facts_module._REDUCTIONS
-         | {"Concat", "MatMul", "Gather", "Reshape", "ConstantOfShape", "Expand", "Unsqueeze", "Shape", "Size", "Einsum"})
+         | {"Concat", "MatMul", "Gather", "Reshape", "ConstantOfShape", "Expand", "Unsqueeze", "Shape", "Size",
+            "Einsum"})
 #: ops of `RULES` that onnx 1.10's node tests never give an output rank to derive (every test of theirs is of
 #: another op, or of a form whose rank needs what the rule does not know)
 UNMET = frozenset()

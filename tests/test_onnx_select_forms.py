@@ -229,7 +229,8 @@ def test_slice_of_unknown_rank_refuses_axes_counting_both_ways():
 #: op the export must hold). LUKE's and ESM's slices are of tensors whose rank ONNX's shape inference leaves unknown
 #: (`GraphFacts.rank` reads them off the ops that make them); MBart without decoder inputs shifts input_ids right by a
 #: gather at each row's last non-pad token, then a Squeeze without axes, which needs the dims: static axes.
-MODELS = {"esm-rotary": (13, True, "Slice"), "luke": (13, True, "Slice"), "mbart-generation": (13, False, "GatherElements")}
+MODELS = {"esm-rotary": (13, True, "Slice"), "luke": (13, True, "Slice"),
+          "mbart-generation": (13, False, "GatherElements")}
 
 
 @pytest.mark.slow  # a torch.onnx.export of a transformer each
