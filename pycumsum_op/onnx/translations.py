@@ -1061,8 +1061,7 @@ def _one_hot(node, facts, opset, fresh):
                 _op("ATen", [hit, hit_end], [either], node.name, operator="logical_or")]
         hit = either
     off, on, first, second = fresh(), fresh(), fresh(), fresh()
-    ops += [_op("GivenTensorInt64Fill", [], [first], node.name, values=[0], shape=[]),
-            _op("GivenTensorInt64Fill", [], [second], node.name, values=[1], shape=[]),
+    ops += [_int64_scalar(node, first, 0), _int64_scalar(node, second, 1),
             _op("Gather", [values, first], [off], node.name), _op("Gather", [values, second], [on], node.name),
             _op("ATen", [hit, on, off], [node.output[0]], node.name, operator="where")]
     return ops
