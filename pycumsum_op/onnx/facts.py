@@ -157,7 +157,9 @@ class GraphFacts:
         node = self._producers.get(name)
         if node is None or not node.input or depth > _MAX_DEPTH or node.domain not in ("", "ai.onnx"):
             return None
-        follow = lambda given: self.rank(given, depth + 1) if given else None  # noqa: E731 (an omitted input: "")
+        def follow(given: str) -> Optional[int]:
+            return self.rank(given, depth + 1) if given else None  # an omitted input is named ""
+
         op = node.op_type
         if op in _SAME_RANK:
             return follow(node.input[0])
