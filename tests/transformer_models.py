@@ -192,3 +192,20 @@ def build_wider(name):
     attention_mask[1, -2:] = 0
     input_ids[1, -2:] = PAD
     return module, (input_ids, attention_mask)
+
+
+def deep_encoder(layers, hidden, heads, sequence=SEQUENCE):
+    """(module, (input_ids, attention_mask)): a RoBERTa encoder of ``layers`` layers of width ``hidden`` (feed-forward
+    4 x ``hidden``, as BERT-base's 12 x 768 with 12 heads), random weights, seeded; its position ids are the mask's
+    cumsum, as in the thirteen families."""
+    import transformers as tf
+    config = tf.RobertaConfig(vocab_size=VOCAB, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                              intermediate_size=4 * hidden, max_position_embeddings=sequence + 4, pad_token_id=PAD)
+    torch.manual_seed(0)
+    module = _LastHidden(tf.RobertaModel(config).eval(), False, False).eval()
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(3, VOCAB, (BATCH, sequence), generator=generator)
+    attention_mask = torch.ones(BATCH, sequence, dtype=torch.int64)
+    attention_mask[1, -2:] = 0
+    input_ids[1, -2:] = PAD
+    return module, (input_ids, attention_mask)

@@ -2,7 +2,7 @@
 
 Caffe2's backend (``caffe2.python.onnx.backend``) translates whatever it is given, and some of it wrongly
 (Slice with starts/ends as inputs comes back as its input), and knows no CumSum. `CumSumBackend` is that
-backend with its model translation replaced by one pass over the nodes (`_translated_nets`, the graph
+backend with its model translation replaced by one pass over the nodes (`translated_nets`, the graph
 indexed once by `GraphFacts`): each node's form must be on `pycumsum_op.onnx.forms.FORMS` (else a one-line
 `FormRefused` naming the op, the opset and why), and is then translated by pycumsum_op
 (`pycumsum_op.onnx.translations`: Slice, Gather, Reshape, Unsqueeze/Squeeze/Reduce* with axes as inputs,
@@ -41,6 +41,7 @@ net only fills initializers (`initializer_fill_op`, without Python lists).
 array([[ 3.,  3.,  2.],
        [12.,  9.,  5.]], dtype=float32)
 """
+import copy
 import itertools
 
 import numpy as np
@@ -49,8 +50,11 @@ import onnx.defs
 import onnx.numpy_helper
 from caffe2.proto import caffe2_pb2
 from caffe2.python import workspace
+import caffe2.python.onnx.backend as stock_backend
 from caffe2.python.onnx.backend import (  # torch >= 1.10: checked by __init__
     Caffe2Backend, Caffe2Ops, OnnxNode, get_device_option)
+from caffe2.python.onnx.backend_rep import Caffe2Rep
+from caffe2.python.onnx.workspace import Workspace
 from onnx import TensorProto, helper
 from onnx.backend.base import Device
 
@@ -59,7 +63,8 @@ from ..lowering import TARGETS, LoweringError, lower as _lower
 from ..serialization import BUILDER_ARGS, MAX_NET_OPS, PYTHON_OP_TYPES, NetProblem, UnsafeNetError, verify_net
 from .facts import GraphFacts
 from .forms import OWN, FormRefused, check_node, label
-from .model_input import check_inferred_lengths, check_model, check_tensors, load_zip_archive
+from .inference import inferred
+from .model_input import check_tensors, load_zip_archive
 from .stock_forms import stock_form
 from .translations import SCAN_DTYPES, constant_axis, scan_entry, translate
 
@@ -120,31 +125,27 @@ def verify_translation(*netdefs) -> None:
             raise
 
 
-def _checked_conversion(convert):
-    """``_onnx_model_to_caffe2_net`` (a classmethod's function) that refuses Python-op nodes and tensors over
-    the size caps (`check_model`) before the translation, and verifies both nets after it. Caffe2's
-    ``prepare`` translates before it allocates the model's inputs, so the caps hold for every backend
-    that translates through it."""
-    def checked(cls, onnx_model, device, opset_version, include_initializers):
-        refuse_python_nodes(onnx_model.graph)
-        check_model(onnx_model)
-        init_net, predict_net = convert(cls, onnx_model, device, opset_version, include_initializers)
-        verify_translation(init_net, predict_net)
-        return init_net, predict_net
-    checked.verifies = True
-    return checked
+def imported(model) -> GraphFacts:
+    """The one import of ``model``: Python-op nodes refused, its declared tensors charged to the caps
+    (`check_tensors`, before onnx's checker or inference reads anything), onnx's checker, then shape inference
+    once (`inference.inferred`, the values it finds charged to the same budget) and the graph's facts indexed once.
+    Every entry (``prepare``, ``to_caffe2``, the command line, the stock backend after `install`) translates from
+    what it returns."""
+    refuse_python_nodes(model.graph)
+    budget = check_tensors(model)
+    onnx.checker.check_model(model)
+    return GraphFacts(model.graph, inferred(model, budget).graph)
 
 
-def _checked_prepare(prepare):
-    """The stock ``prepare`` (a classmethod's function), with Python-op nodes and the model's declared tensors
-    refused (`check_tensors`) before onnx's checker and shape inference see the model."""
-    def checked(cls, model, device="CPU", raw_values_dict=None, **kwargs):
-        refuse_python_nodes(model.graph)
-        check_tensors(model)
-        check_inferred_lengths(model)
-        return prepare(cls, model, device, raw_values_dict, **kwargs)
-    checked.verifies = True
-    return checked
+def _checked_conversion(cls, onnx_model, device, opset_version, include_initializers):
+    """``_onnx_model_to_caffe2_net``: the model imported (`imported`), translated (`translated_nets`) and both
+    nets verified."""
+    nets = translated_nets(cls, onnx_model, imported(onnx_model), device, opset_version, include_initializers)
+    verify_translation(*nets)
+    return nets
+
+
+_checked_conversion.verifies = True
 
 
 def _nested_scans(graph):
@@ -169,11 +170,10 @@ def _runtime_axis_source(graph, name: str) -> str:
         producer.op_type, producer.name or name)
 
 
-def _lowering_facts(model, target: str):
-    """``({x: shape}, {x: dtype})`` of every scan input of ``model`` (shapes inferred), for `lower`;
-    a ValueError naming the node for what cannot be lowered."""
+def _lowering_facts(model, facts: GraphFacts, target: str):
+    """``({x: shape}, {x: dtype})`` of every scan input of ``model`` (``facts``: its facts, shapes inferred), for
+    `lower`; a ValueError naming the node for what cannot be lowered."""
     shapes, dtypes = {}, {}
-    facts = GraphFacts(model.graph)
     for node in model.graph.node:
         if scan_entry(node.op_type) is None or len(node.input) != 2:
             continue  # the translator refuses a malformed node
@@ -267,16 +267,12 @@ def _dead_constants_dropped(net) -> None:
         net.op.extend(kept)
 
 
-def _translated_nets(cls, onnx_model, device, opset_version, include_initializers):
-    """``(init_net, predict_net)`` of ``onnx_model`` in one pass over its nodes (`node_ops`): the graph is
-    indexed once (`GraphFacts`), so the import takes time linear in the model. The init net fills the
-    initializers (with ``include_initializers``), the predict net holds every translated node; initializers
-    that are not graph inputs (torch.onnx.export's parameters by default) are external inputs of both nets,
-    so that Caffe2 can create the nets."""
-    try:
-        model = onnx.shape_inference.infer_shapes(onnx_model)
-    except RuntimeError:  # as the stock backend: go on with the shapes the model declares
-        model = onnx_model
+def translated_nets(cls, model, facts: GraphFacts, device, opset_version, include_initializers):
+    """``(init_net, predict_net)`` of ``model`` (``facts``: `imported`) in one pass over its nodes (`node_ops`), so
+    that the import takes time linear in the model. The init net fills the initializers (with
+    ``include_initializers``), the predict net holds every translated node; initializers that are not graph
+    inputs (torch.onnx.export's parameters by default) are external inputs of both nets, so that Caffe2 can
+    create the nets."""
     graph = model.graph
     device_option = get_device_option(Device(device))
     init_net, predict_net = caffe2_pb2.NetDef(), caffe2_pb2.NetDef()
@@ -285,7 +281,6 @@ def _translated_nets(cls, onnx_model, device, opset_version, include_initializer
         init_net.op.extend(initializer_fill_op(tensor) for tensor in graph.initializer)
     cls._dummy_name.reset(_graph_names(graph))
     converter = workspace.C.Caffe2Backend(cls._dummy_name)
-    facts = GraphFacts(graph)
     ops, counted = [], 0
     for node in graph.node:
         made = node_ops(cls, converter, node, facts, opset_version)
@@ -362,6 +357,48 @@ _FILLS = {
 }
 
 
+def _opset(model) -> int:
+    """The default domain's opset of ``model``, as Caffe2's backend reads it. (Caffe2's warning that a model's
+    opset is past the one it targets is not repeated: each node's form is checked at the model's opset.)"""
+    opset = next((entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx")), None)
+    if opset is None:
+        if model.ir_version >= 3:
+            raise RuntimeError("Model with IR version >= 3 did not specify ONNX operator set version (onnx-caffe2 "
+                               "requires it)")
+        opset = 1
+    return opset
+
+
+def _prepared(cls, model, device, lower, raw_values_dict):
+    """What ``prepare`` returns (Caffe2's ``Caffe2Rep``), from one import (`imported`): the nets translated and
+    verified, lowered when ``lower`` names a target, then the initializers and inputs fed as Caffe2's backend
+    feeds them."""
+    if lower is not None and lower not in TARGETS:
+        raise ValueError("pycumsum_op.onnx.prepare: unknown lower={!r}; use None (PyCumSum) or a lowering "
+                         "target: {}".format(lower, ", ".join(repr(name) for name in sorted(TARGETS))))
+    nested = _nested_scans(model.graph)
+    if nested:
+        raise ValueError("pycumsum_op.onnx.prepare: scans inside subgraphs ({}) are not supported: "
+                         "Caffe2's backend converts subgraphs without their types".format(", ".join(nested)))
+    opset = _opset(model)
+    facts = imported(model)
+    init_net, predict_net = translated_nets(cls, model, facts, device, opset, False)
+    verify_translation(init_net, predict_net)
+    if lower is not None:
+        shapes, dtypes = _lowering_facts(model, facts, lower)
+        init_net = _lowered(init_net, lower, shapes, dtypes)
+        predict_net = _lowered(predict_net, lower, shapes, dtypes)
+    if raw_values_dict:  # on a copy: the caller's model keeps its markers
+        model = copy.deepcopy(model)
+        cls._external_value_resolution_pass(model, raw_values_dict)
+    ws, device_option = Workspace(), get_device_option(Device(device))
+    cls._direct_initialize_parameters(model.graph.initializer, ws, device_option)
+    initialized = {tensor.name for tensor in model.graph.initializer}
+    cls._direct_initialize_inputs(model.graph.input, initialized, ws, device_option)
+    uninitialized = [info.name for info in model.graph.input if info.name not in initialized]
+    return Caffe2Rep(init_net, predict_net, ws, uninitialized)
+
+
 class CumSumBackend(Caffe2Backend):
     """Caffe2's ONNX backend (``prepare``, ``run_model``, ``run_node``, ``supports_device``) translating only the
     forms `pycumsum_op.onnx.forms` accepts, registered scans (CumSum) included."""
@@ -369,8 +406,8 @@ class CumSumBackend(Caffe2Backend):
     #: never the stock forms (`install` turns them on for the stock backend only)
     proven_stock_forms = False
 
-    #: One pass over the nodes, each form checked (`_translated_nets`); Python-op nodes refused, nets verified.
-    _onnx_model_to_caffe2_net = classmethod(_checked_conversion(_translated_nets))
+    #: One pass over the nodes, each form checked (`translated_nets`); Python-op nodes refused, nets verified.
+    _onnx_model_to_caffe2_net = classmethod(_checked_conversion)
     _onnx_node_to_caffe2_op = classmethod(_checked_node_translation)
 
     @classmethod
@@ -378,33 +415,14 @@ class CumSumBackend(Caffe2Backend):
         return initializer_fill_op(onnx_tensor, name)
 
     @classmethod
-    def prepare(cls, model, device="CPU", lower=None, **kwargs):
+    def prepare(cls, model, device="CPU", lower=None, raw_values_dict=None):
         """The Caffe2 rep of ``model`` (``.run(inputs)``, ``.predict_net``, ``.init_net``).
 
         ``lower``: None (CumSum runs as PyCumSum), or a `pycumsum_op.lower` target, "aten" or
         "portable": both nets then hold only C++ operators (each CumSum needs a constant axis;
         "portable" also a scan length the model fixes).
         """
-        if lower is not None and lower not in TARGETS:
-            raise ValueError("pycumsum_op.onnx.prepare: unknown lower={!r}; use None (PyCumSum) or a lowering "
-                             "target: {}".format(lower, ", ".join(repr(name) for name in sorted(TARGETS))))
-        refuse_python_nodes(model.graph)  # before onnx's checker and shape inference see the model
-        check_tensors(model)  # external data refused before onnx's checker opens it; sizes: the translation
-        check_inferred_lengths(model)  # before the stock prepare infers the model's shapes
-        nested = _nested_scans(model.graph)
-        if nested:
-            raise ValueError("pycumsum_op.onnx.prepare: scans inside subgraphs ({}) are not supported: "
-                             "Caffe2's backend converts subgraphs without their types".format(", ".join(nested)))
-        rep = super(CumSumBackend, cls).prepare(model, device, **kwargs)
-        if lower is not None:
-            try:
-                inferred = onnx.shape_inference.infer_shapes(model)
-            except RuntimeError:  # as the stock backend: go on with the shapes the model declares
-                inferred = model
-            shapes, dtypes = _lowering_facts(inferred, lower)
-            rep.init_net = _lowered(rep.init_net, lower, shapes, dtypes)
-            rep.predict_net = _lowered(rep.predict_net, lower, shapes, dtypes)
-        return rep
+        return _prepared(cls, model, device, lower, raw_values_dict)
 
     @classmethod
     def prepare_zip_archive(cls, file, device="CPU", **kwargs):
@@ -439,6 +457,18 @@ class CumSumBackend(Caffe2Backend):
                             for name in node.output)
         model = helper.make_model(graph, opset_imports=opsets)
         return cls.prepare(model, device).run(inputs)
+
+
+def _stock_prepare(cls, model, device="CPU", raw_values_dict=None, **kwargs):
+    """Caffe2Backend's ``prepare`` after `install`: `prepare`'s one import, the stock forms included. The stock
+    ``no_check_UNSAFE`` is accepted and has no effect: onnx's checker always runs."""
+    kwargs.pop("no_check_UNSAFE", None)
+    if kwargs:
+        raise TypeError("prepare: unexpected arguments {}".format(", ".join(sorted(kwargs))))
+    return _prepared(cls, model, device, None, raw_values_dict)
+
+
+_stock_prepare.verifies = True
 
 
 def to_caffe2(model, device="CPU", lower=None):
@@ -477,13 +507,15 @@ def install() -> None:
     """
     Caffe2Backend.proven_stock_forms = True
     if not getattr(Caffe2Backend._onnx_model_to_caffe2_net.__func__, "verifies", False):
-        Caffe2Backend._onnx_model_to_caffe2_net = classmethod(_checked_conversion(_translated_nets))
+        Caffe2Backend._onnx_model_to_caffe2_net = classmethod(_checked_conversion)
         Caffe2Backend._onnx_node_to_caffe2_op = classmethod(_checked_node_translation)
         Caffe2Backend._create_tensor_filling_op = classmethod(
             lambda cls, onnx_tensor, name=None: initializer_fill_op(onnx_tensor, name))
     if not getattr(Caffe2Backend.prepare.__func__, "verifies", False):
-        Caffe2Backend.prepare = classmethod(_checked_prepare(Caffe2Backend.prepare.__func__))
+        Caffe2Backend.prepare = classmethod(_stock_prepare)
     Caffe2Backend.prepare_zip_archive = classmethod(CumSumBackend.prepare_zip_archive.__func__)
+    # the stock module binds its functions when imported: rebound, so that its ``prepare`` is the one import too
+    stock_backend.prepare, stock_backend.prepare_zip_archive = Caffe2Backend.prepare, Caffe2Backend.prepare_zip_archive
 
 
 backend = CumSumBackend

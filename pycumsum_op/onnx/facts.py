@@ -14,7 +14,7 @@ once and answers each question by dictionary lookup.
   it is symbolic, e.g. a dynamic batch size).
 """
 import itertools
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import onnx.mapping
@@ -65,20 +65,21 @@ _BROADCAST = frozenset(["Add", "Sub", "Mul", "Div", "Pow", "Mod", "Where", "Equa
 #: reductions: the input's rank with keepdims=1 (their default), without the reduced axes otherwise
 _REDUCTIONS = frozenset(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
                          "ReduceSumSquare", "ReduceLogSumExp", "ArgMax", "ArgMin"])
-#: how far `GraphFacts.rank` follows them (Python's recursion, whatever the graph)
-_MAX_DEPTH = 64
 
 
 class GraphFacts:
-    """The constants, types and value infos of one ONNX graph (pass a model whose shapes were inferred)."""
+    """The constants, types and value infos of one ONNX graph: ``graph`` (its nodes, initializers and declared
+    values) with the value infos of ``inferred``, the graph as ONNX shape inference returned it, when given."""
 
-    def __init__(self, graph=None):
+    def __init__(self, graph=None, inferred=None):
         self._constant_protos: Dict[str, object] = {}
         self._decoded: Dict[str, np.ndarray] = {}
         self._types: Dict[str, Tuple[Optional[int], Dims]] = {}
         self._value_infos: Dict[str, object] = {}
         self.graph_inputs = set()
         self._producers: Dict[str, object] = {}
+        self._nodes = list(graph.node) if graph is not None else []
+        self._ranks: Optional[Dict[str, Optional[int]]] = None
         if graph is None:
             return
         self.graph_inputs = {info.name for info in graph.input}
@@ -94,7 +95,8 @@ class GraphFacts:
                         self._constant_protos[node.output[0]] = attr.t
                     elif attr.name in _CONSTANT_ATTRIBUTES:
                         self._constant_protos[node.output[0]] = attr
-        for info in itertools.chain(graph.input, graph.value_info, graph.output):
+        typed = graph if inferred is None else inferred
+        for info in itertools.chain(typed.input, typed.value_info, typed.output):
             if not info.type.HasField("tensor_type"):
                 continue
             self._value_infos.setdefault(info.name, info)
@@ -147,36 +149,56 @@ class GraphFacts:
         """The dims of ``name`` (None: rank unknown; an entry None: that dim is symbolic)."""
         return self._types.get(name, (None, None))[1]
 
-    def rank(self, name: str, depth: int = 0) -> Optional[int]:
+    def rank(self, name: str) -> Optional[int]:
         """The rank of ``name``: inferred, else read off the op that makes it by ONNX's definition of that op (ONNX
         infers no rank for a Slice with bounds known only at run time, nor for an Expand to a computed shape, nor
         then for anything computed from them); None when no rule applies."""
         dims = self.dims(name)
         if dims is not None:
             return len(dims)
-        node = self._producers.get(name)
-        if node is None or not node.input or depth > _MAX_DEPTH or node.domain not in ("", "ai.onnx"):
-            return None
-        def follow(given: str) -> Optional[int]:
-            return self.rank(given, depth + 1) if given else None  # an omitted input is named ""
+        if self._ranks is None:
+            self._ranks = self._derived_ranks()
+        return self._ranks.get(name)
 
+    def _derived_ranks(self) -> Dict[str, Optional[int]]:
+        """The rank of every node output without inferred dims, in one pass over the nodes in graph order (ONNX
+        graphs are sorted topologically: an input made later has no rank yet, which only makes fewer known): each
+        rule reads its inputs' ranks once, so a deep model costs its number of nodes, not the number of paths
+        through it."""
+        ranks: Dict[str, Optional[int]] = {}
+
+        def known(given: str) -> Optional[int]:
+            if not given:  # an omitted input is named ""
+                return None
+            dims = self.dims(given)
+            return len(dims) if dims is not None else ranks.get(given)
+
+        for node in self._nodes:
+            if not node.input or node.domain not in ("", "ai.onnx"):
+                continue
+            rank = self._node_rank(node, known)
+            ranks.update((output, rank) for output in node.output if output and self.dims(output) is None)
+        return ranks
+
+    def _node_rank(self, node, known: Callable[[str], Optional[int]]) -> Optional[int]:
+        """The rank of ``node``'s outputs by ONNX's definition of its op, its inputs' ranks read by ``known``."""
         op = node.op_type
         if op in _SAME_RANK:
-            return follow(node.input[0])
+            return known(node.input[0])
         if op in _BROADCAST:
-            ranks = [follow(given) for given in node.input]
+            ranks = [known(given) for given in node.input]
             return None if None in ranks else max(ranks)
         if op == "Concat":
-            return next((rank for rank in (follow(piece) for piece in node.input) if rank is not None), None)
+            return next((rank for rank in (known(piece) for piece in node.input) if rank is not None), None)
         if op == "MatMul":
-            first, second = follow(node.input[0]), follow(node.input[1])
+            first, second = known(node.input[0]), known(node.input[1])
             if first is None or second is None:
                 return None
             return 0 if first == second == 1 else max(first, second) - (first == 1) - (second == 1)
         if op in _REDUCTIONS:
-            return self._reduced_rank(node, follow(node.input[0]))
+            return self._reduced_rank(node, known(node.input[0]))
         if op == "Gather":
-            data, indices = follow(node.input[0]), follow(node.input[1])
+            data, indices = known(node.input[0]), known(node.input[1])
             return None if data is None or indices is None else data + indices - 1
         if op in ("Reshape", "ConstantOfShape", "Expand"):
             shape = node.input[1] if op != "ConstantOfShape" else node.input[0]
@@ -184,11 +206,11 @@ class GraphFacts:
             length = None if not length or len(length) != 1 or length[0] is None else length[0]
             if op != "Expand":
                 return length
-            rank = follow(node.input[0])
+            rank = known(node.input[0])
             return None if rank is None or length is None else max(rank, length)
         if op == "Unsqueeze":
             axes = self._axes(node)
-            rank = follow(node.input[0])
+            rank = known(node.input[0])
             return None if axes is None or rank is None else rank + len(axes)
         if op in ("Shape", "Size"):
             return 1 if op == "Shape" else 0

@@ -25,8 +25,8 @@ more entries than ``MAX_RANK`` (shape inference would make a value of that rank 
 it), no dim that a translation makes one entry or op per (`COUNTED_DIMS`) over ``MAX_RANK``, taken alone
 (a shape holding a 0 is charged 0 bytes, whatever its other dims), and no tensor left pointing at
 external data (onnx would read it from wherever it points).
-`check_model`, what `prepare` / `to_caffe2` check before Caffe2's backend allocates anything, adds the
-values ONNX shape inference finds to the same budget.
+`charge_inferred` adds the values ONNX shape inference finds (`pycumsum_op.onnx.inference`) to the same budget,
+before Caffe2's backend allocates anything.
 """
 import ctypes
 import errno
@@ -222,13 +222,13 @@ def load_zip_archive(file):
     return model, raw_values
 
 
-def _value_infos(graph):
+def value_infos(graph):
     for info in list(graph.input) + list(graph.output) + list(graph.value_info):
         yield info
     for node in graph.node:
         for attribute in node.attribute:
             for sub in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
-                yield from _value_infos(sub)
+                yield from value_infos(sub)
 
 
 def _itemsize(elem_type: int) -> int:
@@ -242,12 +242,12 @@ SHAPE_INPUTS = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0, "Tile": 1, "Uns
 SHAPE_ATTRIBUTES = frozenset(["axes", "perm"])
 
 
-def _graphs(graph):
+def graphs(graph):
     yield graph
     for node in graph.node:
         for attribute in node.attribute:
             for sub in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
-                yield from _graphs(sub)
+                yield from graphs(sub)
 
 
 def _sparse_tensors(graph):
@@ -299,7 +299,7 @@ def _check_counted_dims(graph) -> None:
     alone, so that a 0 elsewhere in the shape (an empty tensor, charged 0 bytes) leaves none of them free."""
     declared = {tensor.name: list(tensor.dims) for tensor in graph.initializer}
     for info in list(graph.input) + list(graph.value_info) + list(graph.output):
-        dims = _value_dims(info)
+        dims = value_dims(info)
         if dims is not None:
             declared.setdefault(info.name, dims)
     for node in graph.node:
@@ -313,16 +313,17 @@ def _check_counted_dims(graph) -> None:
                                         counted, MAX_RANK))
 
 
-def _value_dims(info):
-    """The dims an ONNX value info declares (open ones as 0, as Caffe2's backend allocates them), or None."""
+def value_dims(info, open_dim=0):
+    """The dims an ONNX value info declares (open ones as ``open_dim``: 0, as Caffe2's backend allocates them), or
+    None."""
     if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
-        return [dim.dim_value for dim in info.type.tensor_type.shape.dim]
+        return [dim.dim_value if dim.HasField("dim_value") else open_dim for dim in info.type.tensor_type.shape.dim]
     return None
 
 
 def _charge_values(graph, budget: TensorBudget) -> None:
-    for info in _value_infos(graph):
-        dims = _value_dims(info)
+    for info in value_infos(graph):
+        dims = value_dims(info)
         if dims is not None:
             budget.charge(dims, _itemsize(info.type.tensor_type.elem_type), "ONNX value {!r}".format(info.name[:200]),
                           name=info.name)
@@ -331,7 +332,7 @@ def _charge_values(graph, budget: TensorBudget) -> None:
 def _model_budget(model) -> TensorBudget:
     """The `TensorBudget` of ``model``'s declared tensors (see the module)."""
     budget = TensorBudget("ONNX model {!r}".format(model.graph.name[:200]))
-    for graph in _graphs(model.graph):
+    for graph in graphs(model.graph):
         _check_shape_sources(graph)
         _check_counted_dims(graph)
         for sparse in _sparse_tensors(graph):  # its dense shape: what densifying it allocates
@@ -347,84 +348,17 @@ def _model_budget(model) -> TensorBudget:
     return budget
 
 
-def check_tensors(model) -> None:
+def check_tensors(model) -> TensorBudget:
     """`ExternalDataError` for a tensor still pointing at external data; `InputTooLarge` for the model's
     declared tensors over the caps (see the module). Reads no file and infers no shape (cheap enough to run
-    before onnx's checker, which would try to open the external file, and shape inference)."""
-    _model_budget(model)
+    before onnx's checker, which would try to open the external file, and shape inference). Returns the budget,
+    which `charge_inferred` goes on charging."""
+    return _model_budget(model)
 
 
-#: Ops to which ONNX shape inference gives an output of as many dimensions as an input has entries, when it knows
-#: that input's length but not its values (ConstantOfShape of a computed shape): a length it inferred itself, from
-#: a Range of constants or through Identity, which it would turn into that many dimensions before anything could
-#: check them. op -> the input read so.
-RANK_FROM_LENGTH = {"ConstantOfShape": 0}
-
-
-def _without_weights(model) -> onnx.ModelProto:
-    """A copy of ``model`` for shape inference only: the values of the main graph's initializers that inference may
-    read (a shape, axes, pads, a Range's bounds: at most 2 * ``MAX_RANK`` entries) are kept, the others are left
-    with their dims and type only, so that the copy costs what the model's structure costs, not its weights."""
-    probe = onnx.ModelProto(ir_version=model.ir_version)
-    probe.opset_import.extend(model.opset_import)
-    probe.functions.extend(getattr(model, "functions", []))
-    graph = probe.graph
-    graph.name = model.graph.name
-    for field in ("node", "input", "output", "value_info", "sparse_initializer"):
-        getattr(graph, field).extend(getattr(model.graph, field))
-    for tensor in model.graph.initializer:
-        entries = 1
-        for dim in tensor.dims:
-            entries *= max(int(dim), 0)
-        if entries <= 2 * MAX_RANK:
-            graph.initializer.add().CopyFrom(tensor)
-        else:
-            graph.initializer.add(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
-    return probe
-
-
-def check_inferred_lengths(model) -> None:
-    """`InputTooLarge` for an input of `RANK_FROM_LENGTH` whose length ONNX shape inference finds over ``MAX_RANK``:
-    the model is inferred first without those nodes, and the lengths of what they read are checked. Run it before
-    anything infers the model's shapes (Caffe2's ``prepare`` does, before it translates); `check_tensors` first
-    (no external data is read)."""
-    read = []
-    probe = _without_weights(model)
-    for graph in list(_graphs(probe.graph)):
-        kept = [node for node in graph.node if node.op_type not in RANK_FROM_LENGTH]
-        read += [(node, node.input[RANK_FROM_LENGTH[node.op_type]]) for node in graph.node
-                 if node.op_type in RANK_FROM_LENGTH and len(node.input) > RANK_FROM_LENGTH[node.op_type]]
-        if len(kept) != len(graph.node):
-            del graph.node[:]
-            graph.node.extend(kept)
-    if not read:
-        return
-    try:
-        inferred = onnx.shape_inference.infer_shapes(probe)
-    except Exception:  # the model's own inference will say so, or go on without its shapes
-        return
-    lengths = {}
-    for info in _value_infos(inferred.graph):
-        dims = _value_dims(info)
-        if dims:
-            lengths.setdefault(info.name, dims)
-    for node, name in read:
-        dims = lengths.get(name)
-        if dims and dims[0] > MAX_RANK:
-            raise InputTooLarge("ONNX {} node {!r}: input {!r} has {} entries, more than the {} dimensions a shape may "
-                                "have (MAX_RANK)".format(node.op_type[:100], (node.name or next(iter(node.output), ""))[
-                                    :200], name[:200], dims[0], MAX_RANK))
-
-
-def check_model(model) -> None:
-    """`check_tensors`, then the values ONNX shape inference finds charged to the same budget: `InputTooLarge`
-    for one over ``PYCUMSUM_OP_MAX_TENSOR_BYTES`` or all over ``PYCUMSUM_OP_MAX_DECLARED_BYTES``."""
-    budget = _model_budget(model)
-    check_inferred_lengths(model)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # as Caffe2's backend: go on with the shapes the model declares
-        return
-    for graph in _graphs(inferred.graph):
+def charge_inferred(inferred, budget: TensorBudget) -> None:
+    """The values ONNX shape inference found (``inferred``: the model's inferred structure) charged to ``budget``,
+    and their dims counted (`COUNTED_DIMS`)."""
+    for graph in graphs(inferred.graph):
         _check_counted_dims(graph)
     _charge_values(inferred.graph, budget)
