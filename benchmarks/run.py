@@ -18,6 +18,11 @@ and the seed net at 1024x1024 (`lowering_rows`).
 The scan family (cumprod, cummax, cummin, logcumsumexp) is timed against torch on a fixed grid and seeded
 random shapes of 64K-1M elements (``--family-only`` runs just those rows).
 
+Real-size models imported from ONNX (benchmarks/models.py: ResNet-18/50, MobileNetV3, ResNeXt, BERT-base's shape,
+RoBERTa, GPT-NeoX, T5, ViT) against onnxruntime with and without its optimizations and torch eager, one thread
+and every thread, and ``prepare`` against onnxruntime's session creation, end a full run (``--only-models``,
+``--models a,b``).
+
 The sweep by shape class (benchmarks/classes.py: 1-D, last axis with many / few rows, non-last axes; cumsum and
 the family, with and without the accelerator; ``--class-seeds``) and the kernels of rows of 1-15 lanes, warm and
 cold (benchmarks/kernels.py) end a full run; ``--only-classes`` and ``--only-kernels`` run just one.
@@ -38,6 +43,7 @@ import torch
 
 import classes
 import kernels
+import models
 import nets
 import sweep
 import timing
@@ -431,6 +437,10 @@ def main(argv=None):
     parser.add_argument("--class-seeds", default="0,1,2", help="seeds of the shape-class sweep (first: development)")
     parser.add_argument("--only-kernels", action="store_true",
                         help="time only the kernels of rows of 1-15 lanes, warm and cold (kernels.py; --class-seeds)")
+    parser.add_argument("--only-models", action="store_true",
+                        help="time only the real-size models imported from ONNX against onnxruntime (models.py)")
+    parser.add_argument("--models", default=",".join(models.MODELS),
+                        help="the models of --only-models and of a full run, by name (default: all)")
     args = parser.parse_args(argv)
     started = time.time()
     threads = timing.fix_threads()
@@ -449,6 +459,14 @@ def main(argv=None):
         result["lowering"], result["lowering_targets"], markdown = lowering_rows(args.budget)
         result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
         return write_report(result, markdown, args.output, started)
+    model_names = [name for name in args.models.split(",") if name]
+    unknown = sorted(set(model_names) - set(models.MODELS))
+    if unknown:
+        parser.error("--models: unknown {}; known: {}".format(", ".join(unknown), ", ".join(models.MODELS)))
+    if args.only_models:
+        result["models"], markdown = models.run(model_names, args.budget, [1, os.cpu_count() or 1])
+        result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
+        return write_report(result, markdown, args.output + "_models", started)
     if args.family_only:
         result["family"] = time_family(args.budget / 4)
         result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
@@ -474,9 +492,11 @@ def main(argv=None):
     result["family"] = time_family(args.budget / 4)
     classes_markdown, result["classes"] = classes.run(class_seeds, 6, 2, args.budget / 12)
     kernels_markdown, result["kernels"] = kernels.run(class_seeds, 8, 7)
+    result["models"], models_markdown = models.run(model_names, args.budget, [1, os.cpu_count() or 1])
     result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
     return write_report(result, "\n".join([report_markdown(result), lowering_markdown_text,
-                                           family_markdown(result["family"]), classes_markdown, kernels_markdown]),
+                                           family_markdown(result["family"]), classes_markdown, kernels_markdown,
+                                           models_markdown]),
                         args.output, started)
 
 

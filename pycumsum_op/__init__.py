@@ -19,7 +19,7 @@ command the same happens on first use, so that ``--help`` and ``--version`` need
 """
 import sys
 
-from ._runtime import require_caffe2, started_as_command
+from ._runtime import choose_mkl_code_path, require_caffe2, started_as_command
 
 __version__ = "0.2.0"
 #: The public names besides the registered scans' functions (``pycumsum_op.<scan name>``, one per `scans` entry,
@@ -56,6 +56,7 @@ def _load() -> None:
     global LoweringError, explain, doctor
     if "lower" in vars(_package):
         return
+    choose_mkl_code_path()
     require_caffe2()
     from . import doctor, ops
     from .kernels import ScanArgumentError

@@ -45,6 +45,35 @@ def require_optional(package: str, what: str):
             what, package, error, install_command(EXTRAS[package]))) from None
 
 
+#: MKL's variable naming the code path it runs ("5": AVX2). MKL 2020.0, which torch's wheels up to 1.10 link for
+#: Caffe2's and torch's GEMMs (FC, MatMul, Conv's im2col product), reads it and otherwise runs its generic path on
+#: x86 CPUs that are not Intel's, even where they have AVX2 and FMA.
+MKL_CODE_PATH = "MKL_DEBUG_CPU_TYPE"
+
+
+def choose_mkl_code_path(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Set ``MKL_DEBUG_CPU_TYPE=5`` for this process when the CPU (``cpuinfo``: Linux's /proc/cpuinfo) is an x86 CPU
+    not made by Intel that has AVX2 and FMA, and the variable is not set already (any value, the empty one included,
+    is the user's choice and is kept); True when it was set. MKL reads it on its first call, so this runs before
+    Caffe2 is imported. Whatever cannot be read leaves MKL's own choice."""
+    if MKL_CODE_PATH in os.environ:
+        return False
+    try:
+        with open(cpuinfo, "rb") as handle:
+            head = handle.read(1 << 16).decode("ascii", "replace")
+    except OSError:
+        return False
+    fields = {}
+    for line in head.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.split())
+    vendor, flags = fields.get("vendor_id", []), set(fields.get("flags", []))
+    if vendor in ([], ["GenuineIntel"]) or not {"avx2", "fma"} <= flags:
+        return False
+    os.environ[MKL_CODE_PATH] = "5"
+    return True
+
+
 def require_caffe2() -> None:
     """Import caffe2.python.core, raising one ImportError that says what to install.
 
