@@ -165,9 +165,12 @@ def time_model(name, budget_s, threads):
     session_s = time.perf_counter() - started
     optimized = _session(model, threads, optimized=True)
     got, expected = rep.run(feeds)[0], plain.run(None, feeds)[0]
-    error = float(np.max(np.abs(got - expected) / (np.abs(expected) + 1e-3))) if got.shape == expected.shape else None
+    # the largest difference against the largest magnitude: float32 sums in another order differ by a few ulps of
+    # the output's scale, whatever the entry
+    error = (float(np.max(np.abs(got - expected)) / max(1.0, float(np.max(np.abs(expected)))))
+             if got.shape == expected.shape and np.isfinite(got).all() else None)
     row = {"model": name, "what": what, "nodes": len(model.graph.node), "threads": threads, "prepare": prepare_s,
-           "session": session_s, "relative_error": error, "equal": error is not None and error < 1e-3}
+           "session": session_s, "relative_error": error, "equal": error is not None and error < 1e-4}
     torch.set_num_threads(threads)
     with torch.no_grad():
         candidates = {"caffe2": lambda: rep.run(feeds), "onnxruntime": lambda: optimized.run(None, feeds),

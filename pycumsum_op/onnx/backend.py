@@ -125,16 +125,17 @@ def verify_translation(*netdefs) -> None:
             raise
 
 
-def imported(model) -> GraphFacts:
+def imported(model, target=None) -> GraphFacts:
     """The one import of ``model``: Python-op nodes refused, its declared tensors charged to the caps
     (`check_tensors`, before onnx's checker or inference reads anything), onnx's checker, then shape inference
     once (`inference.inferred`, the values it finds charged to the same budget) and the graph's facts indexed once.
     Every entry (``prepare``, ``to_caffe2``, the command line, the stock backend after `install`) translates from
-    what it returns."""
+    what it returns; ``target`` (``lower``'s) decides whether translations may run torch's kernels through the ATen
+    operator: every target but "portable" (builds without ATen) may."""
     refuse_python_nodes(model.graph)
     budget = check_tensors(model)
     onnx.checker.check_model(model)
-    return GraphFacts(model.graph, inferred(model, budget).graph)
+    return GraphFacts(model.graph, inferred(model, budget).graph, torch_kernels=target != "portable")
 
 
 def _checked_conversion(cls, onnx_model, device, opset_version, include_initializers):
@@ -381,7 +382,7 @@ def _prepared(cls, model, device, lower, raw_values_dict):
         raise ValueError("pycumsum_op.onnx.prepare: scans inside subgraphs ({}) are not supported: "
                          "Caffe2's backend converts subgraphs without their types".format(", ".join(nested)))
     opset = _opset(model)
-    facts = imported(model)
+    facts = imported(model, lower)
     init_net, predict_net = translated_nets(cls, model, facts, device, opset, False)
     verify_translation(init_net, predict_net)
     if lower is not None:

@@ -69,15 +69,19 @@ _REDUCTIONS = frozenset(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "R
 
 class GraphFacts:
     """The constants, types and value infos of one ONNX graph: ``graph`` (its nodes, initializers and declared
-    values) with the value infos of ``inferred``, the graph as ONNX shape inference returned it, when given."""
+    values) with the value infos of ``inferred``, the graph as ONNX shape inference returned it, when given;
+    ``torch_kernels``: what the import's target allows (`torch_kernels`)."""
 
-    def __init__(self, graph=None, inferred=None):
+    def __init__(self, graph=None, inferred=None, torch_kernels=False):
         self._constant_protos: Dict[str, object] = {}
         self._decoded: Dict[str, np.ndarray] = {}
         self._types: Dict[str, Tuple[Optional[int], Dims]] = {}
         self._value_infos: Dict[str, object] = {}
         self.graph_inputs = set()
         self._producers: Dict[str, object] = {}
+        #: whether the translation may run torch's kernels through Caffe2's ATen operator where they are faster
+        #: (False for the portable target: builds without ATen)
+        self.torch_kernels = torch_kernels
         self._nodes = list(graph.node) if graph is not None else []
         self._ranks: Optional[Dict[str, Optional[int]]] = None
         if graph is None:

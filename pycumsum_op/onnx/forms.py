@@ -65,6 +65,8 @@ def _forms(*forms):
 _ANY = None
 _UNARY = _forms(Form((7, NEWEST)))
 _BINARY = _forms(Form((7, NEWEST)))  # Caffe2's elementwise ops broadcast as numpy does (no legacy broadcast=1)
+#: the same, translated by pycumsum_op: torch's kernel where Caffe2's broadcast walks every index (`_arithmetic`)
+_ARITHMETIC = _forms(Form((7, NEWEST), translation=OWN))
 _REDUCE = {"axes": _ANY, "keepdims": frozenset([0, 1])}
 _LSTM = {"hidden_size": _ANY, "direction": frozenset(["forward", "bidirectional"]), "input_forget": frozenset([0])}
 _GRU = {"hidden_size": _ANY, "direction": frozenset(["forward", "bidirectional"]),
@@ -96,7 +98,7 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     # elementwise, translated by Caffe2's stock converter
     "Sqrt": _UNARY, "Exp": _UNARY, "Log": _UNARY, "Erf": _UNARY, "Tanh": _UNARY,
     "Relu": _UNARY, "Sigmoid": _UNARY, "Not": _UNARY, "Reciprocal": _UNARY, "Identity": _UNARY,
-    "Add": _BINARY, "Sub": _BINARY, "Mul": _BINARY, "Div": _BINARY, "Or": _BINARY, "And": _BINARY,
+    "Add": _ARITHMETIC, "Sub": _ARITHMETIC, "Mul": _ARITHMETIC, "Div": _ARITHMETIC, "Or": _BINARY, "And": _BINARY,
     "Equal": _BINARY, "Less": _BINARY, "Greater": _BINARY,
     "MatMul": _forms(Form((9, NEWEST), translation=OWN)),  # Caffe2's BatchMatMul: 1-D operands
     "Einsum": _forms(Form((12, NEWEST), {"equation": _ANY}, translation=OWN)),  # batched matrix products only

@@ -524,6 +524,8 @@ def _pow(node, facts, opset, fresh):
     value = facts.constant(exponent)
     base_rank = facts.rank(base)
     if value is not None and value.size == 1 and value.ndim <= (0 if base_rank is None else base_rank):
+        if float(value.reshape(())) == 2.0:  # a norm's square: one product, as torch and onnxruntime compute it
+            return [_op("Mul", [base, base], [node.output[0]], node.name)]
         return [_op("Pow", [base], [node.output[0]], node.name, exponent=float(value.reshape(())))]
     if exponent_type != base_type:
         raise _refuse(node, opset, "a tensor exponent of another type than the base ({} vs {})".format(
@@ -817,6 +819,35 @@ _ELEMENTWISE = {
 }
 #: IsInf's (detect_negative, detect_positive) -> torch's operator
 _IS_INF = {(1, 1): "isinf", (0, 1): "isposinf", (1, 0): "isneginf"}
+
+
+def _strided_broadcast(first, second) -> bool:
+    """Whether operands of dims ``first`` and ``second`` (None: unknown; a dim None: symbolic) may broadcast along an
+    axis after one along which the same operand is not broadcast (right-aligned): Caffe2's kernels then walk every
+    index. An operand of unknown rank counts as no such case."""
+    if first is None or second is None:
+        return False
+    rank = max(len(first), len(second))
+    first, second = ([1] * (rank - len(dims)) + list(dims) for dims in (first, second))
+    for this, other in ((first, second), (second, first)):
+        kept = [axis for axis in range(rank) if this[axis] != 1]
+        if kept and any(this[axis] == 1 and other[axis] != 1 for axis in range(kept[0] + 1, rank)):
+            return True
+    return False
+
+
+def _arithmetic(node, facts, opset, fresh):
+    """Add, Sub, Mul, Div: Caffe2's kernels broadcast as numpy does, but where an operand is broadcast along an axis
+    after one along which it is not (`_strided_broadcast`: an attention mask of (B, 1, 1, S) added to scores of
+    (B, h, S, S)) its kernel walks every index, several times torch's time: float operands are then given to
+    torch's kernel through the ATen op, where the target allows it (IEEE's sum, difference, product and quotient:
+    the same values). Elsewhere Caffe2's kernel is the faster: the ATen op allocates its output on every run."""
+    floats = all(facts.elem_type(name) in _FLOATS[1:] for name in node.input)
+    dims = [facts.dims(name) if facts.dims(name) is not None or facts.rank(name) is None else [None] * facts.rank(name)
+            for name in node.input]
+    if facts.torch_kernels and floats and _strided_broadcast(*dims):
+        return [_op("ATen", list(node.input), [node.output[0]], node.name, operator=node.op_type.lower())]
+    return [_op(node.op_type, list(node.input), [node.output[0]], node.name)]
 
 
 def _elementwise(node, facts, opset, fresh):
@@ -1465,9 +1496,23 @@ def _conv(node, facts, opset, fresh):
     if any(facts.elem_type(name) != TensorProto.FLOAT for name in node.input[1:] if name):
         raise _refuse(node, opset, "W and B must be float as X (Caffe2's Conv is float)")
     args = _window(node, opset, facts, kernel)
-    return _guard_filled(node, opset, facts, fresh, "Conv") + [_op("Conv", [name for name in node.input if name],
-                                                            [node.output[0]], node.name,
-                                                            group=int(_attribute(node, "group", 1)), **args)]
+    group, rank = int(_attribute(node, "group", 1)), len(kernel)
+    guard = _guard_filled(node, opset, facts, fresh, "Conv")
+    inputs = [name for name in node.input if name]
+    if facts.torch_kernels and group > 1 and len(inputs) == 3 and rank == 2:
+        # torch's grouped and depthwise kernels take a fraction of Caffe2's im2col loop's time (its ungrouped one
+        # does not; the ATen op's conv resolves with a bias only). torch's kernel skips the padding where ONNX
+        # multiplies it (0 x inf is NaN): the input is padded by Caffe2's PadImage first (empty batches
+        # included), whose op name must not read as a pool's (ConvPoolOpBase would demand its kernel)
+        ops = guard
+        if any(args["pads"]):
+            padded = fresh()
+            ops = ops + [_op("PadImage", [inputs[0]], [padded], "padding of " + node.name.replace("Pool", "pool"),
+                             pads=args["pads"], mode="constant", value=0.0)]
+            inputs = [padded] + inputs[1:]
+        return ops + [_op("ATen", inputs, [node.output[0]], node.name, operator="conv2d", stride=args["strides"],
+                          padding=[0, 0], dilation=args["dilations"], groups=group)]
+    return guard + [_op("Conv", inputs, [node.output[0]], node.name, group=group, **args)]
 
 
 def _pool(node, facts, opset, fresh):
@@ -1846,6 +1891,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "LogSoftmax": _log_softmax, "ArgMax": _arg_max, "HardSwish": _hard_swish, "Softsign": _softsign,
     "Shape": _shape, "IsInf": _elementwise, "TopK": _top_k, "GatherElements": _gather_elements,
     "GreaterOrEqual": _compare, "LessOrEqual": _compare, "Trilu": _trilu, "Einsum": _einsum,
+    "Add": _arithmetic, "Sub": _arithmetic, "Mul": _arithmetic, "Div": _arithmetic,
 }
 TRANSLATIONS.update((op, _elementwise) for op in _ELEMENTWISE)
 

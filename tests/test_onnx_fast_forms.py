@@ -1,0 +1,117 @@
+"""The faster forms the import chooses, each held to onnxruntime at the values that break kernels (±inf, NaN,
+-0.0, negative values, float64)."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper
+
+from onnx_forms_support import edge_arrays, node_model, outcome
+from onnx_support import onnx_backend_refusal, onnxruntime_outputs
+from test_onnx_cnn_forms import ORDERLESS_FLOATS
+
+pytestmark = pytest.mark.skipif(onnx_backend_refusal() is not None, reason=onnx_backend_refusal() or "")
+
+EDGES = np.array([[0.0, -0.0, 1.5, -2.25, np.inf, -np.inf], [np.nan, 3e38, -3e38, 1e-45, -1e-30, 7.0]])
+
+
+def test_pow_of_two_is_one_product():
+    """(Pow takes float only: `forms.TYPES`.)"""
+    elem_type, dtype = TensorProto.FLOAT, np.float32
+    from pycumsum_op.onnx import prepare
+    graph = helper.make_graph([helper.make_node("Pow", ["x", "two"], ["y"])], "square",
+                              [helper.make_tensor_value_info("x", elem_type, [2, 6])],
+                              [helper.make_tensor_value_info("y", elem_type, [2, 6])],
+                              [helper.make_tensor("two", elem_type, [], [2.0])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    rep = prepare(model)
+    assert [op.type for op in rep.predict_net.op] == ["Mul"]
+    feeds = {"x": EDGES.astype(dtype)}
+    got, expected = rep.run(feeds)[0], onnxruntime_outputs(model, feeds)[0]
+    np.testing.assert_array_equal(got, expected)
+    assert not np.signbit(got[0, 1])  # (-0.0) ** 2 is +0.0
+
+
+def _operators(model, lower=None):
+    from pycumsum_op.onnx import prepare
+    rep = prepare(model, lower=lower)
+    return [(op.type, next((arg.s.decode() for arg in op.arg if arg.name == "operator"), None))
+            for op in rep.predict_net.op]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), batch=st.sampled_from([0, 1, 2]), depthwise=st.booleans(), dynamic=st.booleans())
+def test_grouped_conv_runs_torchs_kernel_and_matches_onnxruntime(data, batch, depthwise, dynamic):
+    """2-D grouped and depthwise convolutions with a bias run torch's kernel (the ATen op) after Caffe2 pads the
+    input; values at the edges (±inf in the weights against the padding, NaN, -0.0, subnormals), empty batches,
+    pads that differ by side, strides and dilations as onnxruntime gives them."""
+    rank, group = 2, 2 if not depthwise else 3
+    channels = group * (1 if depthwise else data.draw(st.integers(1, 2)))
+    spatial = [data.draw(st.integers(1, 5)) for _ in range(rank)]
+    dilations = [data.draw(st.integers(1, 2)) for _ in range(rank)]
+    kernel = [data.draw(st.integers(1, max(1, (size - 1) // dilation + 1))) for size, dilation in zip(spatial,
+                                                                                                        dilations)]
+    pads = [data.draw(st.integers(0, k - 1)) for k in kernel + kernel]
+    attrs = {"group": group, "kernel_shape": kernel, "pads": pads,
+             "strides": [data.draw(st.integers(1, 3)) for _ in range(rank)], "dilations": dilations}
+    outputs = channels if depthwise else group * data.draw(st.integers(1, 2))
+    x = data.draw(edge_arrays(np.float32, (batch, channels) + tuple(spatial), ORDERLESS_FLOATS))
+    w = data.draw(edge_arrays(np.float32, (outputs, channels // group) + tuple(kernel), ORDERLESS_FLOATS))
+    b = data.draw(edge_arrays(np.float32, (outputs,), ORDERLESS_FLOATS))
+    model = node_model("Conv", {"x": x}, {"w": w, "b": b}, attrs, dynamic=dynamic)
+    assert ("ATen", "conv2d") in _operators(model)
+    assert outcome(model, {"x": x}) == ("match", None)
+
+
+def test_conv_forms_without_torchs_kernel():
+    """Caffe2's Conv where the ATen op has no form (no bias), where it is not faster (one group), for 1-D and 3-D
+    windows and for the portable target (builds without the ATen op)."""
+    x = np.arange(2 * 4 * 5 * 5, dtype=np.float32).reshape(2, 4, 5, 5) / 50 - 1
+    w = np.linspace(-1, 1, 4 * 2 * 9, dtype=np.float32).reshape(4, 2, 3, 3)
+    b = np.array([0.5, -0.0, np.inf, -1], np.float32)
+    cases = [({"w": w}, {"group": 2, "pads": [1, 1, 1, 1]}, None),
+             ({"w": w[..., 0], "b": b}, {"group": 2, "pads": [1, 1]}, None),
+             ({"w": np.concatenate([w, w], 1), "b": b}, {"group": 1, "pads": [1, 1, 1, 1]}, None),
+             ({"w": w, "b": b}, {"group": 2, "pads": [1, 1, 1, 1]}, "portable")]
+    for constants, attrs, lower in cases:
+        data = x[..., 0] if constants["w"].ndim == 3 else x
+        model = node_model("Conv", {"x": data}, constants, attrs)
+        assert [kind for kind, _ in _operators(model, lower)] == ["Conv"], (attrs, lower)
+        assert outcome(model, {"x": data}, lower=lower) == ("match", None)
+
+
+ARITHMETIC_VALUES = (0.0, -0.0, 1.5, -2.5, np.inf, -np.inf, np.nan, 3e38, 1e-45, 7.0)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), op=st.sampled_from(["Add", "Sub", "Mul", "Div"]), dtype=st.sampled_from([np.float32,
+                                                                                                   np.float64]),
+       dynamic=st.booleans(), swapped=st.booleans())
+def test_a_strided_broadcast_runs_torchs_kernel_and_matches_onnxruntime(data, op, dtype, dynamic, swapped):
+    """An operand broadcast along an axis after one it is not broadcast along (an attention mask of (B, 1, 1, S)
+    against scores of (B, h, S, S)) goes to torch's kernel; IEEE's results (inf - inf, 0 / 0, -0.0) as
+    onnxruntime's, empty dims included."""
+    # a batch other than 1 before the heads the mask is broadcast along: the strided case, empty dims included
+    batch, heads, length = (data.draw(st.sampled_from(choices)) for choices in ([0, 2, 3], [2, 3], [0, 1, 2, 3]))
+    scores = data.draw(edge_arrays(dtype, (batch, heads, length, length), ARITHMETIC_VALUES))
+    mask = data.draw(edge_arrays(dtype, (batch, 1, 1, length), ARITHMETIC_VALUES))
+    inputs = {"m": mask, "s": scores} if swapped else {"s": scores, "m": mask}
+    model = node_model(op, inputs, dynamic=dynamic)
+    # every dim symbolic (the mask's 1s too): nothing says which operand is broadcast, Caffe2's kernel stays
+    assert _operators(model) == [(op, None) if dynamic else ("ATen", op.lower())]
+    assert outcome(model, inputs) == ("match", None)
+
+
+@pytest.mark.parametrize("first, second", [((2, 3, 4), (4,)), ((2, 3, 4), (2, 3, 4)), ((2, 3, 4), ()),
+                                           ((2, 3, 4), (1, 3, 4)), ((4,), (2, 3, 4)), ((1, 2, 3, 4), (3, 4))])
+def test_broadcasts_caffe2_runs_fast_keep_its_kernel(first, second):
+    """Caffe2's own kernel where the broadcast is of trailing dims, or none (the ATen op allocates its output on
+    every run); and, for the portable target, everywhere."""
+    a = np.linspace(-3, 3, int(np.prod(first)), dtype=np.float32).reshape(first)
+    b = np.linspace(1, 2, int(np.prod(second)), dtype=np.float32).reshape(second)
+    model = node_model("Div", {"a": a, "b": b})
+    assert _operators(model) == [("Div", None)]
+    strided = node_model("Add", {"a": np.ones((2, 3, 4), np.float32), "b": np.ones((2, 1, 4), np.float32)})
+    assert _operators(strided, "portable") == [("Add", None)]
+    assert outcome(strided, {"a": np.ones((2, 3, 4), np.float32), "b": np.ones((2, 1, 4), np.float32)},
+                   lower="portable") == ("match", None)
