@@ -198,8 +198,9 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Size": _forms(Form((1, NEWEST), translation=OWN)),
     "Split": _forms(Form((2, 12), {"axis": _ANY, "split": _ANY}, translation=OWN),
                     Form((13, NEWEST), {"axis": _ANY}, constants=(1,), translation=OWN)),
-    # Caffe2's NumpyTile (the stock converter's): repeats constant or fed at run time (opset 1's tiles/axis differ)
-    "Tile": _forms(Form((6, NEWEST))),
+    # Caffe2's NumpyTile (the stock converter's), after run-time checks of the output's size: repeats constant or fed
+    # at run time (opset 1's tiles/axis differ)
+    "Tile": _forms(Form((6, NEWEST), translation=OWN)),
     # where(indices == positions, on, off); opset 11 wraps negative indices by depth (translation: `_one_hot`)
     "OneHot": _forms(Form((9, 10), {"axis": _ANY}, translation=OWN), Form((11, NEWEST), {"axis": _ANY},
                                                                           translation=OWN)),

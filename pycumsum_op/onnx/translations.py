@@ -30,6 +30,8 @@ from ..input_limits import MAX_RANK, InputTooLarge, check_tensor, shape_text
 from ..ops.net_ops import add_scan_op
 from ..scans import SCANS, Refused
 from .forms import FormRefused, given, label
+from .run_checks import (COUNTER_LIMIT, as_double, capped_dims, capped_scalar, element_cap, exact_double, itemsize,
+                         make_op as _op, refusal, size_message, whole_double)
 
 #: ONNX element types a scan's import may get -> the dtype= that keeps the result in that type (ONNX scans
 #: keep their input's type; PyCumSum, like torch, would give int64 for int32).
@@ -46,15 +48,6 @@ _NUMPY_FLOATS = {TensorProto.FLOAT16: np.float16, TensorProto.FLOAT: np.float32,
 _HUGE = 2 ** 31 - 1
 #: ONNX's (and torch's) "to the end" of a Slice.
 _END = 2 ** 63 - 1
-
-
-def _op(op_type: str, inputs, outputs, name: str = "", **args) -> caffe2_pb2.OperatorDef:
-    op = caffe2_pb2.OperatorDef()
-    op.type, op.name = op_type, name
-    op.input.extend(inputs)
-    op.output.extend(outputs)
-    op.arg.extend(utils.MakeArgument(key, value) for key, value in sorted(args.items()))
-    return op
 
 
 def _refuse(node, opset, why: str) -> FormRefused:
@@ -564,9 +557,9 @@ def _reshape(node, facts, opset, fresh):
     zero, is_zero, new_shape = fresh(), fresh(), fresh()
     ops += [_int64_scalar(node, zero, 0),
             _op("EQ", [shape, zero], [is_zero], node.name),
-            _op("ATen", [is_zero, prefix, shape], [new_shape], node.name, operator="where"),
-            _op("Reshape", [data, new_shape], out, node.name)]
-    return ops
+            _op("ATen", [is_zero, prefix, shape], [new_shape], node.name, operator="where")]
+    ops += _checked_shape(node, opset, new_shape, itemsize(facts.elem_type(data)), fresh, lowest=-1, named=shape)
+    return ops + [_op("Reshape", [data, new_shape], out, node.name)]
 
 
 def _gather(node, facts, opset, fresh):
@@ -606,6 +599,9 @@ def _expand(node, facts, opset, fresh):
         source, target = fresh(), fresh()
         ops.append(_op("Cast", [data], [source], node.name, to=caffe2_pb2.TensorProto.INT32))
     values, dims = facts.constant(shape), facts.dims(data)
+    if values is None or not facts.is_constant(data):
+        ops += _broadcast_bound(node, opset, data, shape, itemsize(TensorProto.INT32 if elem_type == TensorProto.BOOL
+                                                                    else elem_type), fresh)
     if values is not None and 0 not in values.reshape(-1).tolist() and dims is not None and None not in dims \
             and 0 not in dims:
         ops.append(_op("Expand", [source, shape], [target], node.name))
@@ -617,6 +613,43 @@ def _expand(node, facts, opset, fresh):
     if elem_type == TensorProto.BOOL:
         ops.append(_op("Cast", [target], [node.output[0]], node.name, to=caffe2_pb2.TensorProto.BOOL))
     return ops
+
+
+def _padded(node, dims: str, fresh) -> tuple:
+    """(ops, blob): the int64 vector ``dims`` with 1s before it to `MAX_RANK` entries (numpy's broadcasting aligns
+    dims from the last; Caffe2's Slice reads start -k as length + 1 - k)."""
+    ones, fill = _constant_blob([1] * MAX_RANK, fresh)
+    joined, padded = fresh(), fresh()
+    return [fill, _op("Concat", [ones, dims], [joined, fresh()], node.name, axis=0),
+            _op("Slice", [joined], [padded], node.name, starts=[-MAX_RANK - 1], ends=[-1])], padded
+
+
+def _broadcast_bound(node, opset, data: str, shape: str, size: int, fresh) -> list:
+    """Ops stopping the net unless Expand's output, ``data`` broadcast with the shape in blob ``shape`` (fed or
+    computed), is within ``PYCUMSUM_OP_MAX_TENSOR_BYTES``: the shape has at most `MAX_RANK` entries, each in [0, cap]
+    (the ones Expand multiplies by are filled to it), and the product of the larger of each pair of aligned dims (a
+    bound of the broadcast's dims) is within the cap."""
+    where = label(node, opset)
+    message = size_message(where, "the shape {!r} broadcast with input 0 {!r}".format(shape, data), size)
+    ops, wide, count, most, short = [], fresh(), fresh(), fresh(), fresh()
+    ops += [_op("Cast", [shape], [wide], node.name, to=caffe2_pb2.TensorProto.INT64),
+            _op("Size", [wide], [count], node.name), _int64_scalar(node, most, MAX_RANK),
+            _op("LE", [count, most], [short], node.name),
+            refusal(node.name, short, "{}: the shape {!r} has more than the {} dimensions a shape may have "
+                                      "(MAX_RANK)".format(where, shape, MAX_RANK), wide)]
+    more, entries = as_double(node.name, wide, fresh)
+    ops += more + capped_scalar(node.name, entries, element_cap(size), message, fresh, checked=wide)
+    data_dims = fresh()
+    ops.append(_op("Shape", [data], [data_dims], node.name))
+    aligned = []
+    for dims in (data_dims, wide):
+        more, padded = _padded(node, dims, fresh)
+        more_double, double = as_double(node.name, padded, fresh)
+        ops += more + more_double
+        aligned.append(double)
+    larger = fresh()
+    ops.append(_op("ATen", aligned, [larger], node.name, operator="maximum"))
+    return ops + capped_dims(node.name, larger, element_cap(size), message, fresh, checked=wide)
 
 
 def _matmul(node, facts, opset, fresh):
@@ -703,11 +736,12 @@ def _range(node, facts, opset, fresh):
     step = facts.constant(delta)
     if step is not None and step.size == 1 and float(step.reshape(-1)[0]) == 0:
         raise _refuse(node, opset, "delta {!r} is 0".format(delta))
+    ops = _range_bound(node, opset, start, limit, delta, itemsize(elem_type), fresh)
     if elem_type in (TensorProto.FLOAT, TensorProto.DOUBLE) or (step is not None and step.size == 1 and
                                                                step.reshape(-1)[0] > 0):
-        return [_op("Range", [start, limit, delta], [node.output[0]], node.name)]
+        return ops + [_op("Range", [start, limit, delta], [node.output[0]], node.name)]
     c2_type = _RANGE_TYPES[elem_type]
-    ops, sign = [], fresh()
+    sign = fresh()
     if step is not None and step.size == 1:
         ops.append(_op("ConstantFill", [], [sign], node.name, shape=[], dtype=c2_type, value=-1))
     else:  # 1 - 2 * (delta < 0)
@@ -724,6 +758,47 @@ def _range(node, facts, opset, fresh):
         ops.append(_op("Mul", [name, sign], [signed[-1]], node.name))
     return ops + [_op("Range", signed, [counted], node.name),
                   _op("Mul", [counted, sign], [node.output[0]], node.name)]
+
+
+def _range_bound(node, opset, start: str, limit: str, delta: str, size: int, fresh) -> list:
+    """Ops stopping the net unless Range's count, (limit - start) / delta computed in float64, is at most the cap and
+    below 2**31: Caffe2's Range computes it in the input's type (an int64 difference can wrap) and keeps it in a
+    32-bit int (a count past it wraps). A NaN count (a delta of 0 over no span) fails the check too."""
+    ops, doubles = [], []
+    for name in (start, limit, delta):
+        more, double = as_double(node.name, name, fresh)
+        ops += more
+        doubles.append(double)
+    span, count, within = fresh(), fresh(), fresh()
+    cap = element_cap(size, counter=True)
+    more, high = whole_double(node.name, cap, fresh)
+    return ops + more + [
+        _op("Sub", [doubles[1], doubles[0]], [span], node.name), _op("Div", [span, doubles[2]], [count], node.name),
+        _op("LE", [count, high], [within], node.name),
+        refusal(node.name, within, "{}: (limit {!r} - start {!r}) / delta {!r} counts more than {} elements "
+                                   "(PYCUMSUM_OP_MAX_TENSOR_BYTES; Caffe2's Range counts them in 32 bits)".format(
+                                       label(node, opset), limit, start, delta, cap), count)]
+
+
+def _tile(node, facts, opset, fresh):
+    """Caffe2's NumpyTile (what its stock converter makes), after ops stopping the net unless every repeat lies in
+    [0, cap] and the input's dims times the repeats ask for a tensor within ``PYCUMSUM_OP_MAX_TENSOR_BYTES``: the
+    repeats may be fed, and NumpyTile multiplies the dims in 64 bits unchecked."""
+    data, repeats = node.input
+    size = itemsize(facts.elem_type(data))
+    message = size_message(label(node, opset), "input 0 {!r} tiled by the repeats {!r}".format(data, repeats), size)
+    dims, wide = fresh(), fresh()
+    ops = [_op("Shape", [data], [dims], node.name),
+           _op("Cast", [repeats], [wide], node.name, to=caffe2_pb2.TensorProto.INT64)]
+    more_dims, dims_double = as_double(node.name, dims, fresh)
+    more_repeats, repeats_double = as_double(node.name, wide, fresh)
+    tiled = fresh()
+    ops += more_dims + more_repeats + capped_scalar(node.name, repeats_double, element_cap(size), message, fresh,
+                                                    checked=wide)
+    # torch's mul: a repeats of another length than the rank fails there in one line (NumpyTile would refuse it too)
+    ops.append(_op("ATen", [dims_double, repeats_double], [tiled], node.name, operator="mul"))
+    ops += capped_dims(node.name, tiled, element_cap(size), message, fresh, checked=wide)
+    return ops + [_op("NumpyTile", [data, repeats], [node.output[0]], node.name)]
 
 
 def _clip(node, facts, opset, fresh):
@@ -982,6 +1057,10 @@ def _split(node, facts, opset, fresh):
             raise _refuse(node, opset, "a negative axis needs the input's rank, which the model does not state")
         axis += rank
     split = _int_list(node, opset, facts, 1, "split") if opset >= 13 else _attribute(node, "split")
+    if split and (min(split) < 0 or sum(split) > COUNTER_LIMIT):
+        # Caffe2's Split checks the parts' sum against the axis' length in 32 bits, and takes a negative part
+        raise _refuse(node, opset, "split {} holds a negative part or sums past {} (Caffe2 sums the parts in 32 "
+                                   "bits)".format(shape_text(split), COUNTER_LIMIT))
     args = {"axis": axis} if not split else {"axis": axis, "split": [int(part) for part in split]}
     return [_op("Split", [node.input[0]], list(node.output), node.name, **args)]
 
@@ -1017,6 +1096,8 @@ def _one_hot(node, facts, opset, fresh):
         raise _refuse(node, opset, "axis {} is out of range for indices of rank {}".format(
             int(_attribute(node, "axis", -1)), rank))
     ops, count = [], fresh()
+    where = label(node, opset)
+    size = itemsize(facts.elem_type(values))
     constant = facts.constant(depth)
     if constant is not None:
         if constant.size != 1 or constant.dtype.kind not in "iuf" or not np.isfinite(constant).all():
@@ -1024,13 +1105,18 @@ def _one_hot(node, facts, opset, fresh):
         length = int(constant.reshape(-1)[0])  # onnxruntime truncates a float depth
         if length < 1:
             raise _refuse(node, opset, "input 1 (depth) is {}; onnxruntime fails a depth below 1".format(length))
-        # charged before anything is built: the positions (int64) and the output, of the dims the model states
-        # (a symbolic one counted as 1), as the tensors an input declares are
-        known = [dim or 1 for dim in facts.dims(indices) or []]
-        itemsize = np.dtype(onnx.mapping.TENSOR_TYPE_TO_NP_TYPE.get(facts.elem_type(values), np.float64)).itemsize
-        check_tensor([length], 8, "{}: its positions".format(label(node, opset)))
-        check_tensor(known + [length], itemsize, "{}: its output".format(label(node, opset)))
+        # charged before anything is built: the positions (int64, counted by Caffe2's Range in 32 bits) and, where
+        # the model states every dim of the indices, the output; else the output is checked when the net runs
+        check_tensor([length], 8, "{}: its positions".format(where))
+        if length > COUNTER_LIMIT:
+            raise _refuse(node, opset, "input 1 (depth) is {}, past the {} positions Caffe2's Range counts in 32 "
+                                       "bits".format(length, COUNTER_LIMIT))
+        known = facts.dims(indices)
+        if known is not None and None not in known:
+            check_tensor(known + [length], size, "{}: its output".format(where))
         ops.append(_int64_scalar(node, count, length))
+        more, depth_value = whole_double(node.name, length, fresh)
+        ops += more
     else:
         depth_type = facts.elem_type(depth)
         if depth_type not in (TensorProto.INT32, TensorProto.INT64, TensorProto.FLOAT, TensorProto.DOUBLE):
@@ -1040,10 +1126,21 @@ def _one_hot(node, facts, opset, fresh):
         if depth_dims is None or len(depth_dims) > 1 or any(dim != 1 for dim in depth_dims):
             raise _refuse(node, opset, "input 1 (depth) {!r} has dims {}; a fed depth must be stated as one "
                                        "value".format(depth, depth_dims))
-        zero, positive = fresh(), fresh()
-        ops += [_op("Cast", [depth], [count], node.name, to=caffe2_pb2.TensorProto.INT64),
-                _int64_scalar(node, zero, 0), _op("GT", [count, zero], [positive], node.name),
-                _op("Assert", [positive], [], node.name, error_msg="{}: depth is below 1".format(label(node, opset)))]
+        # held to [1, cap] as a float64 before it is truncated to int64 as onnxruntime truncates it (a float past
+        # int64 would convert to anything), and below 2**31: Caffe2's Range counts the positions in 32 bits
+        more, depth_value = as_double(node.name, depth, fresh)
+        ops += more + capped_scalar(node.name, depth_value, element_cap(8, counter=True), "{}: input 1 (depth) {!r} "
+                                    "is below 1 or more than {} (PYCUMSUM_OP_MAX_TENSOR_BYTES; Caffe2's Range counts "
+                                    "it in 32 bits)".format(where, depth, element_cap(8, counter=True)),
+                                    fresh, lowest=1, checked=depth)
+        ops.append(_op("Cast", [depth_value], [count], node.name, to=caffe2_pb2.TensorProto.INT64))
+    if constant is None or known is None or None in known:  # the output: every index times the depth
+        index_dims = fresh()
+        ops.append(_op("Shape", [indices], [index_dims], node.name))
+        more, dims = as_double(node.name, index_dims, fresh)
+        ops += more + capped_dims(node.name, dims, element_cap(size), size_message(
+            where, "its output (the dims of input 0 (indices) {!r} and the depth)".format(indices), size), fresh,
+            checked=index_dims, factor=depth_value)
     wide, laid, positions, hit = fresh(), fresh(), fresh(), fresh()
     ops += [_op("Cast", [indices], [wide], node.name, to=caffe2_pb2.TensorProto.INT64),
             _op("ATen", [wide], [laid], node.name, operator="unsqueeze", dim=axis),
@@ -1150,6 +1247,9 @@ _FILL_TYPES = {
 
 
 def _constant_of_shape(node, facts, opset, fresh):
+    """Caffe2's ConstantFill of the shape (``input_as_shape``). A shape known only at run time is checked first
+    (`_checked_shape`). Its ``value`` argument is a float32 (Caffe2's Argument.f; an integer one is int64, exact): a
+    double float32 cannot hold (0.1, 1e300) fills ones, multiplied by the value made exactly (`exact_double`)."""
     value = _attribute(node, "value")
     if value is None:
         elem_type, number = TensorProto.FLOAT, 0.0
@@ -1162,14 +1262,35 @@ def _constant_of_shape(node, facts, opset, fresh):
         raise _refuse(node, opset, "value of type {} (Caffe2's ConstantFill makes {})".format(
             TensorProto.DataType.Name(elem_type), ", ".join(TensorProto.DataType.Name(t) for t in _FILL_TYPES)))
     number = float(number) if elem_type in _FLOATS else int(number)
+    inexact = elem_type == TensorProto.DOUBLE and np.isfinite(number) and float(np.float32(number)) != number
+    c2_type, out = _FILL_TYPES[elem_type], node.output[0]
+    filled, fill_value = (fresh(), 1.0) if inexact else (out, number)
     length, shape = facts.dims(node.input[0]), facts.constant(node.input[0])
     if shape is not None and shape.size == 0:  # a scalar
-        return [_op("ConstantFill", [], [node.output[0]], node.name, shape=[], dtype=_FILL_TYPES[elem_type],
-                    value=number)]
-    if shape is not None or (length and length[0]):  # ConstantFill refuses an empty shape
-        return [_op("ConstantFill", [node.input[0]], [node.output[0]], node.name, input_as_shape=1,
-                    dtype=_FILL_TYPES[elem_type], value=number)]
-    return _filled(node, node.input[0], node.output[0], _FILL_TYPES[elem_type], number, fresh)
+        ops = [_op("ConstantFill", [], [filled], node.name, shape=[], dtype=c2_type, value=fill_value)]
+    else:
+        ops = [] if shape is not None else _checked_shape(node, opset, node.input[0], itemsize(elem_type), fresh)
+        if shape is not None or (length and length[0]):  # ConstantFill refuses an empty shape
+            ops.append(_op("ConstantFill", [node.input[0]], [filled], node.name, input_as_shape=1, dtype=c2_type,
+                           value=fill_value))
+        else:
+            ops += _filled(node, node.input[0], filled, c2_type, fill_value, fresh)
+    if inexact:
+        more, exact = exact_double(node.name, number, fresh)
+        ops += more + [_op("ATen", [filled, exact], [out], node.name, operator="mul")]
+    return ops
+
+
+def _checked_shape(node, opset, shape: str, size: int, fresh, lowest: int = 0, named: str = "") -> list:
+    """Ops stopping the net unless the shape in 1-D blob ``shape`` (fed or computed; ``named``: the ONNX input it comes
+    from) asks for a tensor of elements of ``size`` bytes within ``PYCUMSUM_OP_MAX_TENSOR_BYTES``, each dim in
+    [``lowest``, cap] (Reshape's -1: ``lowest`` -1): Caffe2 multiplies the dims in 64 bits unchecked ([2**62 + 1, 4]
+    would count 4 elements)."""
+    what = "the shape {!r}".format(named or shape)
+    more, dims = as_double(node.name, shape, fresh)
+    return more + capped_dims(node.name, dims, element_cap(size), size_message(label(node, opset), what, size,
+                                                                               lowest=lowest),
+                              fresh, lowest=lowest, checked=shape)
 
 
 #: ONNX LSTM / GRU / RNN -> (gates per direction, initial states, outputs)
@@ -1599,6 +1720,10 @@ def _pad(node, facts, opset, fresh):
         return [_op("Copy", [data], [node.output[0]], node.name)]
     if not (np.isnan(value) or float(np.float32(value)) == value):
         raise _refuse(node, opset, "constant_value {!r} is not a float32 value (Caffe2 passes it as one)".format(value))
+    size = itemsize(facts.elem_type(data))
+    if max(abs(pad) for pad in pads) > element_cap(size):  # so that a dim plus its pads stays far inside int64
+        raise InputTooLarge("{}: pads {} reach past the {} elements a tensor may have (PYCUMSUM_OP_MAX_TENSOR_BYTES)"
+                            .format(label(node, opset), shape_text(pads), element_cap(size)))
     # torch lists (begin, end) from the last dim back, and only from the first padded one (ONNX: all begins, then
     # all ends); unless no pad is positive, it fails where a dim it lists comes out empty
     first = next(axis for axis in range(rank) if pads[axis] or pads[axis + rank])
@@ -1621,6 +1746,15 @@ def _pad(node, facts, opset, fresh):
                    _op("GT", [grown, zero], [filled], node.name),
                    _op("Assert", [filled], [], node.name, error_msg="{}: its output has an empty dim from axis {} on; "
                        "{}".format(label(node, opset), first, why))]
+        if dims is None or None in dims:  # the output's dims, the input's read at run time plus the pads
+            (all_growth, fill_all), whole, grown_all = (_constant_blob([pads[axis] + pads[axis + rank]
+                                                                        for axis in range(rank)], fresh), fresh(), fresh())
+            more, dims_double = as_double(node.name, grown_all, fresh)
+            ops += [_op("Shape", [data], [whole], node.name), fill_all,
+                    _op("Add", [whole, all_growth], [grown_all], node.name)] + more + capped_dims(
+                node.name, dims_double, element_cap(size), size_message(
+                    label(node, opset), "its output (input 0 {!r} and the pads)".format(data), size), fresh,
+                checked=grown_all)
     return ops + [_op("ATen", [data], [node.output[0]], node.name, operator="constant_pad_nd", pad=torch_pads,
                       value=float(value))]
 
@@ -1844,7 +1978,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "Conv": _conv, "MaxPool": _pool, "AveragePool": _pool, "GlobalMaxPool": _pool, "GlobalAveragePool": _pool,
     "BatchNormalization": _batch_norm, "Flatten": _flatten, "Dropout": _dropout, "Pad": _pad,
     "LogSoftmax": _log_softmax, "ArgMax": _arg_max, "HardSwish": _hard_swish, "Softsign": _softsign,
-    "Shape": _shape, "IsInf": _elementwise, "TopK": _top_k, "GatherElements": _gather_elements,
+    "Shape": _shape, "Tile": _tile, "IsInf": _elementwise, "TopK": _top_k, "GatherElements": _gather_elements,
     "GreaterOrEqual": _compare, "LessOrEqual": _compare, "Trilu": _trilu, "Einsum": _einsum,
 }
 TRANSLATIONS.update((op, _elementwise) for op in _ELEMENTWISE)
