@@ -100,7 +100,8 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Equal": _BINARY, "Less": _BINARY, "Greater": _BINARY,
     "MatMul": _forms(Form((9, NEWEST), translation=OWN)),  # Caffe2's BatchMatMul: 1-D operands
     "Einsum": _forms(Form((12, NEWEST), {"equation": _ANY}, translation=OWN)),  # batched matrix products only
-    "Gemm": _forms(Form((9, NEWEST), {"alpha": _ANY, "beta": _ANY, "transA": _ANY, "transB": _ANY})),
+    # Caffe2's FC by its C++ converter, after checks of A's and B's shapes (FC dies on an empty B)
+    "Gemm": _forms(Form((9, NEWEST), {"alpha": _ANY, "beta": _ANY, "transA": _ANY, "transB": _ANY}, translation=OWN)),
     "Transpose": _forms(Form((1, NEWEST), {"perm": _ANY})),
     "Concat": _forms(Form((4, NEWEST), {"axis": _ANY})),
     "Cast": _forms(Form((9, NEWEST), {"to": _CASTS})),

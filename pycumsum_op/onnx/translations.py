@@ -22,7 +22,7 @@ from typing import Callable, Dict, List
 import numpy as np
 import onnx.numpy_helper
 from caffe2.proto import caffe2_pb2
-from caffe2.python import core, utils
+from caffe2.python import core, utils, workspace
 from caffe2.python.onnx.backend import Caffe2Backend, OnnxNode  # torch >= 1.10: checked by __init__
 from onnx import TensorProto, helper
 
@@ -454,7 +454,13 @@ def _reduce(node, facts, opset, fresh):
         axes = _normalized(node, opset, axes, rank)
     keepdims = int(_attribute(node, "keepdims", 1))
     if node.op_type == "ReduceProd":
+        if rank == 0:  # the product over no axis of a scalar: the scalar (torch's prod takes no dim of it)
+            return [_op("Copy", [data], [node.output[0]], node.name)]
         return _reduce_prod(node, opset, data, sorted(set(axes)), rank, keepdims, fresh)
+    if node.op_type in _EMPTY_EXTREMA and facts.elem_type(data) in _FLOATS:
+        dims = facts.dims(data)
+        if dims is None or any(dims[axis] in (None, 0) for axis in axes):
+            return _extremum_of_empty(node, data, sorted(set(axes)), keepdims, fresh)
     if node.op_type == "ReduceLogSumExp":  # torch's logsumexp: shifted by the maximum, as onnxruntime's
         return [_op("ATen", [data], [node.output[0]], node.name, operator="logsumexp", dim=sorted(axes),
                     keepdim=bool(keepdims))]
@@ -465,6 +471,27 @@ def _reduce(node, facts, opset, fresh):
     ops = [_op("Mul", [data, data], [squared], node.name),
            _op("ReduceSum", [squared], [total], node.name, axes=sorted(axes), keepdims=keepdims)]
     return ops + ([_op("Sqrt", [total], [node.output[0]], node.name)] if node.op_type == "ReduceL2" else [])
+
+
+#: ONNX's value of a reduction over no element (its identity), where Caffe2's differs: its ReduceMax starts from the
+#: lowest finite float (-3.4e38), ONNX's from -inf
+_EMPTY_EXTREMA = {"ReduceMax": float("-inf"), "ReduceMin": float("inf")}
+
+
+def _extremum_of_empty(node, data, axes, keepdims, fresh) -> list:
+    """Caffe2's ReduceMax / ReduceMin, then ONNX's -inf / inf wherever the reduced axes hold no element (their lengths,
+    read at run time, multiply to 0): torch's masked_fill by a scalar mask."""
+    reduced, lengths, count, zero, empty = fresh(), fresh(), fresh(), fresh(), fresh()
+    ops, pieces = [_op(node.op_type, [data], [reduced], node.name, axes=axes, keepdims=keepdims)], []
+    for axis in axes:
+        more, length = _axis_length(node, data, axis, fresh)
+        ops += more
+        pieces.append(length)
+    return ops + [_op("Concat", pieces, [lengths, fresh()], node.name, axis=0),
+                  _op("ATen", [lengths], [count], node.name, operator="prod", dim=0, keepdim=False),
+                  _int64_scalar(node, zero, 0), _op("EQ", [count, zero], [empty], node.name),
+                  _op("ATen", [reduced, empty], [node.output[0]], node.name, operator="masked_fill",
+                      value=_EMPTY_EXTREMA[node.op_type])]
 
 
 def _reduce_prod(node, opset, data, axes, rank, keepdims, fresh):
@@ -659,8 +686,52 @@ def _matmul(node, facts, opset, fresh):
     ATen op runs torch's matmul, which is numpy's (ONNX's)."""
     ranks = [facts.rank(name) for name in node.input]
     if all(rank is not None and rank >= 2 for rank in ranks):
-        return [_op("BatchMatMul", list(node.input), [node.output[0]], node.name, broadcast=1)]
+        # the ranks the model states chose BatchMatMul: checked when the net runs, as a 1-D operand kills it
+        ops = [op for position, name in enumerate(node.input)
+               for op in _rank_checked(node, opset, position, name, facts, fresh, 2, exact=False)]
+        return ops + [_op("BatchMatMul", list(node.input), [node.output[0]], node.name, broadcast=1)]
     return [_op("ATen", list(node.input), [node.output[0]], node.name, operator="matmul")]
+
+
+def _gemm(node, facts, opset, fresh):
+    """Caffe2's FC (what its C++ converter makes of Gemm), after checks: FC dies of SIGFPE on an empty B (a K or N of
+    0), so a constant B must hold elements and any other is checked when the net runs, with A's and B's rank 2."""
+    a, b = node.input[:2]
+    ops = _rank_checked(node, opset, 0, a, facts, fresh, 2) + _rank_checked(node, opset, 1, b, facts, fresh, 2)
+    weights = facts.constant(b)
+    if weights is not None and weights.size == 0:
+        raise _refuse(node, opset, "input 1 (B) {!r} has dims {}; Caffe2's FC dies on an empty B".format(
+            b, shape_text(weights.shape)))
+    if weights is None:
+        dims, zero, filled = fresh(), fresh(), fresh()
+        ops += [_op("Shape", [b], [dims], node.name), _int64_scalar(node, zero, 0),
+                _op("GT", [dims, zero], [filled], node.name),
+                refusal(node.name, filled, "{}: input 1 (B) {!r} is empty, on which Caffe2's FC dies".format(
+                    label(node, opset), b), dims)]
+    converter = workspace.C.Caffe2Backend(Caffe2Backend._dummy_name)
+    try:
+        init_ops, made = converter.convert_node(node.SerializeToString(), facts.value_infos(node.input), opset)
+    except RuntimeError as error:  # as `backend.node_ops` reports the stock converters' failures
+        raise _refuse(node, opset, "Caffe2's converter failed: {}".format(
+            (str(error).strip().splitlines() or ["RuntimeError"])[0])) from None
+    for serialized in list(init_ops) + list(made):
+        ops.append(caffe2_pb2.OperatorDef())
+        ops[-1].ParseFromString(serialized)
+    return ops
+
+
+def _rank_checked(node, opset, position: int, name: str, facts, fresh, rank: int, exact: bool = True) -> list:
+    """Ops stopping the net unless input ``position`` (blob ``name``) has rank ``rank`` (at least ``rank`` unless
+    ``exact``) when the net runs: a translation chose its kernel by the rank the model states, and a value info is no
+    proof of what a node computes or is fed (a constant is). Caffe2's BatchMatMul and FC die of SIGFPE on operands
+    of other shapes."""
+    if facts.is_constant(name):
+        return []
+    dims, count, wanted, same = fresh(), fresh(), fresh(), fresh()
+    return [_op("Shape", [name], [dims], node.name), _op("Size", [dims], [count], node.name),
+            _int64_scalar(node, wanted, rank), _op("EQ" if exact else "GE", [count, wanted], [same], node.name),
+            refusal(node.name, same, "{}: input {} {!r} does not have rank {}{}, which the model states".format(
+                label(node, opset), position, name, "" if exact else "at least ", rank), dims)]
 
 
 def _einsum(node, facts, opset, fresh):
@@ -694,7 +765,8 @@ def _einsum(node, facts, opset, fresh):
             equation, len(a), len(b), ranks))
     (summed,) = contracted
     swap = list(range(len(a) - 2)) + [len(a) - 1, len(a) - 2]
-    ops, operands = [], []
+    ops, operands = [op for position, (name, term) in enumerate(zip(node.input, terms))
+                     for op in _rank_checked(node, opset, position, name, facts, fresh, len(term))], []
     for name, term, wanted in ((node.input[0], a, 1), (node.input[1], b, 0)):
         if term.index(summed) - len(term) + 2 == wanted:  # the summed letter is where a matrix product wants it
             operands.append(name)
@@ -716,9 +788,19 @@ def _outer(node, opset, facts, fresh, terms, out) -> list:
         raise _refuse(node, opset, "equation '{},{}->{}' needs two vectors; the model states ranks {}".format(
             terms[0], terms[1], out, [facts.rank(name) for name in node.input]))
     rows, columns = node.input if out[0] == terms[0] else reversed(node.input)
+    ops = [op for position, name in enumerate(node.input) for op in _rank_checked(node, opset, position, name, facts,
+                                                                                   fresh, 1)]
+    # the product's size, one vector's length times the other's, within the cap before torch allocates it
+    size = itemsize(facts.elem_type(node.input[0]))
+    lengths, length, joined = fresh(), fresh(), fresh()
+    ops += [_op("Shape", [rows], [lengths], node.name), _op("Shape", [columns], [length], node.name),
+            _op("Concat", [lengths, length], [joined, fresh()], node.name, axis=0)]
+    more, dims = as_double(node.name, joined, fresh)
+    ops += more + capped_dims(node.name, dims, element_cap(size), size_message(
+        label(node, opset), "the outer product of {!r} and {!r}".format(*node.input), size), fresh, checked=joined)
     column = fresh()
-    return [_op("ExpandDims", [rows], [column], node.name, dims=[1]),
-            _op("ATen", [column, columns], [node.output[0]], node.name, operator="mul")]
+    return ops + [_op("ExpandDims", [rows], [column], node.name, dims=[1]),
+                  _op("ATen", [column, columns], [node.output[0]], node.name, operator="mul")]
 
 
 #: ONNX element type -> Caffe2's, of the types Caffe2's Range takes
@@ -1586,9 +1668,52 @@ def _conv(node, facts, opset, fresh):
     if any(facts.elem_type(name) != TensorProto.FLOAT for name in node.input[1:] if name):
         raise _refuse(node, opset, "W and B must be float as X (Caffe2's Conv is float)")
     args = _window(node, opset, facts, kernel)
-    return _guard_filled(node, opset, facts, fresh, "Conv") + [_op("Conv", [name for name in node.input if name],
-                                                            [node.output[0]], node.name,
-                                                            group=int(_attribute(node, "group", 1)), **args)]
+    group = int(_attribute(node, "group", 1))
+    ops = _guard_filled(node, opset, facts, fresh, "Conv") + _dims_checked(node, opset, 1, weights, dims, facts, fresh)
+    return ops + _im2col_bound(node, opset, facts, dims, args, group, fresh) + [
+        _op("Conv", [name for name in node.input if name], [node.output[0]], node.name, group=group, **args)]
+
+
+def _dims_checked(node, opset, position: int, name: str, dims, facts, fresh) -> list:
+    """Ops stopping the net unless input ``position`` (blob ``name``, not a constant) has exactly the ``dims`` the model
+    states when the net runs (Caffe2's Conv dies of SIGFPE on an empty W, whatever the model declares)."""
+    if facts.is_constant(name):
+        return []
+    shape, wanted, same = fresh(), fresh(), fresh()
+    return _rank_checked(node, opset, position, name, facts, fresh, len(dims)) + [
+        _op("Shape", [name], [shape], node.name),
+        _op("GivenTensorInt64Fill", [], [wanted], node.name, values=list(dims), shape=[len(dims)]),
+        _op("EQ", [shape, wanted], [same], node.name),
+        refusal(node.name, same, "{}: input {} {!r} does not have the dims {} the model states".format(
+            label(node, opset), position, name, shape_text(dims)), shape)]
+
+
+def _im2col_bound(node, opset, facts, weight_dims, args: dict, group: int, fresh) -> list:
+    """Caffe2's Conv lays each image out in a buffer of (input channels x kernel) x output positions floats (im2col):
+    charged here where the model states a graph input's spatial dims, else checked when the net runs, against a
+    bound of the output positions (each spatial dim plus its pads)."""
+    where = label(node, opset)
+    rank = len(args["kernels"])
+    per_position = int(weight_dims[1]) * group * int(np.prod(args["kernels"]))
+    check_tensor([per_position], 4, "{}: its im2col buffer per output position".format(where))
+    data = node.input[0]
+    dims = facts.dims(data)
+    pads = [args["pads"][axis] + args["pads"][axis + rank] for axis in range(rank)]
+    if data in facts.graph_inputs and dims is not None and len(dims) == rank + 2 and None not in dims:
+        spans = [(k - 1) * d + 1 for k, d in zip(args["kernels"], args["dilations"])]
+        positions = [max((size + pad - span) // stride + 1, 0)
+                     for size, pad, span, stride in zip(dims[2:], pads, spans, args["strides"])]
+        check_tensor([per_position] + positions, 4, "{}: its im2col buffer".format(where))
+        return []
+    shape, spatial, grown = fresh(), fresh(), fresh()
+    added, fill = _constant_blob(pads, fresh)
+    ops = [_op("Shape", [data], [shape], node.name), _op("Slice", [shape], [spatial], node.name, starts=[2], ends=[-1]),
+           fill, _op("ATen", [spatial, added], [grown], node.name, operator="add")]
+    more, bound = as_double(node.name, grown, fresh)
+    more_factor, factor = whole_double(node.name, per_position, fresh)
+    return ops + more + more_factor + capped_dims(node.name, bound, element_cap(4), size_message(
+        where, "its im2col buffer (the spatial dims of input 0 {!r} and its pads, times {} per position)".format(
+            data, per_position), 4), fresh, checked=shape, factor=factor)
 
 
 def _pool(node, facts, opset, fresh):
@@ -1662,9 +1787,12 @@ def _batch_norm(node, facts, opset, fresh):
     if rank is None or rank < 2:
         raise _refuse(node, opset, "input 0 {!r} has rank {}; Caffe2's SpatialBN needs (N, C, ...)".format(
             node.input[0], rank if rank is not None else "unknown"))
+    epsilon = float(_attribute(node, "epsilon", 1e-5))
+    if not epsilon > 0:  # Caffe2's SpatialBN enforces epsilon > 0; torch's batch_norm computes the formula with it
+        return [_op("ATen", list(node.input), [node.output[0]], node.name, operator="batch_norm", training=False,
+                    momentum=0.0, eps=epsilon, cudnn_enabled=False)]
     return _guard_filled(node, opset, facts, fresh, "SpatialBN", spatial=False) + [
-        _op("SpatialBN", list(node.input), [node.output[0]], node.name, is_test=1,
-            epsilon=float(_attribute(node, "epsilon", 1e-5)))]
+        _op("SpatialBN", list(node.input), [node.output[0]], node.name, is_test=1, epsilon=epsilon)]
 
 
 def _flatten(node, facts, opset, fresh):
@@ -1973,7 +2101,8 @@ TRANSLATIONS: Dict[str, Callable] = {
     "Sum": _extremum, "Mean": _extremum, "Size": _size, "Split": _split, "OneHot": _one_hot,
     "Pow": _pow, "Reshape": _reshape, "Gather": _gather, "Where": _where, "Softmax": _softmax,
     "Max": _extremum, "Min": _extremum, "ScatterND": _scatter_nd, "ConstantOfShape": _constant_of_shape,
-    "Expand": _expand, "MatMul": _matmul, "Range": _range, "Clip": _clip, "Abs": _sign_op, "Neg": _sign_op,
+    "Expand": _expand, "MatMul": _matmul, "Gemm": _gemm, "Range": _range, "Clip": _clip, "Abs": _sign_op,
+    "Neg": _sign_op,
     "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent,
     "Conv": _conv, "MaxPool": _pool, "AveragePool": _pool, "GlobalMaxPool": _pool, "GlobalAveragePool": _pool,
     "BatchNormalization": _batch_norm, "Flatten": _flatten, "Dropout": _dropout, "Pad": _pad,
