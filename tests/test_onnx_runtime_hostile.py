@@ -16,7 +16,6 @@ import io
 import json
 
 import numpy as np
-import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_forms_support import in_child
@@ -59,8 +58,9 @@ _FOUR = np.ones(4, np.float32)
 
 
 def _cases():
-    """name -> (model, feeds, expected): "refused", "oracle" (onnxruntime's outputs, bit for bit), "close" (onnxruntime's
-    within float32 rounding) or a list of numpy references (where onnxruntime departs from ONNX's definition)."""
+    """name -> (model, feeds, expected): "refused", "oracle" (onnxruntime's outputs, bit for bit), "close"
+    (onnxruntime's within float32 rounding) or a list of numpy references (where onnxruntime departs from ONNX's
+    definition)."""
     double = numpy_helper.from_array(np.array([0.1]), "value")
     huge_double = numpy_helper.from_array(np.array([1e300]), "value")
     empty = np.zeros((2, 0, 3), np.float32)
@@ -169,6 +169,12 @@ def _cases():
         "pad_2_28_symbolic": (_one("Pad", [("x", _F, ["n"])], [("y", _F, ["m"])], opset=11,
                                    constants=[("pads", np.array([0, 2 ** 28], np.int64))]),
                               {"x": _FOUR}, "refused"),
+        "slice_strided_axis_past_32_bits": (_one("Slice", [("x", _F, [0, "n"])], [("y", _F, [0, "m"])],
+                                                 constants=[("starts", np.array([0], np.int64)),
+                                                            ("ends", np.array([2 ** 63 - 1], np.int64)),
+                                                            ("axes", np.array([1], np.int64)),
+                                                            ("steps", np.array([2], np.int64))]),
+                                             {"x": np.zeros((0, 2 ** 33 + 2 ** 31), np.float32)}, "refused"),
         # fed inputs against the declarations
         "input_of_another_type": (_one("Relu", [("x", _F, [4])], [("y", _F, [4])]),
                                   {"x": np.ones(4, np.float64)}, "refused"),

@@ -171,7 +171,7 @@ def input_checks(graph, fresh) -> list:
             if dim.HasField("dim_param") and dim.dim_param:
                 tied.setdefault(dim.dim_param, []).append((info.name, axis, shape))
     for param, places in tied.items():
-        (first, axis, first_shape), rest = places[0], places[1:]
+        (first, axis, _), rest = places[0], places[1:]
         if not rest:
             continue
         reference = fresh()

@@ -204,15 +204,26 @@ def _clamped_slice(node, data, out, starts, ends, axes, rank, fresh):
     return ops + _cuts(node, data, out, cuts, fresh)
 
 
-def _strided(node, data, out, axis, start_step, fresh):
+def _counted_by_range(node, opset, length: str, fresh) -> list:
+    """Ops stopping the net unless the int64 ``length`` (of an axis whose indices Caffe2's Range makes) is below 2**31:
+    Range keeps its count in a 32-bit int, and an axis may be longer (an empty tensor of any declared length is fed
+    in no memory), so a count past it would wrap (2**32 + 2**30 indices asked for 2**30)."""
+    most, within = fresh(), fresh()
+    return [_int64_scalar(node, most, COUNTER_LIMIT), _op("LE", [length, most], [within], node.name),
+            refusal(node.name, within, "{}: an axis of input 0 {!r} is longer than the {} indices Caffe2's Range "
+                                       "counts (in 32 bits)".format(label(node, opset), node.input[0], COUNTER_LIMIT),
+                    length)]
+
+
+def _strided(node, opset, data, out, axis, start_step, fresh):
     """Every step-th element of ``axis`` from a start to the end, the axis' length read at run time. Caffe2's Range
     computes its length in 32-bit arithmetic, so a start past the end (up to 2**63 - 1) would wrap around to a
     length of millions: the start is held to the length first, so Range counts at most the length."""
     ops, (start, step) = [], start_step
     shape, length, first, held, stride, indices = fresh(), fresh(), fresh(), fresh(), fresh(), fresh()
     ops += [_op("Shape", [data], [shape], node.name, axes=[axis]),
-            _op("Squeeze", [shape], [length], node.name, dims=[0]),
-            _int64_scalar(node, first, start),
+            _op("Squeeze", [shape], [length], node.name, dims=[0])] + _counted_by_range(node, opset, length, fresh)
+    ops += [_int64_scalar(node, first, start),
             _op("ATen", [first, length], [held], node.name, operator="minimum"),
             _int64_scalar(node, stride, step),
             _op("Range", [held, length, stride], [indices], node.name),
@@ -220,7 +231,7 @@ def _strided(node, data, out, axis, start_step, fresh):
     return ops
 
 
-def _stepped(node, data, out, axis, picked: range, dim: int, fresh):
+def _stepped(node, opset, data, out, axis, picked: range, dim: int, fresh):
     """The elements ``picked`` of ``axis`` (its length ``dim`` known), gathered by indices that Caffe2's Range makes
     at run time: a list of them in the net would cost as many entries as the model says the axis is long. Range
     computes its length in 32-bit arithmetic and rounds it toward zero for a negative step, so it makes the indices
@@ -231,7 +242,7 @@ def _stepped(node, data, out, axis, picked: range, dim: int, fresh):
     low = (picked[-1] if picked.step < 0 else picked.start) if count else 0
     shape, length, first, stop, stride, held_first, held_stop, indices = (fresh() for _ in range(8))
     ops = [_op("Shape", [data], [shape], node.name, axes=[axis]),
-           _op("Squeeze", [shape], [length], node.name, dims=[0]),
+           _op("Squeeze", [shape], [length], node.name, dims=[0])] + _counted_by_range(node, opset, length, fresh) + [
            _int64_scalar(node, first, low), _int64_scalar(node, stop, low + count * step),
            _int64_scalar(node, stride, step),
            _op("ATen", [first, length], [held_first], node.name, operator="minimum"),
@@ -333,9 +344,9 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
         if indices is None:
             ops.append(_op("ATen", [current], [target], node.name, operator="flip", dims=[axis]))
         elif isinstance(indices, tuple):
-            ops += _strided(node, current, target, axis, indices, fresh)
+            ops += _strided(node, opset, current, target, axis, indices, fresh)
         else:
-            ops += _stepped(node, current, target, axis, indices, dims[axis], fresh)
+            ops += _stepped(node, opset, current, target, axis, indices, dims[axis], fresh)
         current = target
     if not ops:
         ops.append(_op("Copy", [data], [out], node.name))
@@ -381,7 +392,7 @@ def _slice_any_rank(node, facts, opset, fresh):
     current = data
     for number, (axis, step) in enumerate(zip(axes, steps)):
         more, length = _axis_length(node, current, axis, fresh)
-        ops += more
+        ops += more + _counted_by_range(node, opset, length, fresh)
         last = fresh()
         ops.append(_op("Sub", [length, one], [last], node.name))
         high = length if step > 0 else last
@@ -1099,8 +1110,8 @@ def _trilu(node, facts, opset, fresh):
     for axis in (rank - 2, rank - 1):
         shape, length, index = fresh(), fresh(), fresh()
         ops += [_op("Shape", [data], [shape], node.name, axes=[axis]),
-                _op("Squeeze", [shape], [length], node.name, dims=[0]),
-                _op("Range", [length], [index], node.name)]
+                _op("Squeeze", [shape], [length], node.name, dims=[0])] + _counted_by_range(node, opset, length, fresh)
+        ops.append(_op("Range", [length], [index], node.name))
         indices.append(index)
     rows, offsets, dropped = fresh(), fresh(), fresh()
     ops += [_op("ExpandDims", [indices[0]], [rows], node.name, dims=[1]),
@@ -1875,8 +1886,8 @@ def _pad(node, facts, opset, fresh):
                    _op("Assert", [filled], [], node.name, error_msg="{}: its output has an empty dim from axis {} on; "
                        "{}".format(label(node, opset), first, why))]
         if dims is None or None in dims:  # the output's dims, the input's read at run time plus the pads
-            (all_growth, fill_all), whole, grown_all = (_constant_blob([pads[axis] + pads[axis + rank]
-                                                                        for axis in range(rank)], fresh), fresh(), fresh())
+            all_growth, fill_all = _constant_blob([pads[axis] + pads[axis + rank] for axis in range(rank)], fresh)
+            whole, grown_all = fresh(), fresh()
             more, dims_double = as_double(node.name, grown_all, fresh)
             ops += [_op("Shape", [data], [whole], node.name), fill_all,
                     _op("Add", [whole, all_growth], [grown_all], node.name)] + more + capped_dims(
