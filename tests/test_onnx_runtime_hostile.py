@@ -175,6 +175,12 @@ def _cases():
                                                             ("axes", np.array([1], np.int64)),
                                                             ("steps", np.array([2], np.int64))]),
                                              {"x": np.zeros((0, 2 ** 33 + 2 ** 31), np.float32)}, "refused"),
+        "reshape_constant_negative_dims": (_one("Reshape", [("x", _F, [4])], [("y", _F, ["a", "b"])],
+                                                constants=[("shape", np.array([-2, -1], np.int64))]),
+                                           {"x": _FOUR}, "refused"),
+        "constant_of_shape_constant_negative_dims": (_one("ConstantOfShape", [], [("y", _F, ["a", "b"])],
+                                                          constants=[("shape", np.array([-2, -2], np.int64))]),
+                                                     {}, "refused"),
         # fed inputs against the declarations
         "input_of_another_type": (_one("Relu", [("x", _F, [4])], [("y", _F, [4])]),
                                   {"x": np.ones(4, np.float64)}, "refused"),

@@ -576,6 +576,9 @@ def _reshape(node, facts, opset, fresh):
     if values is not None:
         _within_rank(node, opset, values.size, "the shape {!r}".format(shape))
         values = [int(v) for v in values.reshape(-1)]
+        if min(values, default=0) < -1 or values.count(-1) > 1:  # Caffe2 divides by them: a shape [-2, -1] crashed it
+            raise _refuse(node, opset, "the shape {!r} is {}; ONNX gives meaning to one -1 and to 0s, no other "
+                                       "negative dim".format(shape, shape_text(values)))
         zeros = [k for k, v in enumerate(values) if v == 0]
         if not zeros:
             return [_op("Reshape", [data, shape], out, node.name)]
@@ -637,6 +640,9 @@ def _expand(node, facts, opset, fresh):
         source, target = fresh(), fresh()
         ops.append(_op("Cast", [data], [source], node.name, to=caffe2_pb2.TensorProto.INT32))
     values, dims = facts.constant(shape), facts.dims(data)
+    if values is not None and values.size and values.min() < 0:  # Caffe2's Expand read [-2, -2] as a 1
+        raise _refuse(node, opset, "the shape {!r} is {}; a negative dim has no meaning".format(
+            shape, shape_text(values.reshape(-1).tolist())))
     if values is None or not facts.is_constant(data):
         ops += _broadcast_bound(node, opset, data, shape, itemsize(TensorProto.INT32 if elem_type == TensorProto.BOOL
                                                                     else elem_type), fresh)
@@ -1359,6 +1365,12 @@ def _constant_of_shape(node, facts, opset, fresh):
     c2_type, out = _FILL_TYPES[elem_type], node.output[0]
     filled, fill_value = (fresh(), 1.0) if inexact else (out, number)
     length, shape = facts.dims(node.input[0]), facts.constant(node.input[0])
+    if shape is not None:  # checked here: Caffe2 multiplies the dims unchecked (a shape [-2, -2] crashed it)
+        _within_rank(node, opset, shape.size, "the shape {!r}".format(node.input[0]))
+        if shape.size and shape.min() < 0:
+            raise _refuse(node, opset, "the shape {!r} is {}; a negative dim has no meaning".format(
+                node.input[0], shape_text(shape.reshape(-1).tolist())))
+        check_tensor(shape.reshape(-1).tolist(), itemsize(elem_type), "{}: its output".format(label(node, opset)))
     if shape is not None and shape.size == 0:  # a scalar
         ops = [_op("ConstantFill", [], [filled], node.name, shape=[], dtype=c2_type, value=fill_value)]
     else:
