@@ -121,6 +121,10 @@ def _cases():
         "constant_of_shape_double": (_one("ConstantOfShape", [("shape", _I, [2])], [("y", TensorProto.DOUBLE,
                                                                                     ["a", "b"])], {"value": double}),
                                      {"shape": np.array([2, 3], np.int64)}, [np.full((2, 3), 0.1)]),
+        "constant_of_shape_int64_past_2_24": (_one("ConstantOfShape", [("shape", _I, [1])], [("y", _I, ["n"])],
+                                                   {"value": numpy_helper.from_array(np.array([2 ** 40 + 3]),
+                                                                                     "value")}),
+                                              {"shape": np.array([2], np.int64)}, "oracle"),
         "constant_of_shape_double_cumsum": (
             _model([helper.make_node("ConstantOfShape", ["shape"], ["filled"], value=huge_double),
                     helper.make_node("CumSum", ["filled", "axis"], ["y"])], [("shape", _I, [1])],

@@ -143,14 +143,13 @@ def size_message(where: str, what: str, itemsize: int, counter: bool = False, lo
 
 
 def input_checks(graph, fresh) -> list:
-    """Ops checking each graph input (not an initializer) against its declared shape when the net runs: its rank,
-    each fixed dim, and the dims one ``dim_param`` names being equal. Caffe2's kernels trust the dims they are given
-    (an input of another rank reaches BatchMatMul or Conv, whose translations the declared shape chose)."""
-    initialized = {tensor.name for tensor in graph.initializer}
+    """Ops checking each graph input against its declared shape when the net runs: its rank, each fixed dim, and the
+    dims one ``dim_param`` names being equal. Caffe2's kernels trust the dims they are given (an input of another
+    rank reaches BatchMatMul or Conv, whose translations the declared shape chose); `declared` says which inputs
+    these checks hold to their declared dims."""
     ops, tied = [], {}
-    for info in graph.input:
-        if info.name in initialized or not info.type.HasField("tensor_type") or \
-                not info.type.tensor_type.HasField("shape"):
+    for info in graph.input:  # an initializer's too: it is a default the caller may replace
+        if not info.type.HasField("tensor_type") or not info.type.tensor_type.HasField("shape"):
             continue
         dims = info.type.tensor_type.shape.dim
         spelled = "[{}]".format(", ".join(str(dim.dim_value) if dim.HasField("dim_value") else
@@ -183,6 +182,12 @@ def input_checks(graph, fresh) -> list:
                             "the model declares one".format(first[:200], axis, name[:200], other_axis, param[:200]),
                             other_shape)]
     return ops
+
+
+def declared(facts, name: str) -> bool:
+    """Whether blob ``name`` holds, when the net runs, the dims the model gives it: a constant, or a graph input whose
+    shape is declared (`input_checks` stops the net otherwise)."""
+    return facts.is_constant(name) or (name in facts.graph_inputs and facts.dims(name) is not None)
 
 
 _ASSERT_MESSAGE = re.compile(r"Error message: (.*?) \(Error from operator:", re.S)

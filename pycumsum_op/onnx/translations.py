@@ -30,8 +30,8 @@ from ..input_limits import MAX_RANK, InputTooLarge, check_tensor, shape_text
 from ..ops.net_ops import add_scan_op
 from ..scans import SCANS, Refused
 from .forms import FormRefused, given, label
-from .run_checks import (COUNTER_LIMIT, as_double, capped_dims, capped_scalar, element_cap, exact_double, itemsize,
-                         make_op as _op, refusal, size_message, whole_double)
+from .run_checks import (COUNTER_LIMIT, as_double, capped_dims, capped_scalar, declared, element_cap, exact_double,
+                         itemsize, make_op as _op, refusal, size_message, whole_double)
 
 #: ONNX element types a scan's import may get -> the dtype= that keeps the result in that type (ONNX scans
 #: keep their input's type; PyCumSum, like torch, would give int64 for int32).
@@ -740,9 +740,9 @@ def _gemm(node, facts, opset, fresh):
 def _rank_checked(node, opset, position: int, name: str, facts, fresh, rank: int, exact: bool = True) -> list:
     """Ops stopping the net unless input ``position`` (blob ``name``) has rank ``rank`` (at least ``rank`` unless
     ``exact``) when the net runs: a translation chose its kernel by the rank the model states, and a value info is no
-    proof of what a node computes or is fed (a constant is). Caffe2's BatchMatMul and FC die of SIGFPE on operands
-    of other shapes."""
-    if facts.is_constant(name):
+    proof of what a node computes (a constant or a checked input is: `declared`). Caffe2's BatchMatMul and FC die of
+    SIGFPE on operands of other shapes."""
+    if declared(facts, name):
         return []
     dims, count, wanted, same = fresh(), fresh(), fresh(), fresh()
     return [_op("Shape", [name], [dims], node.name), _op("Size", [dims], [count], node.name),
@@ -1698,9 +1698,9 @@ def _conv(node, facts, opset, fresh):
 
 
 def _dims_checked(node, opset, position: int, name: str, dims, facts, fresh) -> list:
-    """Ops stopping the net unless input ``position`` (blob ``name``, not a constant) has exactly the ``dims`` the model
-    states when the net runs (Caffe2's Conv dies of SIGFPE on an empty W, whatever the model declares)."""
-    if facts.is_constant(name):
+    """Ops stopping the net unless input ``position`` (blob ``name``) has exactly the ``dims`` the model states when the
+    net runs, unless that is `declared` (Caffe2's Conv dies of SIGFPE on an empty W, whatever the value infos say)."""
+    if declared(facts, name):
         return []
     shape, wanted, same = fresh(), fresh(), fresh()
     return _rank_checked(node, opset, position, name, facts, fresh, len(dims)) + [
