@@ -346,7 +346,7 @@ def test_misshapen_recurrent_inputs_are_refused_or_stop_the_run_in_one_line():
             # symbolic dims or an unknown rank (W's dims, and X's last where X is ranked, stay stated: they give the
             # input size): an Assert stops the run
             assert result == "failed" and detail and detail[0].startswith(
-                "Error message: ONNX {} node 'y,yh' (opset 13): input ".format(op)), (where, result, detail)
+                "ONNX {} node 'y,yh' (opset 13): input ".format(op)), (where, result, detail)
         else:
             assert result == "refused" and detail.startswith("ONNX {} node 'y,yh' (opset 13): ".format(op)), where
             assert len(detail.splitlines()) == 1 and "'{}'".format(name) in detail, (where, detail)

@@ -65,6 +65,7 @@ from .facts import GraphFacts
 from .forms import OWN, FormRefused, check_node, label
 from .inference import inferred
 from .model_input import check_tensors, load_zip_archive
+from .run_checks import checked_rep, input_checks
 from .stock_forms import stock_form
 from .translations import SCAN_DTYPES, constant_axis, scan_entry, translate
 
@@ -294,7 +295,7 @@ def translated_nets(cls, model, facts: GraphFacts, device, opset_version, includ
                                 "(MAX_NET_OPS)".format(graph.name[:200], node.op_type[:100],
                                                        (node.name or next(iter(node.output), ""))[:200], MAX_NET_OPS))
         ops += made
-    predict_net.op.extend(ops)
+    predict_net.op.extend(input_checks(graph, cls._dummy_name.new_dummy_name) + ops)  # the fed inputs checked first
     inputs = [info.name for info in graph.input]
     inputs += [tensor.name for tensor in graph.initializer if tensor.name not in facts.graph_inputs]
     for net in (init_net, predict_net):
@@ -397,7 +398,7 @@ def _prepared(cls, model, device, lower, raw_values_dict):
     initialized = {tensor.name for tensor in model.graph.initializer}
     cls._direct_initialize_inputs(model.graph.input, initialized, ws, device_option)
     uninitialized = [info.name for info in model.graph.input if info.name not in initialized]
-    return Caffe2Rep(init_net, predict_net, ws, uninitialized)
+    return checked_rep(Caffe2Rep(init_net, predict_net, ws, uninitialized), model)  # what is fed checked first
 
 
 class CumSumBackend(Caffe2Backend):

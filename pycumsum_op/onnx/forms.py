@@ -102,7 +102,8 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Equal": _BINARY, "Less": _BINARY, "Greater": _BINARY,
     "MatMul": _forms(Form((9, NEWEST), translation=OWN)),  # Caffe2's BatchMatMul: 1-D operands
     "Einsum": _forms(Form((12, NEWEST), {"equation": _ANY}, translation=OWN)),  # batched matrix products only
-    "Gemm": _forms(Form((9, NEWEST), {"alpha": _ANY, "beta": _ANY, "transA": _ANY, "transB": _ANY})),
+    # Caffe2's FC by its C++ converter, after checks of A's and B's shapes (FC dies on an empty B)
+    "Gemm": _forms(Form((9, NEWEST), {"alpha": _ANY, "beta": _ANY, "transA": _ANY, "transB": _ANY}, translation=OWN)),
     "Transpose": _forms(Form((1, NEWEST), {"perm": _ANY})),
     "Concat": _forms(Form((4, NEWEST), {"axis": _ANY})),
     "Cast": _forms(Form((9, NEWEST), {"to": _CASTS})),
@@ -200,8 +201,9 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Size": _forms(Form((1, NEWEST), translation=OWN)),
     "Split": _forms(Form((2, 12), {"axis": _ANY, "split": _ANY}, translation=OWN),
                     Form((13, NEWEST), {"axis": _ANY}, constants=(1,), translation=OWN)),
-    # Caffe2's NumpyTile (the stock converter's): repeats constant or fed at run time (opset 1's tiles/axis differ)
-    "Tile": _forms(Form((6, NEWEST))),
+    # Caffe2's NumpyTile (the stock converter's), after run-time checks of the output's size: repeats constant or fed
+    # at run time (opset 1's tiles/axis differ)
+    "Tile": _forms(Form((6, NEWEST), translation=OWN)),
     # where(indices == positions, on, off); opset 11 wraps negative indices by depth (translation: `_one_hot`)
     "OneHot": _forms(Form((9, 10), {"axis": _ANY}, translation=OWN), Form((11, NEWEST), {"axis": _ANY},
                                                                           translation=OWN)),

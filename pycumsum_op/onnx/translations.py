@@ -22,7 +22,7 @@ from typing import Callable, Dict, List
 import numpy as np
 import onnx.numpy_helper
 from caffe2.proto import caffe2_pb2
-from caffe2.python import core, utils
+from caffe2.python import core, utils, workspace
 from caffe2.python.onnx.backend import Caffe2Backend, OnnxNode  # torch >= 1.10: checked by __init__
 from onnx import TensorProto, helper
 
@@ -30,6 +30,8 @@ from ..input_limits import MAX_RANK, InputTooLarge, check_tensor, shape_text
 from ..ops.net_ops import add_scan_op
 from ..scans import SCANS, Refused
 from .forms import FormRefused, given, label
+from .run_checks import (COUNTER_LIMIT, as_double, capped_dims, capped_scalar, declared, element_cap, exact_double,
+                         itemsize, make_op as _op, refusal, size_message, whole_double)
 
 #: ONNX element types a scan's import may get -> the dtype= that keeps the result in that type (ONNX scans
 #: keep their input's type; PyCumSum, like torch, would give int64 for int32).
@@ -46,15 +48,6 @@ _NUMPY_FLOATS = {TensorProto.FLOAT16: np.float16, TensorProto.FLOAT: np.float32,
 _HUGE = 2 ** 31 - 1
 #: ONNX's (and torch's) "to the end" of a Slice.
 _END = 2 ** 63 - 1
-
-
-def _op(op_type: str, inputs, outputs, name: str = "", **args) -> caffe2_pb2.OperatorDef:
-    op = caffe2_pb2.OperatorDef()
-    op.type, op.name = op_type, name
-    op.input.extend(inputs)
-    op.output.extend(outputs)
-    op.arg.extend(utils.MakeArgument(key, value) for key, value in sorted(args.items()))
-    return op
 
 
 def _refuse(node, opset, why: str) -> FormRefused:
@@ -211,15 +204,26 @@ def _clamped_slice(node, data, out, starts, ends, axes, rank, fresh):
     return ops + _cuts(node, data, out, cuts, fresh)
 
 
-def _strided(node, data, out, axis, start_step, fresh):
+def _counted_by_range(node, opset, length: str, fresh) -> list:
+    """Ops stopping the net unless the int64 ``length`` (of an axis whose indices Caffe2's Range makes) is below 2**31:
+    Range keeps its count in a 32-bit int, and an axis may be longer (an empty tensor of any declared length is fed
+    in no memory), so a count past it would wrap (2**32 + 2**30 indices asked for 2**30)."""
+    most, within = fresh(), fresh()
+    return [_int64_scalar(node, most, COUNTER_LIMIT), _op("LE", [length, most], [within], node.name),
+            refusal(node.name, within, "{}: an axis of input 0 {!r} is longer than the {} indices Caffe2's Range "
+                                       "counts (in 32 bits)".format(label(node, opset), node.input[0], COUNTER_LIMIT),
+                    length)]
+
+
+def _strided(node, opset, data, out, axis, start_step, fresh):
     """Every step-th element of ``axis`` from a start to the end, the axis' length read at run time. Caffe2's Range
     computes its length in 32-bit arithmetic, so a start past the end (up to 2**63 - 1) would wrap around to a
     length of millions: the start is held to the length first, so Range counts at most the length."""
     ops, (start, step) = [], start_step
     shape, length, first, held, stride, indices = fresh(), fresh(), fresh(), fresh(), fresh(), fresh()
     ops += [_op("Shape", [data], [shape], node.name, axes=[axis]),
-            _op("Squeeze", [shape], [length], node.name, dims=[0]),
-            _int64_scalar(node, first, start),
+            _op("Squeeze", [shape], [length], node.name, dims=[0])] + _counted_by_range(node, opset, length, fresh)
+    ops += [_int64_scalar(node, first, start),
             _op("ATen", [first, length], [held], node.name, operator="minimum"),
             _int64_scalar(node, stride, step),
             _op("Range", [held, length, stride], [indices], node.name),
@@ -227,7 +231,7 @@ def _strided(node, data, out, axis, start_step, fresh):
     return ops
 
 
-def _stepped(node, data, out, axis, picked: range, dim: int, fresh):
+def _stepped(node, opset, data, out, axis, picked: range, dim: int, fresh):
     """The elements ``picked`` of ``axis`` (its length ``dim`` known), gathered by indices that Caffe2's Range makes
     at run time: a list of them in the net would cost as many entries as the model says the axis is long. Range
     computes its length in 32-bit arithmetic and rounds it toward zero for a negative step, so it makes the indices
@@ -238,7 +242,7 @@ def _stepped(node, data, out, axis, picked: range, dim: int, fresh):
     low = (picked[-1] if picked.step < 0 else picked.start) if count else 0
     shape, length, first, stop, stride, held_first, held_stop, indices = (fresh() for _ in range(8))
     ops = [_op("Shape", [data], [shape], node.name, axes=[axis]),
-           _op("Squeeze", [shape], [length], node.name, dims=[0]),
+           _op("Squeeze", [shape], [length], node.name, dims=[0])] + _counted_by_range(node, opset, length, fresh) + [
            _int64_scalar(node, first, low), _int64_scalar(node, stop, low + count * step),
            _int64_scalar(node, stride, step),
            _op("ATen", [first, length], [held_first], node.name, operator="minimum"),
@@ -340,9 +344,9 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
         if indices is None:
             ops.append(_op("ATen", [current], [target], node.name, operator="flip", dims=[axis]))
         elif isinstance(indices, tuple):
-            ops += _strided(node, current, target, axis, indices, fresh)
+            ops += _strided(node, opset, current, target, axis, indices, fresh)
         else:
-            ops += _stepped(node, current, target, axis, indices, dims[axis], fresh)
+            ops += _stepped(node, opset, current, target, axis, indices, dims[axis], fresh)
         current = target
     if not ops:
         ops.append(_op("Copy", [data], [out], node.name))
@@ -388,7 +392,7 @@ def _slice_any_rank(node, facts, opset, fresh):
     current = data
     for number, (axis, step) in enumerate(zip(axes, steps)):
         more, length = _axis_length(node, current, axis, fresh)
-        ops += more
+        ops += more + _counted_by_range(node, opset, length, fresh)
         last = fresh()
         ops.append(_op("Sub", [length, one], [last], node.name))
         high = length if step > 0 else last
@@ -461,7 +465,13 @@ def _reduce(node, facts, opset, fresh):
         axes = _normalized(node, opset, axes, rank)
     keepdims = int(_attribute(node, "keepdims", 1))
     if node.op_type == "ReduceProd":
+        if rank == 0:  # the product over no axis of a scalar: the scalar (torch's prod takes no dim of it)
+            return [_op("Copy", [data], [node.output[0]], node.name)]
         return _reduce_prod(node, opset, data, sorted(set(axes)), rank, keepdims, fresh)
+    if node.op_type in _EMPTY_EXTREMA and facts.elem_type(data) in _FLOATS:
+        dims = facts.dims(data)
+        if dims is None or any(dims[axis] in (None, 0) for axis in axes):
+            return _extremum_of_empty(node, data, sorted(set(axes)), keepdims, fresh)
     if node.op_type == "ReduceLogSumExp":  # torch's logsumexp: shifted by the maximum, as onnxruntime's
         return [_op("ATen", [data], [node.output[0]], node.name, operator="logsumexp", dim=sorted(axes),
                     keepdim=bool(keepdims))]
@@ -472,6 +482,27 @@ def _reduce(node, facts, opset, fresh):
     ops = [_op("Mul", [data, data], [squared], node.name),
            _op("ReduceSum", [squared], [total], node.name, axes=sorted(axes), keepdims=keepdims)]
     return ops + ([_op("Sqrt", [total], [node.output[0]], node.name)] if node.op_type == "ReduceL2" else [])
+
+
+#: ONNX's value of a reduction over no element (its identity), where Caffe2's differs: its ReduceMax starts from the
+#: lowest finite float (-3.4e38), ONNX's from -inf
+_EMPTY_EXTREMA = {"ReduceMax": float("-inf"), "ReduceMin": float("inf")}
+
+
+def _extremum_of_empty(node, data, axes, keepdims, fresh) -> list:
+    """Caffe2's ReduceMax / ReduceMin, then ONNX's -inf / inf wherever the reduced axes hold no element (their lengths,
+    read at run time, multiply to 0): torch's masked_fill by a scalar mask."""
+    reduced, lengths, count, zero, empty = fresh(), fresh(), fresh(), fresh(), fresh()
+    ops, pieces = [_op(node.op_type, [data], [reduced], node.name, axes=axes, keepdims=keepdims)], []
+    for axis in axes:
+        more, length = _axis_length(node, data, axis, fresh)
+        ops += more
+        pieces.append(length)
+    return ops + [_op("Concat", pieces, [lengths, fresh()], node.name, axis=0),
+                  _op("ATen", [lengths], [count], node.name, operator="prod", dim=0, keepdim=False),
+                  _int64_scalar(node, zero, 0), _op("EQ", [count, zero], [empty], node.name),
+                  _op("ATen", [reduced, empty], [node.output[0]], node.name, operator="masked_fill",
+                      value=_EMPTY_EXTREMA[node.op_type])]
 
 
 def _reduce_prod(node, opset, data, axes, rank, keepdims, fresh):
@@ -547,6 +578,9 @@ def _reshape(node, facts, opset, fresh):
     if values is not None:
         _within_rank(node, opset, values.size, "the shape {!r}".format(shape))
         values = [int(v) for v in values.reshape(-1)]
+        if min(values, default=0) < -1 or values.count(-1) > 1:  # Caffe2 divides by them: a shape [-2, -1] crashed it
+            raise _refuse(node, opset, "the shape {!r} is {}; ONNX gives meaning to one -1 and to 0s, no other "
+                                       "negative dim".format(shape, shape_text(values)))
         zeros = [k for k, v in enumerate(values) if v == 0]
         if not zeros:
             return [_op("Reshape", [data, shape], out, node.name)]
@@ -566,9 +600,9 @@ def _reshape(node, facts, opset, fresh):
     zero, is_zero, new_shape = fresh(), fresh(), fresh()
     ops += [_int64_scalar(node, zero, 0),
             _op("EQ", [shape, zero], [is_zero], node.name),
-            _op("ATen", [is_zero, prefix, shape], [new_shape], node.name, operator="where"),
-            _op("Reshape", [data, new_shape], out, node.name)]
-    return ops
+            _op("ATen", [is_zero, prefix, shape], [new_shape], node.name, operator="where")]
+    ops += _checked_shape(node, opset, new_shape, itemsize(facts.elem_type(data)), fresh, lowest=-1, named=shape)
+    return ops + [_op("Reshape", [data, new_shape], out, node.name)]
 
 
 def _gather(node, facts, opset, fresh):
@@ -608,6 +642,12 @@ def _expand(node, facts, opset, fresh):
         source, target = fresh(), fresh()
         ops.append(_op("Cast", [data], [source], node.name, to=caffe2_pb2.TensorProto.INT32))
     values, dims = facts.constant(shape), facts.dims(data)
+    if values is not None and values.size and values.min() < 0:  # Caffe2's Expand read [-2, -2] as a 1
+        raise _refuse(node, opset, "the shape {!r} is {}; a negative dim has no meaning".format(
+            shape, shape_text(values.reshape(-1).tolist())))
+    if values is None or not facts.is_constant(data):
+        ops += _broadcast_bound(node, opset, data, shape, itemsize(TensorProto.INT32 if elem_type == TensorProto.BOOL
+                                                                    else elem_type), fresh)
     if values is not None and 0 not in values.reshape(-1).tolist() and dims is not None and None not in dims \
             and 0 not in dims:
         ops.append(_op("Expand", [source, shape], [target], node.name))
@@ -621,6 +661,43 @@ def _expand(node, facts, opset, fresh):
     return ops
 
 
+def _padded(node, dims: str, fresh) -> tuple:
+    """(ops, blob): the int64 vector ``dims`` with 1s before it to `MAX_RANK` entries (numpy's broadcasting aligns
+    dims from the last; Caffe2's Slice reads start -k as length + 1 - k)."""
+    ones, fill = _constant_blob([1] * MAX_RANK, fresh)
+    joined, padded = fresh(), fresh()
+    return [fill, _op("Concat", [ones, dims], [joined, fresh()], node.name, axis=0),
+            _op("Slice", [joined], [padded], node.name, starts=[-MAX_RANK - 1], ends=[-1])], padded
+
+
+def _broadcast_bound(node, opset, data: str, shape: str, size: int, fresh) -> list:
+    """Ops stopping the net unless Expand's output, ``data`` broadcast with the shape in blob ``shape`` (fed or
+    computed), is within ``PYCUMSUM_OP_MAX_TENSOR_BYTES``: the shape has at most `MAX_RANK` entries, each in [0, cap]
+    (the ones Expand multiplies by are filled to it), and the product of the larger of each pair of aligned dims (a
+    bound of the broadcast's dims) is within the cap."""
+    where = label(node, opset)
+    message = size_message(where, "the shape {!r} broadcast with input 0 {!r}".format(shape, data), size)
+    ops, wide, count, most, short = [], fresh(), fresh(), fresh(), fresh()
+    ops += [_op("Cast", [shape], [wide], node.name, to=caffe2_pb2.TensorProto.INT64),
+            _op("Size", [wide], [count], node.name), _int64_scalar(node, most, MAX_RANK),
+            _op("LE", [count, most], [short], node.name),
+            refusal(node.name, short, "{}: the shape {!r} has more than the {} dimensions a shape may have "
+                                      "(MAX_RANK)".format(where, shape, MAX_RANK), wide)]
+    more, entries = as_double(node.name, wide, fresh)
+    ops += more + capped_scalar(node.name, entries, element_cap(size), message, fresh, checked=wide)
+    data_dims = fresh()
+    ops.append(_op("Shape", [data], [data_dims], node.name))
+    aligned = []
+    for dims in (data_dims, wide):
+        more, padded = _padded(node, dims, fresh)
+        more_double, double = as_double(node.name, padded, fresh)
+        ops += more + more_double
+        aligned.append(double)
+    larger = fresh()
+    ops.append(_op("ATen", aligned, [larger], node.name, operator="maximum"))
+    return ops + capped_dims(node.name, larger, element_cap(size), message, fresh, checked=wide)
+
+
 def _matmul(node, facts, opset, fresh):
     """Caffe2's BatchMatMul (broadcast=1, as Caffe2's converter writes it) multiplies as ONNX's MatMul when both
     operands have rank 2 or more, empty dims included; with a 1-D operand it gives (1,) for ONNX's scalar and
@@ -628,8 +705,52 @@ def _matmul(node, facts, opset, fresh):
     ATen op runs torch's matmul, which is numpy's (ONNX's)."""
     ranks = [facts.rank(name) for name in node.input]
     if all(rank is not None and rank >= 2 for rank in ranks):
-        return [_op("BatchMatMul", list(node.input), [node.output[0]], node.name, broadcast=1)]
+        # the ranks the model states chose BatchMatMul: checked when the net runs, as a 1-D operand kills it
+        ops = [op for position, name in enumerate(node.input)
+               for op in _rank_checked(node, opset, position, name, facts, fresh, 2, exact=False)]
+        return ops + [_op("BatchMatMul", list(node.input), [node.output[0]], node.name, broadcast=1)]
     return [_op("ATen", list(node.input), [node.output[0]], node.name, operator="matmul")]
+
+
+def _gemm(node, facts, opset, fresh):
+    """Caffe2's FC (what its C++ converter makes of Gemm), after checks: FC dies of SIGFPE on an empty B (a K or N of
+    0), so a constant B must hold elements and any other is checked when the net runs, with A's and B's rank 2."""
+    a, b = node.input[:2]
+    ops = _rank_checked(node, opset, 0, a, facts, fresh, 2) + _rank_checked(node, opset, 1, b, facts, fresh, 2)
+    weights = facts.constant(b)
+    if weights is not None and weights.size == 0:
+        raise _refuse(node, opset, "input 1 (B) {!r} has dims {}; Caffe2's FC dies on an empty B".format(
+            b, shape_text(weights.shape)))
+    if weights is None:
+        dims, zero, filled = fresh(), fresh(), fresh()
+        ops += [_op("Shape", [b], [dims], node.name), _int64_scalar(node, zero, 0),
+                _op("GT", [dims, zero], [filled], node.name),
+                refusal(node.name, filled, "{}: input 1 (B) {!r} is empty, on which Caffe2's FC dies".format(
+                    label(node, opset), b), dims)]
+    converter = workspace.C.Caffe2Backend(Caffe2Backend._dummy_name)
+    try:
+        init_ops, made = converter.convert_node(node.SerializeToString(), facts.value_infos(node.input), opset)
+    except RuntimeError as error:  # as `backend.node_ops` reports the stock converters' failures
+        raise _refuse(node, opset, "Caffe2's converter failed: {}".format(
+            (str(error).strip().splitlines() or ["RuntimeError"])[0])) from None
+    for serialized in list(init_ops) + list(made):
+        ops.append(caffe2_pb2.OperatorDef())
+        ops[-1].ParseFromString(serialized)
+    return ops
+
+
+def _rank_checked(node, opset, position: int, name: str, facts, fresh, rank: int, exact: bool = True) -> list:
+    """Ops stopping the net unless input ``position`` (blob ``name``) has rank ``rank`` (at least ``rank`` unless
+    ``exact``) when the net runs: a translation chose its kernel by the rank the model states, and a value info is no
+    proof of what a node computes (a constant or a checked input is: `declared`). Caffe2's BatchMatMul and FC die of
+    SIGFPE on operands of other shapes."""
+    if declared(facts, name):
+        return []
+    dims, count, wanted, same = fresh(), fresh(), fresh(), fresh()
+    return [_op("Shape", [name], [dims], node.name), _op("Size", [dims], [count], node.name),
+            _int64_scalar(node, wanted, rank), _op("EQ" if exact else "GE", [count, wanted], [same], node.name),
+            refusal(node.name, same, "{}: input {} {!r} does not have rank {}{}, which the model states".format(
+                label(node, opset), position, name, "" if exact else "at least ", rank), dims)]
 
 
 def _einsum(node, facts, opset, fresh):
@@ -663,7 +784,8 @@ def _einsum(node, facts, opset, fresh):
             equation, len(a), len(b), ranks))
     (summed,) = contracted
     swap = list(range(len(a) - 2)) + [len(a) - 1, len(a) - 2]
-    ops, operands = [], []
+    ops, operands = [op for position, (name, term) in enumerate(zip(node.input, terms))
+                     for op in _rank_checked(node, opset, position, name, facts, fresh, len(term))], []
     for name, term, wanted in ((node.input[0], a, 1), (node.input[1], b, 0)):
         if term.index(summed) - len(term) + 2 == wanted:  # the summed letter is where a matrix product wants it
             operands.append(name)
@@ -685,9 +807,19 @@ def _outer(node, opset, facts, fresh, terms, out) -> list:
         raise _refuse(node, opset, "equation '{},{}->{}' needs two vectors; the model states ranks {}".format(
             terms[0], terms[1], out, [facts.rank(name) for name in node.input]))
     rows, columns = node.input if out[0] == terms[0] else reversed(node.input)
+    ops = [op for position, name in enumerate(node.input) for op in _rank_checked(node, opset, position, name, facts,
+                                                                                   fresh, 1)]
+    # the product's size, one vector's length times the other's, within the cap before torch allocates it
+    size = itemsize(facts.elem_type(node.input[0]))
+    lengths, length, joined = fresh(), fresh(), fresh()
+    ops += [_op("Shape", [rows], [lengths], node.name), _op("Shape", [columns], [length], node.name),
+            _op("Concat", [lengths, length], [joined, fresh()], node.name, axis=0)]
+    more, dims = as_double(node.name, joined, fresh)
+    ops += more + capped_dims(node.name, dims, element_cap(size), size_message(
+        label(node, opset), "the outer product of {!r} and {!r}".format(*node.input), size), fresh, checked=joined)
     column = fresh()
-    return [_op("ExpandDims", [rows], [column], node.name, dims=[1]),
-            _op("ATen", [column, columns], [node.output[0]], node.name, operator="mul")]
+    return ops + [_op("ExpandDims", [rows], [column], node.name, dims=[1]),
+                  _op("ATen", [column, columns], [node.output[0]], node.name, operator="mul")]
 
 
 #: ONNX element type -> Caffe2's, of the types Caffe2's Range takes
@@ -705,11 +837,12 @@ def _range(node, facts, opset, fresh):
     step = facts.constant(delta)
     if step is not None and step.size == 1 and float(step.reshape(-1)[0]) == 0:
         raise _refuse(node, opset, "delta {!r} is 0".format(delta))
+    ops = _range_bound(node, opset, start, limit, delta, itemsize(elem_type), fresh)
     if elem_type in (TensorProto.FLOAT, TensorProto.DOUBLE) or (step is not None and step.size == 1 and
                                                                step.reshape(-1)[0] > 0):
-        return [_op("Range", [start, limit, delta], [node.output[0]], node.name)]
+        return ops + [_op("Range", [start, limit, delta], [node.output[0]], node.name)]
     c2_type = _RANGE_TYPES[elem_type]
-    ops, sign = [], fresh()
+    sign = fresh()
     if step is not None and step.size == 1:
         ops.append(_op("ConstantFill", [], [sign], node.name, shape=[], dtype=c2_type, value=-1))
     else:  # 1 - 2 * (delta < 0)
@@ -726,6 +859,47 @@ def _range(node, facts, opset, fresh):
         ops.append(_op("Mul", [name, sign], [signed[-1]], node.name))
     return ops + [_op("Range", signed, [counted], node.name),
                   _op("Mul", [counted, sign], [node.output[0]], node.name)]
+
+
+def _range_bound(node, opset, start: str, limit: str, delta: str, size: int, fresh) -> list:
+    """Ops stopping the net unless Range's count, (limit - start) / delta computed in float64, is at most the cap and
+    below 2**31: Caffe2's Range computes it in the input's type (an int64 difference can wrap) and keeps it in a
+    32-bit int (a count past it wraps). A NaN count (a delta of 0 over no span) fails the check too."""
+    ops, doubles = [], []
+    for name in (start, limit, delta):
+        more, double = as_double(node.name, name, fresh)
+        ops += more
+        doubles.append(double)
+    span, count, within = fresh(), fresh(), fresh()
+    cap = element_cap(size, counter=True)
+    more, high = whole_double(node.name, cap, fresh)
+    return ops + more + [
+        _op("Sub", [doubles[1], doubles[0]], [span], node.name), _op("Div", [span, doubles[2]], [count], node.name),
+        _op("LE", [count, high], [within], node.name),
+        refusal(node.name, within, "{}: (limit {!r} - start {!r}) / delta {!r} counts more than {} elements "
+                                   "(PYCUMSUM_OP_MAX_TENSOR_BYTES; Caffe2's Range counts them in 32 bits)".format(
+                                       label(node, opset), limit, start, delta, cap), count)]
+
+
+def _tile(node, facts, opset, fresh):
+    """Caffe2's NumpyTile (what its stock converter makes), after ops stopping the net unless every repeat lies in
+    [0, cap] and the input's dims times the repeats ask for a tensor within ``PYCUMSUM_OP_MAX_TENSOR_BYTES``: the
+    repeats may be fed, and NumpyTile multiplies the dims in 64 bits unchecked."""
+    data, repeats = node.input
+    size = itemsize(facts.elem_type(data))
+    message = size_message(label(node, opset), "input 0 {!r} tiled by the repeats {!r}".format(data, repeats), size)
+    dims, wide = fresh(), fresh()
+    ops = [_op("Shape", [data], [dims], node.name),
+           _op("Cast", [repeats], [wide], node.name, to=caffe2_pb2.TensorProto.INT64)]
+    more_dims, dims_double = as_double(node.name, dims, fresh)
+    more_repeats, repeats_double = as_double(node.name, wide, fresh)
+    tiled = fresh()
+    ops += more_dims + more_repeats + capped_scalar(node.name, repeats_double, element_cap(size), message, fresh,
+                                                    checked=wide)
+    # torch's mul: a repeats of another length than the rank fails there in one line (NumpyTile would refuse it too)
+    ops.append(_op("ATen", [dims_double, repeats_double], [tiled], node.name, operator="mul"))
+    ops += capped_dims(node.name, tiled, element_cap(size), message, fresh, checked=wide)
+    return ops + [_op("NumpyTile", [data, repeats], [node.output[0]], node.name)]
 
 
 def _clip(node, facts, opset, fresh):
@@ -973,8 +1147,8 @@ def _trilu(node, facts, opset, fresh):
     for axis in (rank - 2, rank - 1):
         shape, length, index = fresh(), fresh(), fresh()
         ops += [_op("Shape", [data], [shape], node.name, axes=[axis]),
-                _op("Squeeze", [shape], [length], node.name, dims=[0]),
-                _op("Range", [length], [index], node.name)]
+                _op("Squeeze", [shape], [length], node.name, dims=[0])] + _counted_by_range(node, opset, length, fresh)
+        ops.append(_op("Range", [length], [index], node.name))
         indices.append(index)
     rows, offsets, dropped = fresh(), fresh(), fresh()
     ops += [_op("ExpandDims", [indices[0]], [rows], node.name, dims=[1]),
@@ -1013,6 +1187,10 @@ def _split(node, facts, opset, fresh):
             raise _refuse(node, opset, "a negative axis needs the input's rank, which the model does not state")
         axis += rank
     split = _int_list(node, opset, facts, 1, "split") if opset >= 13 else _attribute(node, "split")
+    if split and (min(split) < 0 or sum(split) > COUNTER_LIMIT):
+        # Caffe2's Split checks the parts' sum against the axis' length in 32 bits, and takes a negative part
+        raise _refuse(node, opset, "split {} holds a negative part or sums past {} (Caffe2 sums the parts in 32 "
+                                   "bits)".format(shape_text(split), COUNTER_LIMIT))
     args = {"axis": axis} if not split else {"axis": axis, "split": [int(part) for part in split]}
     return [_op("Split", [node.input[0]], list(node.output), node.name, **args)]
 
@@ -1048,6 +1226,8 @@ def _one_hot(node, facts, opset, fresh):
         raise _refuse(node, opset, "axis {} is out of range for indices of rank {}".format(
             int(_attribute(node, "axis", -1)), rank))
     ops, count = [], fresh()
+    where = label(node, opset)
+    size = itemsize(facts.elem_type(values))
     constant = facts.constant(depth)
     if constant is not None:
         if constant.size != 1 or constant.dtype.kind not in "iuf" or not np.isfinite(constant).all():
@@ -1055,13 +1235,18 @@ def _one_hot(node, facts, opset, fresh):
         length = int(constant.reshape(-1)[0])  # onnxruntime truncates a float depth
         if length < 1:
             raise _refuse(node, opset, "input 1 (depth) is {}; onnxruntime fails a depth below 1".format(length))
-        # charged before anything is built: the positions (int64) and the output, of the dims the model states
-        # (a symbolic one counted as 1), as the tensors an input declares are
-        known = [dim or 1 for dim in facts.dims(indices) or []]
-        itemsize = np.dtype(onnx.mapping.TENSOR_TYPE_TO_NP_TYPE.get(facts.elem_type(values), np.float64)).itemsize
-        check_tensor([length], 8, "{}: its positions".format(label(node, opset)))
-        check_tensor(known + [length], itemsize, "{}: its output".format(label(node, opset)))
+        # charged before anything is built: the positions (int64, counted by Caffe2's Range in 32 bits) and, where
+        # the model states every dim of the indices, the output; else the output is checked when the net runs
+        check_tensor([length], 8, "{}: its positions".format(where))
+        if length > COUNTER_LIMIT:
+            raise _refuse(node, opset, "input 1 (depth) is {}, past the {} positions Caffe2's Range counts in 32 "
+                                       "bits".format(length, COUNTER_LIMIT))
+        known = facts.dims(indices)
+        if known is not None and None not in known:
+            check_tensor(known + [length], size, "{}: its output".format(where))
         ops.append(_int64_scalar(node, count, length))
+        more, depth_value = whole_double(node.name, length, fresh)
+        ops += more
     else:
         depth_type = facts.elem_type(depth)
         if depth_type not in (TensorProto.INT32, TensorProto.INT64, TensorProto.FLOAT, TensorProto.DOUBLE):
@@ -1071,10 +1256,21 @@ def _one_hot(node, facts, opset, fresh):
         if depth_dims is None or len(depth_dims) > 1 or any(dim != 1 for dim in depth_dims):
             raise _refuse(node, opset, "input 1 (depth) {!r} has dims {}; a fed depth must be stated as one "
                                        "value".format(depth, depth_dims))
-        zero, positive = fresh(), fresh()
-        ops += [_op("Cast", [depth], [count], node.name, to=caffe2_pb2.TensorProto.INT64),
-                _int64_scalar(node, zero, 0), _op("GT", [count, zero], [positive], node.name),
-                _op("Assert", [positive], [], node.name, error_msg="{}: depth is below 1".format(label(node, opset)))]
+        # held to [1, cap] as a float64 before it is truncated to int64 as onnxruntime truncates it (a float past
+        # int64 would convert to anything), and below 2**31: Caffe2's Range counts the positions in 32 bits
+        more, depth_value = as_double(node.name, depth, fresh)
+        ops += more + capped_scalar(node.name, depth_value, element_cap(8, counter=True), "{}: input 1 (depth) {!r} "
+                                    "is below 1 or more than {} (PYCUMSUM_OP_MAX_TENSOR_BYTES; Caffe2's Range counts "
+                                    "it in 32 bits)".format(where, depth, element_cap(8, counter=True)),
+                                    fresh, lowest=1, checked=depth)
+        ops.append(_op("Cast", [depth_value], [count], node.name, to=caffe2_pb2.TensorProto.INT64))
+    if constant is None or known is None or None in known:  # the output: every index times the depth
+        index_dims = fresh()
+        ops.append(_op("Shape", [indices], [index_dims], node.name))
+        more, dims = as_double(node.name, index_dims, fresh)
+        ops += more + capped_dims(node.name, dims, element_cap(size), size_message(
+            where, "its output (the dims of input 0 (indices) {!r} and the depth)".format(indices), size), fresh,
+            checked=index_dims, factor=depth_value)
     wide, laid, positions, hit = fresh(), fresh(), fresh(), fresh()
     ops += [_op("Cast", [indices], [wide], node.name, to=caffe2_pb2.TensorProto.INT64),
             _op("ATen", [wide], [laid], node.name, operator="unsqueeze", dim=axis),
@@ -1181,6 +1377,9 @@ _FILL_TYPES = {
 
 
 def _constant_of_shape(node, facts, opset, fresh):
+    """Caffe2's ConstantFill of the shape (``input_as_shape``). A shape known only at run time is checked first
+    (`_checked_shape`). Its ``value`` argument is a float32 (Caffe2's Argument.f; an integer one is int64, exact): a
+    double float32 cannot hold (0.1, 1e300) fills ones, multiplied by the value made exactly (`exact_double`)."""
     value = _attribute(node, "value")
     if value is None:
         elem_type, number = TensorProto.FLOAT, 0.0
@@ -1193,14 +1392,41 @@ def _constant_of_shape(node, facts, opset, fresh):
         raise _refuse(node, opset, "value of type {} (Caffe2's ConstantFill makes {})".format(
             TensorProto.DataType.Name(elem_type), ", ".join(TensorProto.DataType.Name(t) for t in _FILL_TYPES)))
     number = float(number) if elem_type in _FLOATS else int(number)
+    inexact = elem_type == TensorProto.DOUBLE and np.isfinite(number) and float(np.float32(number)) != number
+    c2_type, out = _FILL_TYPES[elem_type], node.output[0]
+    filled, fill_value = (fresh(), 1.0) if inexact else (out, number)
     length, shape = facts.dims(node.input[0]), facts.constant(node.input[0])
+    if shape is not None:  # checked here: Caffe2 multiplies the dims unchecked (a shape [-2, -2] crashed it)
+        _within_rank(node, opset, shape.size, "the shape {!r}".format(node.input[0]))
+        if shape.size and shape.min() < 0:
+            raise _refuse(node, opset, "the shape {!r} is {}; a negative dim has no meaning".format(
+                node.input[0], shape_text(shape.reshape(-1).tolist())))
+        check_tensor(shape.reshape(-1).tolist(), itemsize(elem_type), "{}: its output".format(label(node, opset)))
     if shape is not None and shape.size == 0:  # a scalar
-        return [_op("ConstantFill", [], [node.output[0]], node.name, shape=[], dtype=_FILL_TYPES[elem_type],
-                    value=number)]
-    if shape is not None or (length and length[0]):  # ConstantFill refuses an empty shape
-        return [_op("ConstantFill", [node.input[0]], [node.output[0]], node.name, input_as_shape=1,
-                    dtype=_FILL_TYPES[elem_type], value=number)]
-    return _filled(node, node.input[0], node.output[0], _FILL_TYPES[elem_type], number, fresh)
+        ops = [_op("ConstantFill", [], [filled], node.name, shape=[], dtype=c2_type, value=fill_value)]
+    else:
+        ops = [] if shape is not None else _checked_shape(node, opset, node.input[0], itemsize(elem_type), fresh)
+        if shape is not None or (length and length[0]):  # ConstantFill refuses an empty shape
+            ops.append(_op("ConstantFill", [node.input[0]], [filled], node.name, input_as_shape=1, dtype=c2_type,
+                           value=fill_value))
+        else:
+            ops += _filled(node, node.input[0], filled, c2_type, fill_value, fresh)
+    if inexact:
+        more, exact = exact_double(node.name, number, fresh)
+        ops += more + [_op("ATen", [filled, exact], [out], node.name, operator="mul")]
+    return ops
+
+
+def _checked_shape(node, opset, shape: str, size: int, fresh, lowest: int = 0, named: str = "") -> list:
+    """Ops stopping the net unless the shape in 1-D blob ``shape`` (fed or computed; ``named``: the ONNX input it comes
+    from) asks for a tensor of elements of ``size`` bytes within ``PYCUMSUM_OP_MAX_TENSOR_BYTES``, each dim in
+    [``lowest``, cap] (Reshape's -1: ``lowest`` -1): Caffe2 multiplies the dims in 64 bits unchecked ([2**62 + 1, 4]
+    would count 4 elements)."""
+    what = "the shape {!r}".format(named or shape)
+    more, dims = as_double(node.name, shape, fresh)
+    return more + capped_dims(node.name, dims, element_cap(size), size_message(label(node, opset), what, size,
+                                                                               lowest=lowest),
+                              fresh, lowest=lowest, checked=shape)
 
 
 #: ONNX LSTM / GRU / RNN -> (gates per direction, initial states, outputs)
@@ -1497,22 +1723,66 @@ def _conv(node, facts, opset, fresh):
         raise _refuse(node, opset, "W and B must be float as X (Caffe2's Conv is float)")
     args = _window(node, opset, facts, kernel)
     group, rank = int(_attribute(node, "group", 1)), len(kernel)
-    guard = _guard_filled(node, opset, facts, fresh, "Conv")
+    ops = _guard_filled(node, opset, facts, fresh, "Conv") + _dims_checked(node, opset, 1, weights, dims, facts, fresh)
+    ops += _im2col_bound(node, opset, facts, dims, args, group, fresh)
     inputs = [name for name in node.input if name]
-    if facts.torch_kernels and group > 1 and len(inputs) == 3 and rank == 2:
+    spans = [(k - 1) * d + 1 for k, d in zip(kernel, args["dilations"])]
+    if facts.torch_kernels and group > 1 and len(inputs) == 3 and rank == 2 and all(
+            pad < span for pad, span in zip(args["pads"], spans + spans)):
         # torch's grouped and depthwise kernels take a fraction of Caffe2's im2col loop's time (its ungrouped one
         # does not; the ATen op's conv resolves with a bias only). torch's kernel skips the padding where ONNX
         # multiplies it (0 x inf is NaN): the input is padded by Caffe2's PadImage first (empty batches
-        # included), whose op name must not read as a pool's (ConvPoolOpBase would demand its kernel)
-        ops = guard
+        # included), whose op name must not read as a pool's (ConvPoolOpBase would demand its kernel). Pads
+        # shorter than the window keep the padded input within what the im2col bound above charges.
         if any(args["pads"]):
             padded = fresh()
-            ops = ops + [_op("PadImage", [inputs[0]], [padded], "padding of " + node.name.replace("Pool", "pool"),
-                             pads=args["pads"], mode="constant", value=0.0)]
+            ops.append(_op("PadImage", [inputs[0]], [padded], "padding of " + node.name.replace("Pool", "pool"),
+                           pads=args["pads"], mode="constant", value=0.0))
             inputs = [padded] + inputs[1:]
         return ops + [_op("ATen", inputs, [node.output[0]], node.name, operator="conv2d", stride=args["strides"],
                           padding=[0, 0], dilation=args["dilations"], groups=group)]
-    return guard + [_op("Conv", inputs, [node.output[0]], node.name, group=group, **args)]
+    return ops + [_op("Conv", inputs, [node.output[0]], node.name, group=group, **args)]
+
+def _dims_checked(node, opset, position: int, name: str, dims, facts, fresh) -> list:
+    """Ops stopping the net unless input ``position`` (blob ``name``) has exactly the ``dims`` the model states when the
+    net runs, unless that is `declared` (Caffe2's Conv dies of SIGFPE on an empty W, whatever the value infos say)."""
+    if declared(facts, name):
+        return []
+    shape, wanted, same = fresh(), fresh(), fresh()
+    return _rank_checked(node, opset, position, name, facts, fresh, len(dims)) + [
+        _op("Shape", [name], [shape], node.name),
+        _op("GivenTensorInt64Fill", [], [wanted], node.name, values=list(dims), shape=[len(dims)]),
+        _op("EQ", [shape, wanted], [same], node.name),
+        refusal(node.name, same, "{}: input {} {!r} does not have the dims {} the model states".format(
+            label(node, opset), position, name, shape_text(dims)), shape)]
+
+
+def _im2col_bound(node, opset, facts, weight_dims, args: dict, group: int, fresh) -> list:
+    """Caffe2's Conv lays each image out in a buffer of (input channels x kernel) x output positions floats (im2col):
+    charged here where the model states a graph input's spatial dims, else checked when the net runs, against a
+    bound of the output positions (each spatial dim plus its pads)."""
+    where = label(node, opset)
+    rank = len(args["kernels"])
+    per_position = int(weight_dims[1]) * group * int(np.prod(args["kernels"]))
+    check_tensor([per_position], 4, "{}: its im2col buffer per output position".format(where))
+    data = node.input[0]
+    dims = facts.dims(data)
+    pads = [args["pads"][axis] + args["pads"][axis + rank] for axis in range(rank)]
+    if data in facts.graph_inputs and dims is not None and len(dims) == rank + 2 and None not in dims:
+        spans = [(k - 1) * d + 1 for k, d in zip(args["kernels"], args["dilations"])]
+        positions = [max((size + pad - span) // stride + 1, 0)
+                     for size, pad, span, stride in zip(dims[2:], pads, spans, args["strides"])]
+        check_tensor([per_position] + positions, 4, "{}: its im2col buffer".format(where))
+        return []
+    shape, spatial, grown = fresh(), fresh(), fresh()
+    added, fill = _constant_blob(pads, fresh)
+    ops = [_op("Shape", [data], [shape], node.name), _op("Slice", [shape], [spatial], node.name, starts=[2], ends=[-1]),
+           fill, _op("ATen", [spatial, added], [grown], node.name, operator="add")]
+    more, bound = as_double(node.name, grown, fresh)
+    more_factor, factor = whole_double(node.name, per_position, fresh)
+    return ops + more + more_factor + capped_dims(node.name, bound, element_cap(4), size_message(
+        where, "its im2col buffer (the spatial dims of input 0 {!r} and its pads, times {} per position)".format(
+            data, per_position), 4), fresh, checked=shape, factor=factor)
 
 
 def _pool(node, facts, opset, fresh):
@@ -1586,9 +1856,12 @@ def _batch_norm(node, facts, opset, fresh):
     if rank is None or rank < 2:
         raise _refuse(node, opset, "input 0 {!r} has rank {}; Caffe2's SpatialBN needs (N, C, ...)".format(
             node.input[0], rank if rank is not None else "unknown"))
+    epsilon = float(_attribute(node, "epsilon", 1e-5))
+    if not epsilon > 0:  # Caffe2's SpatialBN enforces epsilon > 0; torch's batch_norm computes the formula with it
+        return [_op("ATen", list(node.input), [node.output[0]], node.name, operator="batch_norm", training=False,
+                    momentum=0.0, eps=epsilon, cudnn_enabled=False)]
     return _guard_filled(node, opset, facts, fresh, "SpatialBN", spatial=False) + [
-        _op("SpatialBN", list(node.input), [node.output[0]], node.name, is_test=1,
-            epsilon=float(_attribute(node, "epsilon", 1e-5)))]
+        _op("SpatialBN", list(node.input), [node.output[0]], node.name, is_test=1, epsilon=epsilon)]
 
 
 def _flatten(node, facts, opset, fresh):
@@ -1644,6 +1917,10 @@ def _pad(node, facts, opset, fresh):
         return [_op("Copy", [data], [node.output[0]], node.name)]
     if not (np.isnan(value) or float(np.float32(value)) == value):
         raise _refuse(node, opset, "constant_value {!r} is not a float32 value (Caffe2 passes it as one)".format(value))
+    size = itemsize(facts.elem_type(data))
+    if max(abs(pad) for pad in pads) > element_cap(size):  # so that a dim plus its pads stays far inside int64
+        raise InputTooLarge("{}: pads {} reach past the {} elements a tensor may have (PYCUMSUM_OP_MAX_TENSOR_BYTES)"
+                            .format(label(node, opset), shape_text(pads), element_cap(size)))
     # torch lists (begin, end) from the last dim back, and only from the first padded one (ONNX: all begins, then
     # all ends); unless no pad is positive, it fails where a dim it lists comes out empty
     first = next(axis for axis in range(rank) if pads[axis] or pads[axis + rank])
@@ -1666,6 +1943,15 @@ def _pad(node, facts, opset, fresh):
                    _op("GT", [grown, zero], [filled], node.name),
                    _op("Assert", [filled], [], node.name, error_msg="{}: its output has an empty dim from axis {} on; "
                        "{}".format(label(node, opset), first, why))]
+        if dims is None or None in dims:  # the output's dims, the input's read at run time plus the pads
+            all_growth, fill_all = _constant_blob([pads[axis] + pads[axis + rank] for axis in range(rank)], fresh)
+            whole, grown_all = fresh(), fresh()
+            more, dims_double = as_double(node.name, grown_all, fresh)
+            ops += [_op("Shape", [data], [whole], node.name), fill_all,
+                    _op("Add", [whole, all_growth], [grown_all], node.name)] + more + capped_dims(
+                node.name, dims_double, element_cap(size), size_message(
+                    label(node, opset), "its output (input 0 {!r} and the pads)".format(data), size), fresh,
+                checked=grown_all)
     return ops + [_op("ATen", [data], [node.output[0]], node.name, operator="constant_pad_nd", pad=torch_pads,
                       value=float(value))]
 
@@ -1884,12 +2170,13 @@ TRANSLATIONS: Dict[str, Callable] = {
     "Sum": _extremum, "Mean": _extremum, "Size": _size, "Split": _split, "OneHot": _one_hot,
     "Pow": _pow, "Reshape": _reshape, "Gather": _gather, "Where": _where, "Softmax": _softmax,
     "Max": _extremum, "Min": _extremum, "ScatterND": _scatter_nd, "ConstantOfShape": _constant_of_shape,
-    "Expand": _expand, "MatMul": _matmul, "Range": _range, "Clip": _clip, "Abs": _sign_op, "Neg": _sign_op,
+    "Expand": _expand, "MatMul": _matmul, "Gemm": _gemm, "Range": _range, "Clip": _clip, "Abs": _sign_op,
+    "Neg": _sign_op,
     "LSTM": _recurrent, "GRU": _recurrent, "RNN": _recurrent,
     "Conv": _conv, "MaxPool": _pool, "AveragePool": _pool, "GlobalMaxPool": _pool, "GlobalAveragePool": _pool,
     "BatchNormalization": _batch_norm, "Flatten": _flatten, "Dropout": _dropout, "Pad": _pad,
     "LogSoftmax": _log_softmax, "ArgMax": _arg_max, "HardSwish": _hard_swish, "Softsign": _softsign,
-    "Shape": _shape, "IsInf": _elementwise, "TopK": _top_k, "GatherElements": _gather_elements,
+    "Shape": _shape, "Tile": _tile, "IsInf": _elementwise, "TopK": _top_k, "GatherElements": _gather_elements,
     "GreaterOrEqual": _compare, "LessOrEqual": _compare, "Trilu": _trilu, "Einsum": _einsum,
     "Add": _arithmetic, "Sub": _arithmetic, "Mul": _arithmetic, "Div": _arithmetic,
 }
