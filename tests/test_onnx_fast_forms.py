@@ -44,24 +44,28 @@ def test_pow_of_two_is_one_product():
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), batch=st.sampled_from([0, 1, 2]), depthwise=st.booleans(), dynamic=st.booleans())
 def test_grouped_conv_runs_torchs_kernel_and_matches_onnxruntime(data, batch, depthwise, dynamic):
-    """2-D grouped and depthwise convolutions with a bias run torch's kernel (the ATen op) after Caffe2 pads the
-    input; values at the edges (±inf in the weights against the padding, NaN, -0.0, subnormals), empty batches,
-    pads that differ by side, strides and dilations as onnxruntime gives them."""
+    """2-D grouped and depthwise convolutions with a bias and constant finite weights run torch's kernel (the ATen
+    op); weights holding ±inf or NaN (which ONNX multiplies by the padding) and pads that differ by side keep
+    Caffe2's. Values at the edges (±inf, NaN, -0.0, subnormals), empty batches, strides and dilations as
+    onnxruntime gives them."""
     rank, group = 2, 2 if not depthwise else 3
     channels = group * (1 if depthwise else data.draw(st.integers(1, 2)))
     spatial = [data.draw(st.integers(1, 5)) for _ in range(rank)]
     dilations = [data.draw(st.integers(1, 2)) for _ in range(rank)]
     kernel = [data.draw(st.integers(1, max(1, (size - 1) // dilation + 1))) for size, dilation in zip(spatial,
                                                                                                         dilations)]
-    pads = [data.draw(st.integers(0, k - 1)) for k in kernel + kernel]
+    pads = [data.draw(st.integers(0, k - 1)) for k in kernel]
+    pads += pads if data.draw(st.booleans()) else [data.draw(st.integers(0, k - 1)) for k in kernel]
     attrs = {"group": group, "kernel_shape": kernel, "pads": pads,
              "strides": [data.draw(st.integers(1, 3)) for _ in range(rank)], "dilations": dilations}
     outputs = channels if depthwise else group * data.draw(st.integers(1, 2))
     x = data.draw(edge_arrays(np.float32, (batch, channels) + tuple(spatial), ORDERLESS_FLOATS))
-    w = data.draw(edge_arrays(np.float32, (outputs, channels // group) + tuple(kernel), ORDERLESS_FLOATS))
+    weights = ORDERLESS_FLOATS if data.draw(st.booleans()) else [v for v in ORDERLESS_FLOATS if np.isfinite(v)]
+    w = data.draw(edge_arrays(np.float32, (outputs, channels // group) + tuple(kernel), weights))
     b = data.draw(edge_arrays(np.float32, (outputs,), ORDERLESS_FLOATS))
     model = node_model("Conv", {"x": x}, {"w": w, "b": b}, attrs, dynamic=dynamic)
-    assert ("ATen", "conv2d") in _operators(model)
+    torchs = np.isfinite(w).all() and pads[:rank] == pads[rank:]
+    assert _operators(model) == [("ATen", "conv2d") if torchs else ("Conv", None)]
     assert outcome(model, {"x": x}) == ("match", None)
 
 

@@ -1725,23 +1725,23 @@ def _conv(node, facts, opset, fresh):
     group, rank = int(_attribute(node, "group", 1)), len(kernel)
     ops = _guard_filled(node, opset, facts, fresh, "Conv") + _dims_checked(node, opset, 1, weights, dims, facts, fresh)
     ops += _im2col_bound(node, opset, facts, dims, args, group, fresh)
-    inputs = [name for name in node.input if name]
-    spans = [(k - 1) * d + 1 for k, d in zip(kernel, args["dilations"])]
-    if facts.torch_kernels and group > 1 and len(inputs) == 3 and rank == 2 and all(
-            pad < span for pad, span in zip(args["pads"], spans + spans)):
+    inputs, pads = [name for name in node.input if name], args["pads"]
+    if facts.torch_kernels and group > 1 and len(inputs) == 3 and rank == 2 and pads[:rank] == pads[rank:] \
+            and np.isfinite(_constant_or(facts, weights, np.nan)).all():
         # torch's grouped and depthwise kernels take a fraction of Caffe2's im2col loop's time (its ungrouped one
-        # does not; the ATen op's conv resolves with a bias only). torch's kernel skips the padding where ONNX
-        # multiplies it (0 x inf is NaN): the input is padded by Caffe2's PadImage first (empty batches
-        # included), whose op name must not read as a pool's (ConvPoolOpBase would demand its kernel). Pads
-        # shorter than the window keep the padded input within what the im2col bound above charges.
-        if any(args["pads"]):
-            padded = fresh()
-            ops.append(_op("PadImage", [inputs[0]], [padded], "padding of " + node.name.replace("Pool", "pool"),
-                           pads=args["pads"], mode="constant", value=0.0))
-            inputs = [padded] + inputs[1:]
+        # does not; the ATen op's conv resolves with a bias only, and pads both sides alike). torch's kernel skips
+        # the padding that ONNX multiplies by the weights: the same sums where every weight is finite (0 x inf is
+        # NaN)
         return ops + [_op("ATen", inputs, [node.output[0]], node.name, operator="conv2d", stride=args["strides"],
-                          padding=[0, 0], dilation=args["dilations"], groups=group)]
+                          padding=pads[:rank], dilation=args["dilations"], groups=group)]
     return ops + [_op("Conv", inputs, [node.output[0]], node.name, group=group, **args)]
+
+
+def _constant_or(facts, name: str, default):
+    """The value of constant ``name``, else ``default``."""
+    value = facts.constant(name)
+    return default if value is None else value
+
 
 def _dims_checked(node, opset, position: int, name: str, dims, facts, fresh) -> list:
     """Ops stopping the net unless input ``position`` (blob ``name``) has exactly the ``dims`` the model states when the
