@@ -6,7 +6,7 @@ import re
 import pytest
 from caffe2.python import workspace
 
-from pycumsum_op.scans import FORMS, SCANS, AtenForm, PortableForm, Refused, aten_backward
+from pycumsum_op.scans import CONVERTERS, SCANS, AtenForm, PortableForm, Refused, aten_backward
 from pycumsum_op.torch_versions import SINCE
 
 DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
@@ -72,6 +72,6 @@ def test_each_entry_names_what_exists(name):
         assert entry.aten.backward is getattr(aten_backward, entry.aten.backward.__name__)
     if isinstance(entry.portable, PortableForm):
         assert entry.portable.combine in workspace.RegisteredOperators()
-    for target in FORMS:
+    for target in CONVERTERS:
         form = entry.form(target)
         assert not isinstance(form, Refused) or len(form.reason) > 20

@@ -2119,18 +2119,18 @@ def scan_operator(node, facts, opset, fresh=None) -> caffe2_pb2.OperatorDef:
     if entry is None:
         raise FormRefused("{}: no registered scan imports it".format(where))
     if len(node.input) != 2 or len(node.output) != 1:
-        raise ValueError("{}: takes inputs (x, axis) and one output, got inputs {} and outputs {}".format(
+        raise FormRefused("{}: takes inputs (x, axis) and one output, got inputs {} and outputs {}".format(
             where, list(node.input), list(node.output)))
     x, axis_name = node.input
     elem_type = facts.elem_type(x)
     if elem_type is None:
-        raise ValueError("{}: the element type of input {!r} is unknown (ONNX shape inference did not find "
+        raise FormRefused("{}: the element type of input {!r} is unknown (ONNX shape inference did not find "
                          "it); {} keeps its input's type, so it is needed".format(where, x, node.op_type))
     if elem_type not in SCAN_DTYPES:
         why = ("Caffe2 has no tensor type for" if elem_type in (TensorProto.UINT32, TensorProto.UINT64,
                                                                TensorProto.BFLOAT16)
                else "ONNX {} does not take".format(node.op_type))
-        raise ValueError("{}: input {!r} has type {}, which {}; supported: {}".format(
+        raise FormRefused("{}: input {!r} has type {}, which {}; supported: {}".format(
             where, x, TensorProto.DataType.Name(elem_type), why,
             ", ".join(TensorProto.DataType.Name(t) for t in SCAN_DTYPES)))
     axis = constant_axis(facts, axis_name, where)
@@ -2157,7 +2157,7 @@ def constant_axis(facts, name: str, where: str):
     if array is None:
         return None
     if array.dtype not in (np.int32, np.int64) or array.size != 1 or array.ndim > 1:
-        raise ValueError("{}: the axis {!r} must be a 0-d int32 or int64 tensor, got shape {} dtype {}".format(
+        raise FormRefused("{}: the axis {!r} must be a 0-d int32 or int64 tensor, got shape {} dtype {}".format(
             where, name, tuple(array.shape), array.dtype))
     return int(array.reshape(()))
 

@@ -4,8 +4,8 @@
 `register` adds another one, anywhere, at any time.
 """
 from . import aten_backward, family
-from .registry import (ALL_ARGUMENTS, FORMS, INPUT, SCANS, AtenForm, PortableForm, Refused, Scan, listen,
+from .registry import (ALL_ARGUMENTS, CONVERTERS, INPUT, SCANS, AtenForm, PortableForm, Refused, Scan, listen,
                        register, scan, unregister)
 
-__all__ = ["Scan", "AtenForm", "PortableForm", "Refused", "SCANS", "FORMS", "ALL_ARGUMENTS", "INPUT", "scan",
+__all__ = ["Scan", "AtenForm", "PortableForm", "Refused", "SCANS", "CONVERTERS", "ALL_ARGUMENTS", "INPUT", "scan",
            "register", "unregister", "listen", "family", "aten_backward"]

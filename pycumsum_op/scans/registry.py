@@ -25,7 +25,7 @@ ALL_ARGUMENTS = frozenset(["exclusive", "reverse", "dtype"])
 #: "input", and then the forward may not run in place) or forward outputs, by their names in ``outputs``.
 INPUT = "input"
 #: The converter targets a scan declares a form (or a refusal) for.
-FORMS = ("aten", "portable", "onnx")
+CONVERTERS = ("aten", "portable", "onnx")
 
 
 class Refused(NamedTuple):
@@ -118,7 +118,7 @@ class Scan(NamedTuple):
         return self.dtypes.result_dtype(spec, dtype)
 
     def form(self, target: str):
-        """This scan's form for converter ``target`` (one of `FORMS`), or its `Refused`."""
+        """This scan's form for converter ``target`` (one of `CONVERTERS`), or its `Refused`."""
         return getattr(self, target)
 
 
@@ -147,7 +147,7 @@ def _check_entry(entry: Scan) -> None:
         problems.append("a self-adjoint scan has one output")
     if isinstance(entry.aten, AtenForm) and not callable(entry.aten.backward):
         problems.append("aten.backward must be a gradient emitter (see scans.aten_backward)")
-    for target in FORMS:
+    for target in CONVERTERS:
         form = entry.form(target)
         expected = {"aten": AtenForm, "portable": PortableForm, "onnx": str}[target]
         if not isinstance(form, (expected, Refused)):
