@@ -14,12 +14,11 @@ import pytest
 import torch
 from caffe2.proto import caffe2_pb2
 from caffe2.python import core, workspace
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 
 import pycumsum_op
 from pycumsum_op.lowering import LoweringError
 from pycumsum_op.ops import scan_backward, scan_forward
-from pycumsum_op.torch_versions import has
 from test_forward import elements, expected, scan_cases
 from test_gradient import FLOAT_OVERRIDES, assert_gradient_close, gradient_cases, torch_gradient
 
@@ -125,11 +124,6 @@ def run_lowered_gradient(x, w, target, lowered_gradient_ops, **kwargs):
 def test_gradient_matches_torch_autograd(case, target, lowered_gradient_ops, torch_scan):
     """Either the net's PyCumSum gradient ops are lowered, or AddGradientOperators runs on the lowered net."""
     x, w, axis, exclusive, reverse, override = case
-    # no float64 Sum in Caffe2 before torch 1.8 (portable sums floats in float64): asserted by
-    # test_gradient_grid_every_flag_and_axis
-    assume(target == "aten" or lowered_gradient_ops or has("caffe2 Sum double")
-           or "f" not in (x.dtype.kind, w.dtype.kind) and FLOAT_OVERRIDES[override] not in (torch.float32,
-                                                                                            torch.float64))
     _, actual = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
                                      reverse=reverse, dtype=override)
     reference = torch_gradient(torch_scan, x, w, axis, exclusive, reverse, FLOAT_OVERRIDES[override])
@@ -152,11 +146,6 @@ def test_gradient_on_long_float32_lanes(target, lowered_gradient_ops, shape, axi
                                         clean_workspace, torch_scan):
     rng = np.random.RandomState(sum(shape))
     x, w = rng.uniform(-1, 1, shape).astype(np.float32), rng.uniform(-1, 1, shape).astype(np.float32)
-    if target == "portable" and not lowered_gradient_ops and not has("caffe2 Sum double"):  # float32 sums in float64
-        with pytest.raises(RuntimeError, match="Sum operator only supports 32-bit float and ints"):
-            run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive, reverse=reverse)
-        pytest.skip("Caffe2's Sum (gradient accumulation) has no float64 on torch {} (asserted)".format(
-            torch.__version__))
     y, grad_x = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
                                      reverse=reverse)
     reference = torch_scan(torch.from_numpy(x), axis, exclusive, reverse).numpy()
@@ -294,11 +283,6 @@ def test_built_then_lowered_has_no_python_op_and_a_gradient(target, clean_worksp
     lowered.AddExternalInput("lb_w")
     workspace.FeedBlob("lb_x", x)
     workspace.FeedBlob("lb_w", w)
-    if target == "portable" and not has("caffe2 Sum double"):  # float32 is summed in float64
-        with pytest.raises(RuntimeError, match="Sum operator only supports 32-bit float and ints"):
-            workspace.RunNetOnce(lowered)
-        pytest.skip("Caffe2's Sum (gradient accumulation) has no float64 on torch {} (asserted)".format(
-            torch.__version__))
     workspace.RunNetOnce(lowered)
     reference = torch_gradient(torch_scan, x, w, 1, False, True)
     np.testing.assert_allclose(workspace.FetchBlob("lb_y"), torch_scan(torch.from_numpy(x), 1, reverse=True).numpy(),
@@ -378,12 +362,6 @@ def test_forward_grid_every_dtype_flag_and_axis(target, dtype, clean_workspace, 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_gradient_grid_every_flag_and_axis(dtype, target, lowered_gradient_ops, clean_workspace, torch_scan):
     rng = np.random.RandomState(12)
-    if target == "portable" and not lowered_gradient_ops and not has("caffe2 Sum double"):  # floats sum in float64
-        x, w = rng.uniform(-1, 1, (3, 4)).astype(dtype), rng.uniform(-1, 1, (3, 4)).astype(dtype)
-        with pytest.raises(RuntimeError, match="Sum operator only supports 32-bit float and ints"):
-            run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=1)
-        pytest.skip("Caffe2's Sum (gradient accumulation) has no float64 on torch {} (asserted)".format(
-            torch.__version__))
     for shape in GRID_SHAPES:
         x, w = rng.uniform(-1, 1, shape).astype(dtype), rng.uniform(-1, 1, shape).astype(dtype)
         for axis in grid_axes(shape):

@@ -12,7 +12,7 @@ import hypothesis.strategies as st
 import numpy as np
 import pytest
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 
 from pycumsum_op.lowering import portable
 from pycumsum_op.torch_versions import has
@@ -117,8 +117,6 @@ def test_gradient_matches_torch_on_nonfinite_values(length, data, target, lowere
     x, w, axis, exclusive, reverse = data.draw(nonfinite_cases(length))
     if refused_at_run_time(target, x, axis, exclusive):
         return
-    # no float64 Sum in Caffe2 before torch 1.8: asserted by test_lower.test_gradient_grid_every_flag_and_axis
-    assume(target == "aten" or lowered_gradient_ops or has("caffe2 Sum double"))
     y, actual = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
                                      reverse=reverse)
     assert_matches_torch(y, torch_scan(torch.from_numpy(x), axis, exclusive, reverse).numpy(), x, axis,

@@ -30,11 +30,14 @@ whether it is a sum that takes the blocked form), or the `Refused` reason why it
 import numpy as np
 
 from ..scans import scan as registered_scan
+from ..torch_versions import has
 from .emitter import TENSOR_TYPES
 from .errors import LoweringError
 from .input_facts import normalized_axis
 
 FLOAT32, FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
+#: The dtypes whose gradient parts Caffe2's `Sum` adds on every torch (before 1.8 it has no float64 or int64).
+SUMMED_EVERYWHERE = (FLOAT32, np.dtype(np.int32))
 #: Preferred entries per block (re-derive with benchmarks/run.py --only-lowering).
 BLOCK = 16
 #: Block sizes the blocked form may take: a divisor of the scan length (no padding copies), nearest BLOCK.
@@ -66,13 +69,48 @@ def _reshape(emitter, blob, shape, owned):
     return out, old
 
 
+def _cast(emitter, blob, source, target):
+    """``blob`` (of dtype ``source``) as ``target``: itself when they are one dtype, else one Cast."""
+    if source == target:
+        return blob
+    return emitter.step("Cast", [blob], to=TENSOR_TYPES[target], from_type=TENSOR_TYPES[source])
+
+
+def _shares(emitter, blob, count, axis, dtype):
+    """``count`` names of ``blob``'s value (of ``dtype``), for ``count`` ops to read one each.
+
+    Caffe2 adds the gradient parts of a blob that several ops read with its `Sum` operator, which has no float64
+    or int64 before torch 1.8: there the copies come from one Tile along ``axis`` and one Split (TileGradient adds
+    their gradients itself), and a net lowered there takes gradients on every torch; elsewhere the blob is read
+    ``count`` times.
+    """
+    if count == 1 or dtype in SUMMED_EVERYWHERE or has("caffe2 Sum double"):
+        return [blob] * count
+    copies = [emitter.fresh() for _ in range(count)]
+    emitter.op("Split", [emitter.step("Tile", [blob], tiles=count, axis=axis)], copies, axis=axis)
+    return copies
+
+
+def _shape_with(emitter, blob, axis, rank, size):
+    """An int64 shape blob: ``blob``'s shape (read when the net runs) with ``size`` along ``axis``."""
+    parts = [emitter.step("GivenTensorInt64Fill", [], values=[size], shape=[1])]
+    if axis:
+        parts.insert(0, emitter.step("Shape", [blob], axes=list(range(axis))))
+    if axis < rank - 1:
+        parts.append(emitter.step("Shape", [blob], axes=list(range(axis + 1, rank))))
+    return parts[0] if len(parts) == 1 else _concat(emitter, parts, 0)
+
+
 def _whole_blocks(emitter, blob, axis, rank, length, owned, dtype):
     """(blob, owned, block size, blocks): ``blob`` padded with zeros along ``axis`` to whole blocks when the
-    length has no divisor in `BLOCK_SIZES` (zeros at the end change no (reverse) running sum of the rest)."""
+    length has no divisor in `BLOCK_SIZES` (zeros at the end change no (reverse) running sum of the rest); the
+    zeros' shape is read off the blob's, which the Concat alone reads."""
     size = block_size(length)
     blocks = -(-length // size)
     if blocks * size != length:
-        zeros = _fill_like(emitter, _slicer(emitter, axis, rank)(blob, 0, blocks * size - length), dtype, 0)
+        shape = _shape_with(emitter, blob, axis, rank, blocks * size - length)
+        zeros = emitter.step("ConstantFill", [shape], input_as_shape=1, value=_fill_value(dtype, 0),
+                             dtype=TENSOR_TYPES[dtype])
         blob, owned = _concat(emitter, [blob, zeros], axis), True
     return blob, owned, size, blocks
 
@@ -90,9 +128,10 @@ def _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype):
         take = _slicer(emitter, axis, rank)
         blob = take(blob, 1, length) if reverse else take(blob, 0, length - 1)
     order = _split(emitter, blob, axis, length - 1 if exclusive else length, reverse)
-    zero = _fill_like(emitter, order[0], dtype, 0)
-    sums = _running_sums(emitter, zero, order)
-    return _concat(emitter, _in_place([zero] + sums if exclusive else sums, reverse), axis)
+    sums = _running_sums(emitter, _fill_like(emitter, order[0], dtype, 0), order, axis, dtype)
+    if exclusive:  # the first entry: a zero of its own (a blob read twice would be joined by Sum)
+        sums.insert(0, _fill_like(emitter, order[0], dtype, 0))
+    return _concat(emitter, _in_place(sums, reverse), axis)
 
 
 def _split(emitter, blob, axis, count, reverse):
@@ -106,13 +145,17 @@ def _in_place(sums, reverse):
     return sums[::-1] if reverse else sums
 
 
-def _running_sums(emitter, start, order):
-    """``start`` + order[0], then each next slice added. ``start`` is 0 or an offset: torch's sum starts from
-    +0.0, and -0.0 + +0.0 is +0.0, so no running sum is -0.0."""
-    sums = [emitter.step("Add", [start, order[0]])]
-    for part in order[1:]:
-        sums.append(emitter.step("Add", [sums[-1], part]))
-    return sums
+def _running_sums(emitter, start, order, axis, dtype, kept=True):
+    """``start`` + order[0], then each next slice added: the running sums, each for one op to read (`_shares`),
+    or, unless ``kept``, the total alone. ``start`` is 0 or an offset: torch's sum starts from +0.0, and
+    -0.0 + +0.0 is +0.0, so no running sum is -0.0."""
+    sums, carry = [], start
+    for index, part in enumerate(order):
+        carry = emitter.step("Add", [carry, part])
+        if kept and index < len(order) - 1:
+            carry, result = _shares(emitter, carry, 2, axis, dtype)
+            sums.append(result)
+    return sums + [carry]
 
 
 def _blocked_sums(emitter, grouped, axis, rank, size, reverse, exclusive, dtype, offsets_of):
@@ -122,14 +165,20 @@ def _blocked_sums(emitter, grouped, axis, rank, size, reverse, exclusive, dtype,
     Starting from the offset puts it on each entry with Adds of one slice's shape (a broadcast Add onto the
     blocks takes Caffe2's slow general broadcast), in the order torch adds."""
     order = _split(emitter, grouped, axis, size, reverse)
-    totals = _running_sums(emitter, _fill_like(emitter, order[0], dtype, 0), order)[-1]
+    summed = order[:size - 1] if exclusive else order  # the slices the offsets are added to
+    shared = [_shares(emitter, part, 2, axis, dtype) for part in summed]
+    totals = _running_sums(emitter, _fill_like(emitter, order[0], dtype, 0), [first for first, _ in shared]
+                           + order[len(summed):], axis, dtype, kept=False)[-1]
     offsets = offsets_of(totals)
-    sums = _running_sums(emitter, offsets, order[:size - 1] if exclusive else order)
-    return _concat(emitter, _in_place([offsets] + sums if exclusive else sums, reverse), axis)
+    if exclusive:
+        offsets, first = _shares(emitter, offsets, 2, axis, dtype)
+    sums = _running_sums(emitter, offsets, [second for _, second in shared], axis, dtype)
+    return _concat(emitter, _in_place([first] + sums if exclusive else sums, reverse), axis)
 
 
-def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtype):
-    """The running sums of ``blob`` (rank ``rank``, no empty dimension) along ``axis``, ``length`` long.
+def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtype, given):
+    """The running sums of ``blob`` (of dtype ``given``, rank ``rank``, no empty dimension) along ``axis``,
+    ``length`` long, summed in ``dtype``; returns them as ``given``.
 
     A last axis (of rank 2 or more): `_last_axis_sums`. Another axis at most `DIRECT` long: `_split_scan`.
     Longer: the axis split into (blocks, B) by one Reshape (a copy unless ``owned``; the shape built from the
@@ -138,9 +187,11 @@ def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtyp
     exclusively, blocked again when many).
     """
     if axis == rank - 1 and rank > 1:
-        return _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtype)
+        return _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtype, given)
+    widened = _cast(emitter, blob, given, dtype)
+    blob, owned = widened, owned or widened != blob
     if length <= DIRECT:
-        return _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype)
+        return _cast(emitter, _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype), dtype, given)
     blob, owned, size, blocks = _whole_blocks(emitter, blob, axis, rank, length, owned, dtype)
     if axis == 0:
         grouped, old = _reshape(emitter, blob, [blocks, size, -1], owned)
@@ -153,33 +204,35 @@ def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtyp
         grouped_rank = rank + 1
 
     def offsets_of(totals):
-        return _sum_scan(emitter, totals, axis, grouped_rank, blocks, reverse, True, owned=True, dtype=dtype)
+        return _sum_scan(emitter, totals, axis, grouped_rank, blocks, reverse, True, True, dtype, dtype)
     scanned = _blocked_sums(emitter, grouped, axis + 1, grouped_rank, size, reverse, exclusive, dtype, offsets_of)
     scanned = _reshape(emitter, scanned, old, owned=True)[0]
-    return scanned if blocks * size == length else _slicer(emitter, axis, rank)(scanned, 0, length)
+    scanned = scanned if blocks * size == length else _slicer(emitter, axis, rank)(scanned, 0, length)
+    return _cast(emitter, scanned, dtype, given)
 
 
-def _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtype):
+def _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtype, given):
     """The running sums along the last axis: the lanes as rows of one block (B entries; the whole lane when at
     most `DIRECT` long), transposed to columns so that the Split takes contiguous rows (a Split of the last
     axis copies entry by entry), summed by `_split_scan` or `_blocked_sums` (the block totals, one row,
-    summed exclusively by `_sum_scan`), and the Transpose back."""
+    summed exclusively by `_sum_scan`), and the Transpose back. The Transposes move ``given`` (float32: half
+    the bytes of the float64 sums); the columns are summed in ``dtype``."""
     if length <= DIRECT:
         size, blocks = length, 1
         rows, old = (blob, None) if rank == 2 else _reshape(emitter, blob, [-1, length], owned)
     else:
-        blob, owned, size, blocks = _whole_blocks(emitter, blob, rank - 1, rank, length, owned, dtype)
+        blob, owned, size, blocks = _whole_blocks(emitter, blob, rank - 1, rank, length, owned, given)
         rows, old = _reshape(emitter, blob, [-1, size], owned)
-    columns = emitter.step("Transpose", [rows], axes=[1, 0])
+    columns = _cast(emitter, emitter.step("Transpose", [rows], axes=[1, 0]), given, dtype)
     if blocks == 1:
         scanned = _split_scan(emitter, columns, 0, 2, size, reverse, exclusive, dtype)
     else:
         def offsets_of(totals):
             totals = _reshape(emitter, totals, [-1, blocks], owned=True)[0]
-            offsets = _sum_scan(emitter, totals, 1, 2, blocks, reverse, True, owned=True, dtype=dtype)
+            offsets = _sum_scan(emitter, totals, 1, 2, blocks, reverse, True, True, dtype, dtype)
             return _reshape(emitter, offsets, [1, -1], owned=True)[0]
         scanned = _blocked_sums(emitter, columns, 0, 2, size, reverse, exclusive, dtype, offsets_of)
-    scanned = emitter.step("Transpose", [scanned], axes=[1, 0])
+    scanned = emitter.step("Transpose", [_cast(emitter, scanned, dtype, given)], axes=[1, 0])
     if old is not None:
         scanned = _reshape(emitter, scanned, old, owned=True)[0]
     return scanned if blocks * size == length else _slicer(emitter, rank - 1, rank)(scanned, 0, length)
@@ -213,9 +266,13 @@ def _slicer(emitter, axis, rank):
     return take
 
 
+def _fill_value(dtype, value):
+    return float(value) if dtype.kind == "f" else int(value)
+
+
 def _fill_like(emitter, blob, dtype, value):
-    value = float(value) if dtype.kind == "f" else int(value)
-    return emitter.step("ConstantFill", [blob], value=value, dtype=TENSOR_TYPES[dtype])
+    """``value`` in ``blob``'s shape (ConstantFill takes no gradient to its input)."""
+    return emitter.step("ConstantFill", [blob], value=_fill_value(dtype, value), dtype=TENSOR_TYPES[dtype])
 
 
 def _concat(emitter, parts, axis):
@@ -226,11 +283,12 @@ def _concat(emitter, parts, axis):
 
 def _lane_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype, combine="Add", identity=0):
     """Hillis–Steele along ``axis`` of a rank-``rank`` blob (``length`` long), then ``exclusive``'s shift
-    (the vacated entry holds ``identity``)."""
+    (the vacated entry holds ``identity``, in a shape read off the blob's)."""
     take = _slicer(emitter, axis, rank)
-    current = _hillis_steele(emitter, take, combine, blob, length, axis, reverse)
+    current = _hillis_steele(emitter, take, combine, blob, length, axis, reverse, dtype)
     if exclusive and length > 0:  # shift by one; the slices keep a gradient path even when n == 1
-        first = _fill_like(emitter, take(current, 0, 1), dtype, identity)
+        first = emitter.step("ConstantFill", [_shape_with(emitter, current, axis, rank, 1)], input_as_shape=1,
+                             value=_fill_value(dtype, identity), dtype=TENSOR_TYPES[dtype])
         if reverse:
             current = _concat(emitter, [take(current, 1, length), first], axis)
         else:
@@ -238,15 +296,16 @@ def _lane_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype, com
     return current
 
 
-def _hillis_steele(emitter, take, combine, current, length, axis, reverse):
+def _hillis_steele(emitter, take, combine, current, length, axis, reverse, dtype):
     step = 1
     while step < length:
+        kept, left, right = _shares(emitter, current, 3, axis, dtype)
         if reverse:  # y[:n-s] += y[s:]
-            summed = emitter.step(combine, [take(current, 0, length - step), take(current, step, length)])
-            current = _concat(emitter, [summed, take(current, length - step, length)], axis)
+            summed = emitter.step(combine, [take(left, 0, length - step), take(right, step, length)])
+            current = _concat(emitter, [summed, take(kept, length - step, length)], axis)
         else:        # y[s:] += y[:n-s]
-            summed = emitter.step(combine, [take(current, step, length), take(current, 0, length - step)])
-            current = _concat(emitter, [take(current, 0, step), summed], axis)
+            summed = emitter.step(combine, [take(left, step, length), take(right, 0, length - step)])
+            current = _concat(emitter, [take(kept, 0, step), summed], axis)
         step *= 2
     return current
 
@@ -273,17 +332,14 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
     if not rank_zero:
         _check_rank_and_length(emitter, blob_in, facts.rank, axis, length, where)
     rank = max(facts.rank, 1)
-    accumulate = FLOAT64 if form.blocked and dtype == FLOAT32 else dtype
-    if accumulate != dtype:  # float32 summed in float64, as torch's CPU kernel does (see the module doc)
-        current = emitter.step("Cast", [current], to=TENSOR_TYPES[accumulate], from_type=TENSOR_TYPES[dtype])
+    accumulate = FLOAT64 if form.blocked and dtype == FLOAT32 else dtype  # as torch's CPU kernel (module doc)
     if form.blocked and length > 0 and all(facts.shape):  # (Reshape cannot infer a -1 of an empty tensor)
         current = _sum_scan(emitter, current, axis, rank, length, spec.reverse, spec.exclusive, current != blob_in,
-                            accumulate)
+                            accumulate, dtype)
     else:
-        current = _lane_scan(emitter, current, axis, rank, length, spec.reverse, spec.exclusive, accumulate,
-                             form.combine, entry.identity)
-    if accumulate != dtype:
-        current = emitter.step("Cast", [current], to=TENSOR_TYPES[dtype], from_type=TENSOR_TYPES[accumulate])
+        current = _cast(emitter, _lane_scan(emitter, _cast(emitter, current, dtype, accumulate), axis, rank, length,
+                                            spec.reverse, spec.exclusive, accumulate, form.combine, entry.identity),
+                        accumulate, dtype)
     if rank_zero:
         current = emitter.step("Squeeze", [current], dims=[0])
     return [current]
