@@ -19,11 +19,11 @@ from pycumsum_op.torch_versions import has
 from test_gradient import torch_gradient
 from test_lower import TARGETS, lower_and_run, run_lowered_gradient
 
-#: Scan lengths: empty, 1, 2, a short lane, around `portable.DIRECT`, blocks of 16 (512: 32 block totals, the
-#: most summed directly; 528: 33, blocked again), a divisor of 20 (1100: 55 totals in blocks of 11) and lengths
-#: with no divisor in `portable.BLOCK_SIZES` (37, 67: padded to whole blocks).
-LENGTHS = (0, 1, 2, 5, portable.DIRECT - 1, portable.DIRECT, portable.DIRECT + 1, 37, 67, 256,
-           portable.BLOCK * portable.DIRECT, portable.BLOCK * (portable.DIRECT + 1), 1100)
+#: Scan lengths: empty, 1, 2, a short lane, around `portable.DIRECT`, blocks of 16 (1024: 64 block totals, the
+#: most summed directly; 1040: 65, blocked again), a divisor of 20 (2200: 110 totals in blocks of 11) and lengths
+#: with no divisor in `portable.BLOCK_SIZES` (67, 131: padded to whole blocks).
+LENGTHS = (0, 1, 2, 5, portable.DIRECT - 1, portable.DIRECT, portable.DIRECT + 1, 67, 131, 256,
+           portable.BLOCK * portable.DIRECT, portable.BLOCK * (portable.DIRECT + 1), 2200)
 
 
 def special_values(dtype):
@@ -94,7 +94,7 @@ def refused_at_run_time(target, x, axis, exclusive):
     return target == "aten" and exclusive and x.ndim and x.shape[axis] == 0
 
 
-@pytest.mark.slow  # 14 x 15 lowered nets, lanes up to 1100 long
+@pytest.mark.slow  # 14 x 15 lowered nets, lanes up to 2200 long
 @pytest.mark.parametrize("length", (None,) + LENGTHS)
 @settings(max_examples=15, deadline=None)
 @given(data=st.data(), target=st.sampled_from(TARGETS))

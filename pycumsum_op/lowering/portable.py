@@ -43,7 +43,7 @@ BLOCK = 16
 #: Block sizes the blocked form may take: a divisor of the scan length (no padding copies), nearest BLOCK.
 BLOCK_SIZES = range(8, 33)
 #: An axis at most this long is summed as it is (one Add per entry); longer ones in blocks.
-DIRECT = 32
+DIRECT = 64
 
 
 def block_size(length: int) -> int:
@@ -180,13 +180,17 @@ def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtyp
     """The running sums of ``blob`` (of dtype ``given``, rank ``rank``, no empty dimension) along ``axis``,
     ``length`` long, summed in ``dtype``; returns them as ``given``.
 
-    A last axis (of rank 2 or more): `_last_axis_sums`. Another axis at most `DIRECT` long: `_split_scan`.
+    A last axis: `_last_axis_sums` (rank 1 as one row). Another axis at most `DIRECT` long: `_split_scan`.
     Longer: the axis split into (blocks, B) by one Reshape (a copy unless ``owned``; the shape built from the
     blob's own for a middle axis, whose neighbours may change at run time) and summed by `_blocked_sums` (each
     slice a contiguous run of the dimensions after the axis; the block totals summed the same way,
     exclusively, blocked again when many).
     """
-    if axis == rank - 1 and rank > 1:
+    if rank == 1:  # one lane: a row (its blocks' slices along axis 0 would be copied entry by entry)
+        row, old = _reshape(emitter, blob, [1, length], owned)
+        scanned = _last_axis_sums(emitter, row, 2, length, reverse, exclusive, True, dtype, given)
+        return _reshape(emitter, scanned, old, owned=True)[0]
+    if axis == rank - 1:
         return _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtype, given)
     widened = _cast(emitter, blob, given, dtype)
     blob, owned = widened, owned or widened != blob
