@@ -17,8 +17,9 @@ from caffe2.python import core, workspace
 from hypothesis import given, settings
 
 import pycumsum_op
-from pycumsum_op.lowering import LoweringError
+from pycumsum_op.lowering import LoweringError, portable
 from pycumsum_op.ops import scan_backward, scan_forward
+from pycumsum_op.torch_versions import has
 from test_forward import elements, expected, scan_cases
 from test_gradient import FLOAT_OVERRIDES, assert_gradient_close, gradient_cases, torch_gradient
 
@@ -152,6 +153,46 @@ def test_gradient_on_long_float32_lanes(target, lowered_gradient_ops, shape, axi
     reference = torch_scan(torch.from_numpy(x), axis, exclusive, reverse).numpy()
     np.testing.assert_allclose(y, reference, rtol=1e-4, atol=1e-4)
     assert_gradient_close(grad_x, torch_gradient(torch_scan, x, w, axis, exclusive, reverse), np.float32)
+
+
+#: (shape, axis, exclusive, reverse) through each part of the portable form: a scalar, one lane short and long, one
+#: Add per entry, blocks padded and blocked again, first, middle and last axes, an empty dimension.
+SHARED_BLOB_CASES = [((), 0, False, True), ((5,), 0, True, False), ((300,), 0, False, True), ((3, 7), 1, True, True),
+                     ((2, 131), -1, True, False), ((80, 2, 3), 0, False, True), ((2, 1072, 3), 1, True, True),
+                     ((3, 0, 4), 2, True, False), ((2, 70), 0, True, False)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("shape, axis, exclusive, reverse", SHARED_BLOB_CASES)
+def test_portable_gradient_as_lowered_before_torch_1_8_adds_no_sum(shape, axis, exclusive, reverse, dtype,
+                                                                    monkeypatch, clean_workspace, torch_scan):
+    """Lowered as torch < 1.8 lowers it (its Caffe2 Sum, which adds the gradient parts of a blob read by several
+    ops, has no float64 or int64): AddGradientOperators over the net adds no Sum, and the forward and the gradient
+    are torch's, on every torch."""
+    monkeypatch.setattr(portable, "has", lambda capability: capability != "caffe2 Sum double" and has(capability))
+    rng = np.random.RandomState(len(shape))
+    floats = np.dtype(dtype).kind == "f"
+    x = (rng.uniform(-1, 1, shape) if floats else rng.randint(-9, 9, shape)).astype(dtype)
+    w = (rng.uniform(-1, 1, shape) if floats else rng.randint(-9, 9, shape)).astype(dtype if floats else np.int64)
+    workspace.FeedBlob("ls_x", x)
+    workspace.FeedBlob("ls_w", w)
+    net = core.Net("lower_shared")
+    net.PyCumSum("ls_x", "ls_y", axis=axis, exclusive=exclusive, reverse=reverse)
+    lowered = core.Net(pycumsum_op.lower(net, "portable"))
+    lowered.AddGradientOperators({"ls_y": "ls_w"})
+    lowered.AddExternalInput("ls_w")
+    assert [op.type for op in lowered.Proto().op if op.type == "Sum"] == []
+    workspace.RunNetOnce(lowered)
+    reference = torch_scan(torch.from_numpy(x), axis, exclusive, reverse).numpy()
+    assert_lowered_result(workspace.FetchBlob("ls_y"), reference, "portable", x, axis)
+    gradient = workspace.FetchBlob("ls_x_grad")
+    # the gradient of a sum is the sum the other way: torch's forward scan of w (exact for integers)
+    reference = torch_scan(torch.from_numpy(w), axis, exclusive, not reverse).numpy().astype(dtype)
+    if floats:
+        assert_gradient_close(gradient, reference, dtype)
+    else:
+        np.testing.assert_array_equal(gradient, reference)
+        assert gradient.dtype == dtype
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64])
