@@ -115,23 +115,25 @@ def _whole_blocks(emitter, blob, axis, rank, length, owned, dtype):
     return blob, owned, size, blocks
 
 
-def _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype):
-    """The running sums along ``axis``, one Add after another in the order torch adds: the ``length`` slices
-    from one Split, summed from +0.0, and one Concat.
+def _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype, given):
+    """The running sums of ``blob`` (of dtype ``given``) along ``axis``, one Add after another in the order torch
+    adds: the ``length`` slices from one Split, each widened to ``dtype``, summed from +0.0, each narrowed back,
+    and one Concat (Split and Concat move ``given``: float32, half the bytes of the float64 sums).
 
     Every slice is summed into the result: Split's gradient drops the slices that get none, so an exclusive
     scan leaves out its last entry before the Split (one Slice).
     """
     if exclusive:
         if length == 1:  # nothing to sum: the shift alone (its slices keep a gradient path)
-            return _lane_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype)
+            return _lane_scan(emitter, blob, axis, rank, length, reverse, exclusive, given)
         take = _slicer(emitter, axis, rank)
         blob = take(blob, 1, length) if reverse else take(blob, 0, length - 1)
-    order = _split(emitter, blob, axis, length - 1 if exclusive else length, reverse)
+    order = [_cast(emitter, part, given, dtype)
+             for part in _split(emitter, blob, axis, length - 1 if exclusive else length, reverse)]
     sums = _running_sums(emitter, _fill_like(emitter, order[0], dtype, 0), order, axis, dtype)
     if exclusive:  # the first entry: a zero of its own (a blob read twice would be joined by Sum)
         sums.insert(0, _fill_like(emitter, order[0], dtype, 0))
-    return _concat(emitter, _in_place(sums, reverse), axis)
+    return _concat(emitter, _in_place([_cast(emitter, part, dtype, given) for part in sums], reverse), axis)
 
 
 def _split(emitter, blob, axis, count, reverse):
@@ -158,13 +160,14 @@ def _running_sums(emitter, start, order, axis, dtype, kept=True):
     return sums + [carry]
 
 
-def _blocked_sums(emitter, grouped, axis, rank, size, reverse, exclusive, dtype, offsets_of):
-    """The running sums of ``grouped`` (rank ``rank``), whose blocks of ``size`` entries lie along ``axis``: one
-    Split into the blocks' slices, each block's total summed from +0.0, ``offsets_of(totals)`` (their exclusive
-    running sums, shaped like one slice), each block's running sums started from its offset, one Concat.
-    Starting from the offset puts it on each entry with Adds of one slice's shape (a broadcast Add onto the
-    blocks takes Caffe2's slow general broadcast), in the order torch adds."""
-    order = _split(emitter, grouped, axis, size, reverse)
+def _blocked_sums(emitter, grouped, axis, rank, size, reverse, exclusive, dtype, given, offsets_of):
+    """The running sums of ``grouped`` (rank ``rank``, of dtype ``given``), whose blocks of ``size`` entries lie
+    along ``axis``: one Split into the blocks' slices, each widened to ``dtype``, each block's total summed from
+    +0.0, ``offsets_of(totals)`` (their exclusive running sums, shaped like one slice), each block's running sums
+    started from its offset and narrowed back, one Concat. Starting from the offset puts it on each entry with
+    Adds of one slice's shape (a broadcast Add onto the blocks takes Caffe2's slow general broadcast), in the
+    order torch adds."""
+    order = [_cast(emitter, part, given, dtype) for part in _split(emitter, grouped, axis, size, reverse)]
     summed = order[:size - 1] if exclusive else order  # the slices the offsets are added to
     shared = [_shares(emitter, part, 2, axis, dtype) for part in summed]
     totals = _running_sums(emitter, _fill_like(emitter, order[0], dtype, 0), [first for first, _ in shared]
@@ -173,7 +176,8 @@ def _blocked_sums(emitter, grouped, axis, rank, size, reverse, exclusive, dtype,
     if exclusive:
         offsets, first = _shares(emitter, offsets, 2, axis, dtype)
     sums = _running_sums(emitter, offsets, [second for _, second in shared], axis, dtype)
-    return _concat(emitter, _in_place([first] + sums if exclusive else sums, reverse), axis)
+    sums = [_cast(emitter, part, dtype, given) for part in ([first] + sums if exclusive else sums)]
+    return _concat(emitter, _in_place(sums, reverse), axis)
 
 
 def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtype, given):
@@ -192,11 +196,9 @@ def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtyp
         return _reshape(emitter, scanned, old, owned=True)[0]
     if axis == rank - 1:
         return _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtype, given)
-    widened = _cast(emitter, blob, given, dtype)
-    blob, owned = widened, owned or widened != blob
     if length <= DIRECT:
-        return _cast(emitter, _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype), dtype, given)
-    blob, owned, size, blocks = _whole_blocks(emitter, blob, axis, rank, length, owned, dtype)
+        return _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype, given)
+    blob, owned, size, blocks = _whole_blocks(emitter, blob, axis, rank, length, owned, given)
     if axis == 0:
         grouped, old = _reshape(emitter, blob, [blocks, size, -1], owned)
         grouped_rank = 3
@@ -209,34 +211,34 @@ def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtyp
 
     def offsets_of(totals):
         return _sum_scan(emitter, totals, axis, grouped_rank, blocks, reverse, True, True, dtype, dtype)
-    scanned = _blocked_sums(emitter, grouped, axis + 1, grouped_rank, size, reverse, exclusive, dtype, offsets_of)
+    scanned = _blocked_sums(emitter, grouped, axis + 1, grouped_rank, size, reverse, exclusive, dtype, given,
+                            offsets_of)
     scanned = _reshape(emitter, scanned, old, owned=True)[0]
-    scanned = scanned if blocks * size == length else _slicer(emitter, axis, rank)(scanned, 0, length)
-    return _cast(emitter, scanned, dtype, given)
+    return scanned if blocks * size == length else _slicer(emitter, axis, rank)(scanned, 0, length)
 
 
 def _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtype, given):
     """The running sums along the last axis: the lanes as rows of one block (B entries; the whole lane when at
     most `DIRECT` long), transposed to columns so that the Split takes contiguous rows (a Split of the last
     axis copies entry by entry), summed by `_split_scan` or `_blocked_sums` (the block totals, one row,
-    summed exclusively by `_sum_scan`), and the Transpose back. The Transposes move ``given`` (float32: half
-    the bytes of the float64 sums); the columns are summed in ``dtype``."""
+    summed exclusively by `_sum_scan`), and the Transpose back. The Transposes move ``given``; the rows are
+    summed in ``dtype``."""
     if length <= DIRECT:
         size, blocks = length, 1
         rows, old = (blob, None) if rank == 2 else _reshape(emitter, blob, [-1, length], owned)
     else:
         blob, owned, size, blocks = _whole_blocks(emitter, blob, rank - 1, rank, length, owned, given)
         rows, old = _reshape(emitter, blob, [-1, size], owned)
-    columns = _cast(emitter, emitter.step("Transpose", [rows], axes=[1, 0]), given, dtype)
+    columns = emitter.step("Transpose", [rows], axes=[1, 0])
     if blocks == 1:
-        scanned = _split_scan(emitter, columns, 0, 2, size, reverse, exclusive, dtype)
+        scanned = _split_scan(emitter, columns, 0, 2, size, reverse, exclusive, dtype, given)
     else:
         def offsets_of(totals):
             totals = _reshape(emitter, totals, [-1, blocks], owned=True)[0]
             offsets = _sum_scan(emitter, totals, 1, 2, blocks, reverse, True, True, dtype, dtype)
             return _reshape(emitter, offsets, [1, -1], owned=True)[0]
-        scanned = _blocked_sums(emitter, columns, 0, 2, size, reverse, exclusive, dtype, offsets_of)
-    scanned = emitter.step("Transpose", [_cast(emitter, scanned, dtype, given)], axes=[1, 0])
+        scanned = _blocked_sums(emitter, columns, 0, 2, size, reverse, exclusive, dtype, given, offsets_of)
+    scanned = emitter.step("Transpose", [scanned], axes=[1, 0])
     if old is not None:
         scanned = _reshape(emitter, scanned, old, owned=True)[0]
     return scanned if blocks * size == length else _slicer(emitter, rank - 1, rank)(scanned, 0, length)
