@@ -162,14 +162,17 @@ SHARED_BLOB_CASES = [((), 0, False, True), ((5,), 0, True, False), ((300,), 0, F
                      ((3, 0, 4), 2, True, False), ((2, 70), 0, True, False)]
 
 
+@pytest.mark.parametrize("widened_alone", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
 @pytest.mark.parametrize("shape, axis, exclusive, reverse", SHARED_BLOB_CASES)
 def test_portable_gradient_as_lowered_before_torch_1_8_adds_no_sum(shape, axis, exclusive, reverse, dtype,
-                                                                    monkeypatch, clean_workspace, torch_scan):
+                                                                    widened_alone, monkeypatch, clean_workspace,
+                                                                    torch_scan):
     """Lowered as torch < 1.8 lowers it (its Caffe2 Sum, which adds the gradient parts of a blob read by several
     ops, has no float64 or int64): AddGradientOperators over the net adds no Sum, and the forward and the gradient
-    are torch's, on every torch."""
+    are torch's, on every torch; the slices widened one by one (as large inputs' are) or the input at once."""
     monkeypatch.setattr(portable, "has", lambda capability: capability != "caffe2 Sum double" and has(capability))
+    monkeypatch.setattr(portable, "WIDENED_ALONE_FROM", 0 if widened_alone else float("inf"))
     rng = np.random.RandomState(len(shape))
     floats = np.dtype(dtype).kind == "f"
     x = (rng.uniform(-1, 1, shape) if floats else rng.randint(-9, 9, shape)).astype(dtype)

@@ -128,11 +128,16 @@ def test_gradient_matches_torch_on_nonfinite_values(length, data, target, lowere
     assert_matches_torch(actual, reference, w, axis, zero_signs=False)
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", TARGETS + ["portable, slices widened alone"])
 @pytest.mark.parametrize("shape, axis", [((2, 5), 1), ((2, 40), 1), ((40, 3), 0), ((3, 200), 1), ((300,), 0),
-                                         ((3, 1100, 2), 1)])
-def test_one_nonfinite_entry_reaches_only_the_positions_after_it(target, shape, axis, clean_workspace, torch_scan):
-    """One inf, -inf or NaN in the middle of every lane, and a lane that overflows float32 and comes back."""
+                                         ((3, 1100, 2), 1), ((2, 70, 3), 1)])
+def test_one_nonfinite_entry_reaches_only_the_positions_after_it(target, shape, axis, monkeypatch, clean_workspace,
+                                                                 torch_scan):
+    """One inf, -inf or NaN in the middle of every lane, and a lane that overflows float32 and comes back; the
+    portable form also with each slice widened on its own (as large inputs' are)."""
+    if target == "portable, slices widened alone":
+        monkeypatch.setattr(portable, "WIDENED_ALONE_FROM", 0)
+        target = "portable"
     rng = np.random.RandomState(len(shape))
     for special in (np.inf, -np.inf, np.nan):
         x = rng.uniform(-1, 1, shape).astype(np.float32)

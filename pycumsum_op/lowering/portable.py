@@ -44,6 +44,10 @@ BLOCK = 16
 BLOCK_SIZES = range(8, 33)
 #: An axis at most this long is summed as it is (one Add per entry); longer ones in blocks.
 DIRECT = 64
+#: Slices of at least this many entries are widened to the accumulating dtype one by one, so that Split and Concat
+#: move the result dtype (float32: half the bytes of float64); smaller ones take one Cast of the whole input and one
+#: back, two ops where one per slice costs more than it saves (re-derive with benchmarks/run.py --only-lowering).
+WIDENED_ALONE_FROM = 8192
 
 
 def block_size(length: int) -> int:
@@ -340,8 +344,12 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
     rank = max(facts.rank, 1)
     accumulate = FLOAT64 if form.blocked and dtype == FLOAT32 else dtype  # as torch's CPU kernel (module doc)
     if form.blocked and length > 0 and all(facts.shape):  # (Reshape cannot infer a -1 of an empty tensor)
+        slices = length if length <= DIRECT else block_size(length)
+        given = dtype if int(np.prod(facts.shape)) // slices >= WIDENED_ALONE_FROM else accumulate
+        current = _cast(emitter, current, dtype, given)
         current = _sum_scan(emitter, current, axis, rank, length, spec.reverse, spec.exclusive, current != blob_in,
-                            accumulate, dtype)
+                            accumulate, given)
+        current = _cast(emitter, current, given, dtype)
     else:
         current = _cast(emitter, _lane_scan(emitter, _cast(emitter, current, dtype, accumulate), axis, rank, length,
                                             spec.reverse, spec.exclusive, accumulate, form.combine, entry.identity),
