@@ -15,8 +15,8 @@ from 10^6-long float32 rows and columns against float64, and every target gets P
 and "portable", forward and forward+backward — against torch and PyCumSum on the grid plus seeded random shapes,
 and the seed net at 1024x1024 (`lowering_rows`); then the portable target alone against torch on the sweep's
 seeded random cases (``--lowering-seed``: rank 1-4, every axis, float32 and float64), and the ratios of the grid and
-those cases by axis class: first, middle or last axis (1-D apart), scan lengths up to the portable form's
-`DIRECT` or longer (`portable_classes`).
+those cases by axis class: first, middle or last axis (1-D apart), scan lengths summed without blocks
+(`portable.direct_limit`) or longer (`portable_classes`).
 
 The scan family (cumprod, cummax, cummin, logcumsumexp) is timed against torch on a fixed grid and seeded
 random shapes of 64K-1M elements (``--family-only`` runs just those rows).
@@ -404,8 +404,8 @@ def lowering_rows(budget_s, seed, count):
             rows.append(time_lowering_case(shape, axis, budget_s))
             print("timed lowering {} axis {}".format(shape, axis), file=sys.stderr)
     targets = lowering_targets(rows)
-    drawn, classes_markdown = portable_classes(rows, seed, count, budget_s / 4)
-    return rows, drawn, targets, lowering_markdown(rows, targets) + "\n" + classes_markdown
+    classes_rows, classes_markdown = portable_classes(seed, count, budget_s / 4)
+    return rows, classes_rows, targets, lowering_markdown(rows, targets) + "\n" + classes_markdown
 
 
 #: The portable target's goal: at most this many times torch's time, forward, on every axis class.
@@ -413,34 +413,37 @@ PORTABLE_CLASS_TARGET = 2.0
 
 
 def axis_class(shape, axis):
-    """The class of a scanned axis: its position (1-D, first, middle, last) and its length (short: at most
-    `portable.DIRECT`, summed without blocks; long: blocked)."""
+    """The class of a scanned axis: its position (1-D, first, middle, last) and its length (short: summed without
+    blocks, at most `portable.direct_limit` long; long: blocked)."""
     rank = len(shape)
     position = ("1-D" if rank == 1 else "first axis" if axis == 0 else "last axis" if axis == rank - 1
                 else "middle axis")
-    return "{}, {}".format(position, "short" if shape[axis] <= portable.DIRECT else "long")
+    short = shape[axis] <= portable.direct_limit(int(np.prod(shape)))
+    return "{}, {}".format(position, "short" if short else "long")
 
 
 def time_portable_case(shape, axis, dtype, budget_s):
-    """Medians (seconds) of torch and the portable target, forward and forward+backward, one drawn case."""
+    """Medians (seconds of this thread's CPU time: the machine may be shared) of torch and the portable target,
+    forward and forward+backward, one case."""
     x, grad_y = nets.feed(shape, dtype=dtype)
     candidates = {"torch_forward": nets.torch_forward(x, axis),
                   "torch_forward_backward": nets.torch_forward_backward(x, grad_y, axis),
                   "portable_forward": nets.lowered(axis, "portable"),
                   "portable_forward_backward": nets.lowered(axis, "portable", backward=True)}
     result = {"shape": list(shape), "axis": axis, "dtype": dtype, "size": x.size}
-    result.update({name: median(times) for name, times in measure(candidates, budget_s, 3, 40).items()})
+    samples = measure(candidates, budget_s, 3, 40, clock=time.thread_time)
+    result.update({name: median(times) for name, times in samples.items()})
     return result
 
 
-def portable_classes(grid_rows, seed, count, budget_s):
-    """The portable target against torch on `sweep.draw_shapes(seed, count)`, and with the grid's float32 rows
-    by axis class; returns (drawn rows, markdown)."""
-    drawn = []
-    for shape, axis, dtype in sweep.draw_shapes(seed, count):
-        drawn.append(time_portable_case(shape, axis, dtype, budget_s))
+def portable_classes(seed, count, budget_s):
+    """The portable target against torch on the lowering grid (float32, every axis) and on
+    `sweep.draw_shapes(seed, count)`, by axis class; returns (rows, markdown)."""
+    cases = [(shape, axis, "float32") for shape in lowering_shapes() for axis in range(len(shape))]
+    rows = []
+    for shape, axis, dtype in cases + sweep.draw_shapes(seed, count):
+        rows.append(time_portable_case(shape, axis, dtype, budget_s))
         print("timed portable {} axis {} {}".format(tuple(shape), axis, dtype), file=sys.stderr)
-    rows = [dict(row, dtype="float32") for row in grid_rows] + drawn
     classes = {}
     for row in rows:
         classes.setdefault(axis_class(row["shape"], row["axis"]), []).append(row)
@@ -458,17 +461,18 @@ def portable_classes(grid_rows, seed, count, budget_s):
         targets.append(["portable forward <= {}x torch, {}".format(PORTABLE_CLASS_TARGET, name),
                         "PASS" if worst_forward <= PORTABLE_CLASS_TARGET else "MISS", ratio(worst_forward)])
     markdown = "\n".join([
-        "### The portable target by axis class (seed {}: {} drawn cases, and the grid)".format(seed, len(drawn)), "",
+        "### The portable target by axis class (the grid and seed {}'s {} cases)".format(seed, count), "",
         "Forward: the lowered net; forward + backward: the net with PyCumSum's gradient op, lowered, against torch "
-        "autograd. Ratios to torch measured alternately in one process; median and worst per class.", "",
+        "autograd. This thread's CPU time, medians of rounds run alternately in one process; median and worst "
+        "ratio per class.", "",
         table(["class", "cases", "forward median", "forward worst", "fwd+bwd median", "fwd+bwd worst"], summary), "",
         table(["shape", "axis", "dtype", "class", "torch", "portable", "vs torch", "fwd+bwd vs torch autograd"],
               [[tuple(row["shape"]), row["axis"], row["dtype"], axis_class(row["shape"], row["axis"]),
                 duration(row["torch_forward"]), duration(row["portable_forward"]),
                 ratio(row["portable_forward"] / row["torch_forward"]),
-                ratio(row["portable_forward_backward"] / row["torch_forward_backward"])] for row in drawn]), "",
+                ratio(row["portable_forward_backward"] / row["torch_forward_backward"])] for row in rows]), "",
         table(["target", "status", "measured"], targets), ""])
-    return drawn, markdown
+    return rows, markdown
 
 
 def environment():

@@ -139,9 +139,9 @@ def test_gradient_matches_torch_autograd(case, target, lowered_gradient_ops, tor
 @pytest.mark.parametrize("shape, axis, exclusive, reverse", [
     ((3, 1100), 1, False, True), ((1100, 2), 0, True, False),   # blocks of 20, totals scanned directly
     ((2, 1072), 1, True, True), ((3, 67), -1, True, False),     # totals blocked again (67: padded); padding
-    ((2, 100, 3), 1, False, True), ((2, 45, 3), -2, True, True),  # long middle axis; short one
-    ((80, 2, 3), 0, False, False), ((4, 3, 20), 2, True, False),  # long axis 0; a short rank-3 last axis
-    ((2, 131), 1, False, False), ((67, 2), 0, True, True), ((2, 1072, 1), 1, False, True),  # padded, blocked twice
+    ((2, 100, 3), 1, False, True), ((2, 45, 3), -2, True, True),  # long middle axis (moved last); short one
+    ((64, 2, 3), 0, False, False), ((4, 3, 20), 2, True, False),  # long axis 0; a short rank-3 last axis
+    ((2, 33), 1, False, False), ((67, 2), 0, True, True), ((2, 1072, 1), 1, False, True),  # padded, blocked twice
     ((300,), 0, True, True), ((5,), -1, False, True),           # one lane, long and short
 ])
 def test_gradient_on_long_float32_lanes(target, lowered_gradient_ops, shape, axis, exclusive, reverse,
@@ -156,10 +156,11 @@ def test_gradient_on_long_float32_lanes(target, lowered_gradient_ops, shape, axi
 
 
 #: (shape, axis, exclusive, reverse) through each part of the portable form: a scalar, one lane short and long, one
-#: Add per entry, blocks padded and blocked again, first, middle and last axes, an empty dimension.
+#: Add per entry (up to `portable.DIRECT` in a large input), blocks padded and blocked again, first, middle and last
+#: axes, an empty dimension.
 SHARED_BLOB_CASES = [((), 0, False, True), ((5,), 0, True, False), ((300,), 0, False, True), ((3, 7), 1, True, True),
                      ((2, 131), -1, True, False), ((80, 2, 3), 0, False, True), ((2, 1072, 3), 1, True, True),
-                     ((3, 0, 4), 2, True, False), ((2, 70), 0, True, False)]
+                     ((3, 0, 4), 2, True, False), ((2, 70), 0, True, False), ((64, 1100), 0, True, True)]
 
 
 @pytest.mark.parametrize("widened_alone", [False, True])
@@ -380,7 +381,7 @@ def test_a_gradient_op_with_another_gradient_builder_is_refused(clean_workspace)
 
 
 #: The grid of item 7: 0-d, empty, rank 1-4, a lane longer than one portable block; every axis, negative ones too.
-GRID_SHAPES = [(), (0,), (5,), (3, 0, 2), (2, 3, 4), (2, 1, 3, 65)]
+GRID_SHAPES = [(), (0,), (5,), (3, 0, 2), (2, 3, 4), (2, 1, 3, 33)]
 GRID_FLAGS = [(exclusive, reverse) for exclusive in (False, True) for reverse in (False, True)]
 
 

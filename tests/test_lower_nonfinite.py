@@ -19,11 +19,12 @@ from pycumsum_op.torch_versions import has
 from test_gradient import torch_gradient
 from test_lower import TARGETS, lower_and_run, run_lowered_gradient
 
-#: Scan lengths: empty, 1, 2, a short lane, around `portable.DIRECT`, blocks of 16 (1024: 64 block totals, the
-#: most summed directly; 1040: 65, blocked again), a divisor of 20 (2200: 110 totals in blocks of 11) and lengths
-#: with no divisor in `portable.BLOCK_SIZES` (67, 131: padded to whole blocks).
-LENGTHS = (0, 1, 2, 5, portable.DIRECT - 1, portable.DIRECT, portable.DIRECT + 1, 67, 131, 256,
-           portable.BLOCK * portable.DIRECT, portable.BLOCK * (portable.DIRECT + 1), 2200)
+#: Scan lengths: empty, 1, 2, a short lane, around `portable.DIRECT_SMALL` (these inputs are smaller than
+#: `portable.DIRECT_FROM`), blocks of 16 (512: 32 block totals, the most summed directly; 528: 33, blocked again), a
+#: divisor of 20 (1100: 55 totals in blocks of 11) and lengths with no divisor in `portable.BLOCK_SIZES` (37, 67:
+#: padded to whole blocks).
+LENGTHS = (0, 1, 2, 5, portable.DIRECT_SMALL - 1, portable.DIRECT_SMALL, portable.DIRECT_SMALL + 1, 37, 67, 256,
+           portable.BLOCK * portable.DIRECT_SMALL, portable.BLOCK * (portable.DIRECT_SMALL + 1), 1100)
 
 
 def special_values(dtype):
@@ -94,7 +95,7 @@ def refused_at_run_time(target, x, axis, exclusive):
     return target == "aten" and exclusive and x.ndim and x.shape[axis] == 0
 
 
-@pytest.mark.slow  # 14 x 15 lowered nets, lanes up to 2200 long
+@pytest.mark.slow  # 14 x 15 lowered nets, lanes up to 1100 long
 @pytest.mark.parametrize("length", (None,) + LENGTHS)
 @settings(max_examples=15, deadline=None)
 @given(data=st.data(), target=st.sampled_from(TARGETS))
@@ -130,11 +131,12 @@ def test_gradient_matches_torch_on_nonfinite_values(length, data, target, lowere
 
 @pytest.mark.parametrize("target", TARGETS + ["portable, slices widened alone"])
 @pytest.mark.parametrize("shape, axis", [((2, 5), 1), ((2, 40), 1), ((40, 3), 0), ((3, 200), 1), ((300,), 0),
-                                         ((3, 1100, 2), 1), ((2, 70, 3), 1)])
+                                         ((3, 1100, 2), 1), ((2, 70, 3), 1), ((64, 1100), 0), ((1100, 60), 1)])
 def test_one_nonfinite_entry_reaches_only_the_positions_after_it(target, shape, axis, monkeypatch, clean_workspace,
                                                                  torch_scan):
     """One inf, -inf or NaN in the middle of every lane, and a lane that overflows float32 and comes back; the
-    portable form also with each slice widened on its own (as large inputs' are)."""
+    portable form also with each slice widened on its own (as large inputs' are); lanes of up to `portable.DIRECT`
+    entries without blocks in inputs of `portable.DIRECT_FROM` entries or more."""
     if target == "portable, slices widened alone":
         monkeypatch.setattr(portable, "WIDENED_ALONE_FROM", 0)
         target = "portable"

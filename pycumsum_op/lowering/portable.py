@@ -1,20 +1,35 @@
-"""Target "portable": a scan from operators every Caffe2 build has (Split, Add, Concat, Reshape, Cast, ...).
+"""Target "portable": a scan from operators every Caffe2 build has (Split, Add, Concat, Reshape, Transpose, Cast,
+Tile, ...).
 
 A sum (cumsum) adds the entries one after another, as torch does: one Split of the axis into its entries,
-one Add per entry onto the running sum, one Concat. An axis longer than `DIRECT` is split into blocks of
+one Add per entry onto the running sum, one Concat. An axis longer than `direct_limit` is split into blocks of
 about `BLOCK` entries by a Reshape (another axis than the last: (blocks, B), each slice a contiguous run of
-the dimensions after it; the last axis: rows of one block, transposed to columns and back, since a Split of
-the last axis copies entry by entry): the blocks' totals are summed first, their running sums (exclusive;
-blocked again when many) are the blocks' offsets, and each block's running sum starts from its offset, so
-every Add is of one slice's shape (Caffe2's broadcast Add onto blocks takes its slow general path). About a
-dozen passes over memory. Only Add combines entries, so ±inf and NaN reach exactly the positions at and after
-them, as in torch's sequential sum (a triangular MatMul would multiply them by the zeros of its matrix:
-0 × inf = NaN over the whole lane). float32 is summed in float64 and cast back, as torch's CPU kernel
-accumulates it (``acc_type<float>`` is double): a running sum past float32's range is inf exactly where
-torch's is, also when later entries bring it back into range. Float sums start from +0.0, as torch's:
-no running sum is -0.0. float64 sums in float64 (Caffe2 has nothing wider), blocks first, so
-where a running sum passes 1.8e308 and comes back, torch (left to right) and this order may differ.
-Integers are exact (bool and integers are first cast to int64, as torch).
+the dimensions after it; the last axis, and a 1-D input as one row: rows of one block, transposed to columns and
+back, since a Split of the last axis copies entry by entry): the blocks' totals are summed first, their running
+sums (exclusive; blocked again when many) are the blocks' offsets, and each block's running sum starts from its
+offset, so every Add is of one slice's shape (Caffe2's broadcast Add onto blocks takes its slow general path).
+Only Add combines entries, so ±inf and NaN reach exactly the positions at and after them, as in torch's sequential
+sum (a triangular MatMul would multiply them by the zeros of its matrix: 0 × inf = NaN over the whole lane; and
+Caffe2's MatMul and FC have no float64). float32 is summed in float64 and cast back, as torch's CPU kernel
+accumulates it (``acc_type<float>`` is double): a running sum past float32's range is inf exactly where torch's
+is, also when later entries bring it back into range. Float sums start from +0.0, as torch's: no running sum is
+-0.0. float64 sums in float64 (Caffe2 has nothing wider), blocks first, so where a running sum passes 1.8e308 and
+comes back, torch (left to right) and this order may differ. Integers are exact (bool and integers are first cast
+to int64, as torch).
+
+Cost: the Split, the Casts to float64 and back, the Adds (two per entry when blocked: the totals, then the running
+sums), the Concat, and on a last axis two Transposes (Caffe2's take about a nanosecond an entry, as long as torch's
+whole scan of a last axis): about a dozen passes over memory where torch makes one, so a last axis takes several
+times torch's time, while a first or middle axis, where torch's loop strides through memory, takes about as long
+as torch's or less (benchmarks/RESULTS.md). Where a slice holds `WIDENED_ALONE_FROM` entries or more, each slice
+is cast to float64 on its own after the Split and back before the Concat, which then move 4-byte entries; smaller
+inputs are cast once each way (fewer ops).
+
+Gradients: Caffe2 adds the gradient parts of a blob that several ops read with its `Sum` operator, which has no
+float64 or int64 before torch 1.8. Lowered there, every float64/int64 blob the form reads twice (a running sum that
+is both a result and the next Add's input, a slice both block sums read, an exclusive scan's offsets) is copied by
+one Tile and one Split first (TileGradient adds the parts itself), so `AddGradientOperators` over the lowered net
+runs on that torch and on every later one; lowered on torch 1.8 or later, the blobs are read twice (no copies).
 
 A scan whose form is not a sum takes a Hillis–Steele scan of its combining operator: for s = 1, 2, 4, ... < n,
 ``y[s:] = combine(y[s:], y[:n-s])`` as ``Concat(Slice(y, 0:s), combine(Slice(y, s:n), Slice(y, 0:n-s)))`` —
@@ -42,12 +57,25 @@ SUMMED_EVERYWHERE = (FLOAT32, np.dtype(np.int32))
 BLOCK = 16
 #: Block sizes the blocked form may take: a divisor of the scan length (no padding copies), nearest BLOCK.
 BLOCK_SIZES = range(8, 33)
-#: An axis at most this long is summed as it is (one Add per entry); longer ones in blocks.
+#: An axis at most this long is summed as it is (one Add per entry); longer ones in blocks ...
 DIRECT = 64
+#: ... in inputs of `DIRECT_FROM` entries or more; in smaller ones, where each op's own cost outweighs a pass over
+#: the entries, at most `DIRECT_SMALL` long (a blocked lane of n entries takes about 2B + n/B Adds, not n).
+DIRECT_FROM = 1 << 16
+DIRECT_SMALL = 32
 #: Slices of at least this many entries are widened to the accumulating dtype one by one, so that Split and Concat
 #: move the result dtype (float32: half the bytes of float64); smaller ones take one Cast of the whole input and one
 #: back, two ops where one per slice costs more than it saves (re-derive with benchmarks/run.py --only-lowering).
 WIDENED_ALONE_FROM = 8192
+
+
+def direct_limit(entries: int) -> int:
+    """The longest axis summed without blocks in an input of ``entries`` entries.
+
+    >>> direct_limit(1 << 20), direct_limit(640)
+    (64, 32)
+    """
+    return DIRECT if entries >= DIRECT_FROM else DIRECT_SMALL
 
 
 def block_size(length: int) -> int:
@@ -184,11 +212,11 @@ def _blocked_sums(emitter, grouped, axis, rank, size, reverse, exclusive, dtype,
     return _concat(emitter, _in_place(sums, reverse), axis)
 
 
-def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtype, given):
+def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtype, given, direct):
     """The running sums of ``blob`` (of dtype ``given``, rank ``rank``, no empty dimension) along ``axis``,
     ``length`` long, summed in ``dtype``; returns them as ``given``.
 
-    A last axis: `_last_axis_sums` (rank 1 as one row). Another axis at most `DIRECT` long: `_split_scan`.
+    A last axis: `_last_axis_sums` (rank 1 as one row). Another axis at most ``direct`` long: `_split_scan`.
     Longer: the axis split into (blocks, B) by one Reshape (a copy unless ``owned``; the shape built from the
     blob's own for a middle axis, whose neighbours may change at run time) and summed by `_blocked_sums` (each
     slice a contiguous run of the dimensions after the axis; the block totals summed the same way,
@@ -196,11 +224,11 @@ def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtyp
     """
     if rank == 1:  # one lane: a row (its blocks' slices along axis 0 would be copied entry by entry)
         row, old = _reshape(emitter, blob, [1, length], owned)
-        scanned = _last_axis_sums(emitter, row, 2, length, reverse, exclusive, True, dtype, given)
+        scanned = _last_axis_sums(emitter, row, 2, length, reverse, exclusive, True, dtype, given, direct)
         return _reshape(emitter, scanned, old, owned=True)[0]
     if axis == rank - 1:
-        return _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtype, given)
-    if length <= DIRECT:
+        return _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtype, given, direct)
+    if length <= direct:
         return _split_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype, given)
     blob, owned, size, blocks = _whole_blocks(emitter, blob, axis, rank, length, owned, given)
     if axis == 0:
@@ -214,20 +242,20 @@ def _sum_scan(emitter, blob, axis, rank, length, reverse, exclusive, owned, dtyp
         grouped_rank = rank + 1
 
     def offsets_of(totals):
-        return _sum_scan(emitter, totals, axis, grouped_rank, blocks, reverse, True, True, dtype, dtype)
+        return _sum_scan(emitter, totals, axis, grouped_rank, blocks, reverse, True, True, dtype, dtype, direct)
     scanned = _blocked_sums(emitter, grouped, axis + 1, grouped_rank, size, reverse, exclusive, dtype, given,
                             offsets_of)
     scanned = _reshape(emitter, scanned, old, owned=True)[0]
     return scanned if blocks * size == length else _slicer(emitter, axis, rank)(scanned, 0, length)
 
 
-def _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtype, given):
+def _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtype, given, direct):
     """The running sums along the last axis: the lanes as rows of one block (B entries; the whole lane when at
-    most `DIRECT` long), transposed to columns so that the Split takes contiguous rows (a Split of the last
+    most ``direct`` long), transposed to columns so that the Split takes contiguous rows (a Split of the last
     axis copies entry by entry), summed by `_split_scan` or `_blocked_sums` (the block totals, one row,
     summed exclusively by `_sum_scan`), and the Transpose back. The Transposes move ``given``; the rows are
     summed in ``dtype``."""
-    if length <= DIRECT:
+    if length <= direct:
         size, blocks = length, 1
         rows, old = (blob, None) if rank == 2 else _reshape(emitter, blob, [-1, length], owned)
     else:
@@ -239,7 +267,7 @@ def _last_axis_sums(emitter, blob, rank, length, reverse, exclusive, owned, dtyp
     else:
         def offsets_of(totals):
             totals = _reshape(emitter, totals, [-1, blocks], owned=True)[0]
-            offsets = _sum_scan(emitter, totals, 1, 2, blocks, reverse, True, True, dtype, dtype)
+            offsets = _sum_scan(emitter, totals, 1, 2, blocks, reverse, True, True, dtype, dtype, direct)
             return _reshape(emitter, offsets, [1, -1], owned=True)[0]
         scanned = _blocked_sums(emitter, columns, 0, 2, size, reverse, exclusive, dtype, given, offsets_of)
     scanned = emitter.step("Transpose", [scanned], axes=[1, 0])
@@ -344,11 +372,13 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
     rank = max(facts.rank, 1)
     accumulate = FLOAT64 if form.blocked and dtype == FLOAT32 else dtype  # as torch's CPU kernel (module doc)
     if form.blocked and length > 0 and all(facts.shape):  # (Reshape cannot infer a -1 of an empty tensor)
-        slices = length if length <= DIRECT else block_size(length)
-        given = dtype if int(np.prod(facts.shape)) // slices >= WIDENED_ALONE_FROM else accumulate
+        entries = int(np.prod(facts.shape))
+        direct = direct_limit(entries)
+        per_slice = entries // (length if length <= direct else block_size(length))
+        given = dtype if per_slice >= WIDENED_ALONE_FROM else accumulate
         current = _cast(emitter, current, dtype, given)
         current = _sum_scan(emitter, current, axis, rank, length, spec.reverse, spec.exclusive, current != blob_in,
-                            accumulate, given)
+                            accumulate, given, direct)
         current = _cast(emitter, current, given, dtype)
     else:
         current = _cast(emitter, _lane_scan(emitter, _cast(emitter, current, dtype, accumulate), axis, rank, length,
