@@ -446,7 +446,8 @@ def portable_classes(seed, count, budget_s):
         print("timed portable {} axis {} {}".format(tuple(shape), axis, dtype), file=sys.stderr)
     classes = {}
     for row in rows:
-        classes.setdefault(axis_class(row["shape"], row["axis"]), []).append(row)
+        if row["size"] >= TORCH_TARGET_MIN_SIZE:  # smaller ones: each op's own cost, listed below
+            classes.setdefault(axis_class(row["shape"], row["axis"]), []).append(row)
     ratio = "{:.2f}x".format
     summary, targets = [], []
     for name, members in sorted(classes.items()):
@@ -464,7 +465,7 @@ def portable_classes(seed, count, budget_s):
         "### The portable target by axis class (the grid and seed {}'s {} cases)".format(seed, count), "",
         "Forward: the lowered net; forward + backward: the net with PyCumSum's gradient op, lowered, against torch "
         "autograd. This thread's CPU time, medians of rounds run alternately in one process; median and worst "
-        "ratio per class.", "",
+        "ratio per class of the cases of at least {} entries (all cases below).".format(TORCH_TARGET_MIN_SIZE), "",
         table(["class", "cases", "forward median", "forward worst", "fwd+bwd median", "fwd+bwd worst"], summary), "",
         table(["shape", "axis", "dtype", "class", "torch", "portable", "vs torch", "fwd+bwd vs torch autograd"],
               [[tuple(row["shape"]), row["axis"], row["dtype"], axis_class(row["shape"], row["axis"]),
