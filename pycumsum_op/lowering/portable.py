@@ -60,7 +60,8 @@ BLOCK_SIZES = range(8, 33)
 #: An axis at most this long is summed as it is (one Add per entry); longer ones in blocks ...
 DIRECT = 64
 #: ... in inputs of `DIRECT_FROM` entries or more; in smaller ones, where each op's own cost outweighs a pass over
-#: the entries, at most `DIRECT_SMALL` long (a blocked lane of n entries takes about 2B + n/B Adds, not n).
+#: the entries, at most `DIRECT_SMALL` long (a blocked lane of n entries takes about 2B + n/B Adds, not n; re-derive
+#: both with benchmarks/run.py --only-lowering).
 DIRECT_FROM = 1 << 16
 DIRECT_SMALL = 32
 #: Slices of at least this many entries are widened to the accumulating dtype one by one, so that Split and Concat
@@ -116,33 +117,34 @@ def _shares(emitter, blob, count, axis, dtype):
     their gradients itself), and a net lowered there takes gradients on every torch; elsewhere the blob is read
     ``count`` times.
     """
-    if count == 1 or dtype in SUMMED_EVERYWHERE or has("caffe2 Sum double"):
+    if dtype in SUMMED_EVERYWHERE or has("caffe2 Sum double"):
         return [blob] * count
     copies = [emitter.fresh() for _ in range(count)]
     emitter.op("Split", [emitter.step("Tile", [blob], tiles=count, axis=axis)], copies, axis=axis)
     return copies
 
 
-def _shape_with(emitter, blob, axis, rank, size):
-    """An int64 shape blob: ``blob``'s shape (read when the net runs) with ``size`` along ``axis``."""
+def _fill_beside(emitter, blob, axis, rank, size, dtype, value):
+    """``value`` in ``blob``'s shape (read when the net runs) but ``size`` long along ``axis``; ``blob`` is read by
+    Shape alone, which takes no gradient."""
     parts = [emitter.step("GivenTensorInt64Fill", [], values=[size], shape=[1])]
     if axis:
         parts.insert(0, emitter.step("Shape", [blob], axes=list(range(axis))))
     if axis < rank - 1:
         parts.append(emitter.step("Shape", [blob], axes=list(range(axis + 1, rank))))
-    return parts[0] if len(parts) == 1 else _concat(emitter, parts, 0)
+    shape = parts[0] if len(parts) == 1 else _concat(emitter, parts, 0)
+    return emitter.step("ConstantFill", [shape], input_as_shape=1, value=_fill_value(dtype, value),
+                        dtype=TENSOR_TYPES[dtype])
 
 
 def _whole_blocks(emitter, blob, axis, rank, length, owned, dtype):
     """(blob, owned, block size, blocks): ``blob`` padded with zeros along ``axis`` to whole blocks when the
-    length has no divisor in `BLOCK_SIZES` (zeros at the end change no (reverse) running sum of the rest); the
-    zeros' shape is read off the blob's, which the Concat alone reads."""
+    length has no divisor in `BLOCK_SIZES` (zeros at the end change no (reverse) running sum of the rest; the
+    Concat is the one op that reads ``blob`` with a gradient)."""
     size = block_size(length)
     blocks = -(-length // size)
     if blocks * size != length:
-        shape = _shape_with(emitter, blob, axis, rank, blocks * size - length)
-        zeros = emitter.step("ConstantFill", [shape], input_as_shape=1, value=_fill_value(dtype, 0),
-                             dtype=TENSOR_TYPES[dtype])
+        zeros = _fill_beside(emitter, blob, axis, rank, blocks * size - length, dtype, 0)
         blob, owned = _concat(emitter, [blob, zeros], axis), True
     return blob, owned, size, blocks
 
@@ -325,8 +327,7 @@ def _lane_scan(emitter, blob, axis, rank, length, reverse, exclusive, dtype, com
     take = _slicer(emitter, axis, rank)
     current = _hillis_steele(emitter, take, combine, blob, length, axis, reverse, dtype)
     if exclusive and length > 0:  # shift by one; the slices keep a gradient path even when n == 1
-        first = emitter.step("ConstantFill", [_shape_with(emitter, current, axis, rank, 1)], input_as_shape=1,
-                             value=_fill_value(dtype, identity), dtype=TENSOR_TYPES[dtype])
+        first = _fill_beside(emitter, current, axis, rank, 1, dtype, identity)
         if reverse:
             current = _concat(emitter, [take(current, 1, length), first], axis)
         else:
