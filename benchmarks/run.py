@@ -13,7 +13,10 @@ from 10^6-long float32 rows and columns against float64, and every target gets P
 
 ``--only-lowering`` (also run at the end of a full run) times the nets `pycumsum_op.lower` makes — targets "aten"
 and "portable", forward and forward+backward — against torch and PyCumSum on the grid plus seeded random shapes,
-and the seed net at 1024x1024 (`lowering_rows`).
+and the seed net at 1024x1024 (`lowering_rows`); then the portable target alone against torch on the sweep's
+seeded random cases (``--lowering-seed``: rank 1-4, every axis, float32 and float64), and the ratios of the grid and
+those cases by axis class: first, middle or last axis (1-D apart), scan lengths summed without blocks
+(`portable.direct_limit`) or longer (`portable_classes`).
 
 The scan family (cumprod, cummax, cummin, logcumsumexp) is timed against torch on a fixed grid and seeded
 random shapes of 64K-1M elements (``--family-only`` runs just those rows).
@@ -49,6 +52,7 @@ import sweep
 import timing
 from pycumsum_op.commands._common import whole_number
 from pycumsum_op.kernels import tuning
+from pycumsum_op.lowering import portable
 from timing import duration, measure, median, table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -397,15 +401,85 @@ def lowering_markdown(rows, targets):
     return "\n".join(parts) + "\n"
 
 
-def lowering_rows(budget_s):
-    """Issue 9's rows: every lowering shape and axis; returns (rows, targets, markdown)."""
+def lowering_rows(budget_s, seed, count):
+    """Every lowering shape and axis, then the portable target by axis class (`portable_classes`); returns
+    (rows, the portable target's drawn rows, targets, markdown)."""
     rows = []
     for shape in lowering_shapes():
         for axis in range(len(shape)):
             rows.append(time_lowering_case(shape, axis, budget_s))
             print("timed lowering {} axis {}".format(shape, axis), file=sys.stderr)
     targets = lowering_targets(rows)
-    return rows, targets, lowering_markdown(rows, targets)
+    classes_rows, classes_markdown = portable_classes(seed, count, budget_s / 4)
+    return rows, classes_rows, targets, lowering_markdown(rows, targets) + "\n" + classes_markdown
+
+
+#: The portable target's goal: at most this many times torch's time, forward, on every axis class.
+PORTABLE_CLASS_TARGET = 2.0
+
+
+def axis_class(shape, axis):
+    """The class of a scanned axis: its position (1-D, first, middle, last) and its length (short: summed without
+    blocks, at most `portable.direct_limit` long; long: blocked)."""
+    rank = len(shape)
+    position = ("1-D" if rank == 1 else "first axis" if axis == 0 else "last axis" if axis == rank - 1
+                else "middle axis")
+    short = shape[axis] <= portable.direct_limit(int(np.prod(shape)))
+    return "{}, {}".format(position, "short" if short else "long")
+
+
+def time_portable_case(shape, axis, dtype, budget_s):
+    """Medians (seconds of this thread's CPU time: the machine may be shared) of torch and the portable target,
+    forward and forward+backward, one case."""
+    x, grad_y = nets.feed(shape, dtype=dtype)
+    candidates = {"torch_forward": nets.torch_forward(x, axis),
+                  "torch_forward_backward": nets.torch_forward_backward(x, grad_y, axis),
+                  "portable_forward": nets.lowered(axis, "portable"),
+                  "portable_forward_backward": nets.lowered(axis, "portable", backward=True)}
+    result = {"shape": list(shape), "axis": axis, "dtype": dtype, "size": x.size}
+    samples = measure(candidates, budget_s, 3, 40, clock=time.thread_time)
+    result.update({name: median(times) for name, times in samples.items()})
+    return result
+
+
+def portable_classes(seed, count, budget_s):
+    """The portable target against torch on the lowering grid (float32, every axis) and on
+    `sweep.draw_shapes(seed, count)`, by axis class; returns (rows, markdown)."""
+    cases = [(shape, axis, "float32") for shape in lowering_shapes() for axis in range(len(shape))]
+    rows = []
+    for shape, axis, dtype in cases + sweep.draw_shapes(seed, count):
+        rows.append(time_portable_case(shape, axis, dtype, budget_s))
+        print("timed portable {} axis {} {}".format(tuple(shape), axis, dtype), file=sys.stderr)
+    classes = {}
+    for row in rows:
+        if row["size"] >= TORCH_TARGET_MIN_SIZE:  # smaller ones: each op's own cost, listed below
+            classes.setdefault(axis_class(row["shape"], row["axis"]), []).append(row)
+    ratio = "{:.2f}x".format
+    summary, targets = [], []
+    for name, members in sorted(classes.items()):
+        cells = [name, len(members)]
+        for kind in LOWERING_KINDS:
+            ratios = [row["portable_" + kind] / row["torch_" + kind] for row in members]
+            worst = members[int(np.argmax(ratios))]
+            cells += [ratio(median(ratios)), "{} ({} axis {} {})".format(
+                ratio(max(ratios)), tuple(worst["shape"]), worst["axis"], worst["dtype"])]
+        summary.append(cells)
+        worst_forward = max(row["portable_forward"] / row["torch_forward"] for row in members)
+        targets.append(["portable forward <= {}x torch, {}".format(PORTABLE_CLASS_TARGET, name),
+                        "PASS" if worst_forward <= PORTABLE_CLASS_TARGET else "MISS", ratio(worst_forward)])
+    markdown = "\n".join([
+        "### The portable target by axis class (the grid and seed {}'s {} cases)".format(seed, count), "",
+        "Forward: the lowered net; forward + backward: the net with PyCumSum's gradient op, lowered, against torch "
+        "autograd. This thread's CPU time, medians of rounds run alternately in one process; median and worst "
+        "ratio per class of the cases of at least {} entries (all cases below).".format(TORCH_TARGET_MIN_SIZE), "",
+        table(["class", "cases", "forward median", "forward worst", "fwd+bwd median", "fwd+bwd worst"], summary), "",
+        table(["shape", "axis", "dtype", "class", "torch", "portable", "vs torch", "fwd+bwd vs torch autograd"],
+              [[tuple(row["shape"]), row["axis"], row["dtype"], axis_class(row["shape"], row["axis"]),
+                duration(row["torch_forward"]), duration(row["portable_forward"]),
+                ratio(row["portable_forward"] / row["torch_forward"]),
+                ratio(row["portable_forward_backward"] / row["torch_forward_backward"])] for row in rows]), "",
+        table(["target", "status", "measured"], targets), ""])
+    return rows, markdown
 
 
 def environment():
@@ -432,6 +506,10 @@ def main(argv=None):
     parser.add_argument("--output", default=os.path.join(HERE, "results", "latest"),
                         help="writes OUTPUT.json and OUTPUT.md")
     parser.add_argument("--only-lowering", action="store_true", help="time only the lowered nets (pycumsum_op.lower)")
+    parser.add_argument("--lowering-seed", type=whole_number(0), default=5,
+                        help="seed of the random cases the portable target is timed on by axis class")
+    parser.add_argument("--lowering-count", type=whole_number(1), default=16,
+                        help="random cases the portable target is timed on by axis class")
     parser.add_argument("--only-classes", action="store_true",
                         help="time only the sweep by shape class, with and without the accelerator (classes.py)")
     parser.add_argument("--class-seeds", default="0,1,2", help="seeds of the shape-class sweep (first: development)")
@@ -456,7 +534,8 @@ def main(argv=None):
         result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
         return write_report(result, markdown, args.output + "_kernels", started)
     if args.only_lowering:
-        result["lowering"], result["lowering_targets"], markdown = lowering_rows(args.budget)
+        result["lowering"], result["portable_classes"], result["lowering_targets"], markdown = lowering_rows(
+            args.budget, args.lowering_seed, args.lowering_count)
         result["environment"]["load_end"] = "{:.2f}".format(os.getloadavg()[0])
         return write_report(result, markdown, args.output, started)
     model_names = [name for name in args.models.split(",") if name]
@@ -488,7 +567,8 @@ def main(argv=None):
     result["targets"] = evaluate(cases, result["overhead"], result["accuracy"], result["memory"])
     result["targets"] += [{"target": name, "status": "PASS" if passed else "MISS", "detail": detail}
                           for name, passed, detail in sweep.targets(result["sweep"], args.seed)]
-    result["lowering"], result["lowering_targets"], lowering_markdown_text = lowering_rows(args.budget)
+    result["lowering"], result["portable_classes"], result["lowering_targets"], lowering_markdown_text = lowering_rows(
+        args.budget, args.lowering_seed, args.lowering_count)
     result["family"] = time_family(args.budget / 4)
     classes_markdown, result["classes"] = classes.run(class_seeds, 6, 2, args.budget / 12)
     kernels_markdown, result["kernels"] = kernels.run(class_seeds, 8, 7)

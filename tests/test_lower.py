@@ -14,10 +14,10 @@ import pytest
 import torch
 from caffe2.proto import caffe2_pb2
 from caffe2.python import core, workspace
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 
 import pycumsum_op
-from pycumsum_op.lowering import LoweringError
+from pycumsum_op.lowering import LoweringError, portable
 from pycumsum_op.ops import scan_backward, scan_forward
 from pycumsum_op.torch_versions import has
 from test_forward import elements, expected, scan_cases
@@ -125,11 +125,6 @@ def run_lowered_gradient(x, w, target, lowered_gradient_ops, **kwargs):
 def test_gradient_matches_torch_autograd(case, target, lowered_gradient_ops, torch_scan):
     """Either the net's PyCumSum gradient ops are lowered, or AddGradientOperators runs on the lowered net."""
     x, w, axis, exclusive, reverse, override = case
-    # no float64 Sum in Caffe2 before torch 1.8 (portable sums floats in float64): asserted by
-    # test_gradient_grid_every_flag_and_axis
-    assume(target == "aten" or lowered_gradient_ops or has("caffe2 Sum double")
-           or "f" not in (x.dtype.kind, w.dtype.kind) and FLOAT_OVERRIDES[override] not in (torch.float32,
-                                                                                            torch.float64))
     _, actual = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
                                      reverse=reverse, dtype=override)
     reference = torch_gradient(torch_scan, x, w, axis, exclusive, reverse, FLOAT_OVERRIDES[override])
@@ -147,21 +142,61 @@ def test_gradient_matches_torch_autograd(case, target, lowered_gradient_ops, tor
     ((2, 100, 3), 1, False, True), ((2, 45, 3), -2, True, True),  # long middle axis (moved last); short one
     ((64, 2, 3), 0, False, False), ((4, 3, 20), 2, True, False),  # long axis 0; a short rank-3 last axis
     ((2, 33), 1, False, False), ((67, 2), 0, True, True), ((2, 1072, 1), 1, False, True),  # padded, blocked twice
+    ((300,), 0, True, True), ((5,), -1, False, True),           # one lane, long and short
 ])
 def test_gradient_on_long_float32_lanes(target, lowered_gradient_ops, shape, axis, exclusive, reverse,
                                         clean_workspace, torch_scan):
     rng = np.random.RandomState(sum(shape))
     x, w = rng.uniform(-1, 1, shape).astype(np.float32), rng.uniform(-1, 1, shape).astype(np.float32)
-    if target == "portable" and not lowered_gradient_ops and not has("caffe2 Sum double"):  # float32 sums in float64
-        with pytest.raises(RuntimeError, match="Sum operator only supports 32-bit float and ints"):
-            run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive, reverse=reverse)
-        pytest.skip("Caffe2's Sum (gradient accumulation) has no float64 on torch {} (asserted)".format(
-            torch.__version__))
     y, grad_x = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
                                      reverse=reverse)
     reference = torch_scan(torch.from_numpy(x), axis, exclusive, reverse).numpy()
     np.testing.assert_allclose(y, reference, rtol=1e-4, atol=1e-4)
     assert_gradient_close(grad_x, torch_gradient(torch_scan, x, w, axis, exclusive, reverse), np.float32)
+
+
+#: (shape, axis, exclusive, reverse) through each part of the portable form: a scalar, one lane short and long, one
+#: Add per entry (up to `portable.DIRECT` in a large input), blocks padded and blocked again, first, middle and last
+#: axes, an empty dimension.
+SHARED_BLOB_CASES = [((), 0, False, True), ((5,), 0, True, False), ((300,), 0, False, True), ((3, 7), 1, True, True),
+                     ((2, 131), -1, True, False), ((80, 2, 3), 0, False, True), ((2, 1072, 3), 1, True, True),
+                     ((3, 0, 4), 2, True, False), ((2, 70), 0, True, False), ((64, 1100), 0, True, True)]
+
+
+@pytest.mark.parametrize("widened_alone", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("shape, axis, exclusive, reverse", SHARED_BLOB_CASES)
+def test_portable_gradient_as_lowered_before_torch_1_8_adds_no_sum(shape, axis, exclusive, reverse, dtype,
+                                                                    widened_alone, monkeypatch, clean_workspace,
+                                                                    torch_scan):
+    """Lowered as torch < 1.8 lowers it (its Caffe2 Sum, which adds the gradient parts of a blob read by several
+    ops, has no float64 or int64): AddGradientOperators over the net adds no Sum, and the forward and the gradient
+    are torch's, on every torch; the slices widened one by one (as large inputs' are) or the input at once."""
+    monkeypatch.setattr(portable, "has", lambda capability: capability != "caffe2 Sum double" and has(capability))
+    monkeypatch.setattr(portable, "WIDENED_ALONE_FROM", 0 if widened_alone else float("inf"))
+    rng = np.random.RandomState(len(shape))
+    floats = np.dtype(dtype).kind == "f"
+    x = (rng.uniform(-1, 1, shape) if floats else rng.randint(-9, 9, shape)).astype(dtype)
+    w = (rng.uniform(-1, 1, shape) if floats else rng.randint(-9, 9, shape)).astype(dtype if floats else np.int64)
+    workspace.FeedBlob("ls_x", x)
+    workspace.FeedBlob("ls_w", w)
+    net = core.Net("lower_shared")
+    net.PyCumSum("ls_x", "ls_y", axis=axis, exclusive=exclusive, reverse=reverse)
+    lowered = core.Net(pycumsum_op.lower(net, "portable"))
+    lowered.AddGradientOperators({"ls_y": "ls_w"})
+    lowered.AddExternalInput("ls_w")
+    assert [op.type for op in lowered.Proto().op if op.type == "Sum"] == []
+    workspace.RunNetOnce(lowered)
+    reference = torch_scan(torch.from_numpy(x), axis, exclusive, reverse).numpy()
+    assert_lowered_result(workspace.FetchBlob("ls_y"), reference, "portable", x, axis)
+    gradient = workspace.FetchBlob("ls_x_grad")
+    # the gradient of a sum is the sum the other way: torch's forward scan of w (exact for integers)
+    reference = torch_scan(torch.from_numpy(w), axis, exclusive, not reverse).numpy().astype(dtype)
+    if floats:
+        assert_gradient_close(gradient, reference, dtype)
+    else:
+        np.testing.assert_array_equal(gradient, reference)
+        assert gradient.dtype == dtype
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float64])
@@ -294,11 +329,6 @@ def test_built_then_lowered_has_no_python_op_and_a_gradient(target, clean_worksp
     lowered.AddExternalInput("lb_w")
     workspace.FeedBlob("lb_x", x)
     workspace.FeedBlob("lb_w", w)
-    if target == "portable" and not has("caffe2 Sum double"):  # float32 is summed in float64
-        with pytest.raises(RuntimeError, match="Sum operator only supports 32-bit float and ints"):
-            workspace.RunNetOnce(lowered)
-        pytest.skip("Caffe2's Sum (gradient accumulation) has no float64 on torch {} (asserted)".format(
-            torch.__version__))
     workspace.RunNetOnce(lowered)
     reference = torch_gradient(torch_scan, x, w, 1, False, True)
     np.testing.assert_allclose(workspace.FetchBlob("lb_y"), torch_scan(torch.from_numpy(x), 1, reverse=True).numpy(),
@@ -327,7 +357,9 @@ def test_caffe2_dtype_names_mean_what_they_mean_in_pycumsum(clean_workspace):
     net.PyCumSum("ln_x", "ln_y", axis=0)
     lowered = pycumsum_op.lower(net, "portable", shapes={"ln_x": (3,)}, dtypes={"ln_x": "float"})
     casts = [arg.i for op in lowered.op if op.type == "Cast" for arg in op.arg if arg.name == "to"]
-    assert casts == [caffe2_pb2.TensorProto.DOUBLE, caffe2_pb2.TensorProto.FLOAT]  # float32 summed in float64
+    # float32 summed in float64: each entry widened, each running sum narrowed
+    assert casts[0] == caffe2_pb2.TensorProto.DOUBLE and casts[-1] == caffe2_pb2.TensorProto.FLOAT
+    assert set(casts) == {caffe2_pb2.TensorProto.DOUBLE, caffe2_pb2.TensorProto.FLOAT}
     workspace.FeedBlob("ln_x", np.array([1, 2, 3], np.float32))
     workspace.RunNetOnce(lowered)
     assert workspace.FetchBlob("ln_y").tolist() == [1, 3, 6]
@@ -378,12 +410,6 @@ def test_forward_grid_every_dtype_flag_and_axis(target, dtype, clean_workspace, 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_gradient_grid_every_flag_and_axis(dtype, target, lowered_gradient_ops, clean_workspace, torch_scan):
     rng = np.random.RandomState(12)
-    if target == "portable" and not lowered_gradient_ops and not has("caffe2 Sum double"):  # floats sum in float64
-        x, w = rng.uniform(-1, 1, (3, 4)).astype(dtype), rng.uniform(-1, 1, (3, 4)).astype(dtype)
-        with pytest.raises(RuntimeError, match="Sum operator only supports 32-bit float and ints"):
-            run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=1)
-        pytest.skip("Caffe2's Sum (gradient accumulation) has no float64 on torch {} (asserted)".format(
-            torch.__version__))
     for shape in GRID_SHAPES:
         x, w = rng.uniform(-1, 1, shape).astype(dtype), rng.uniform(-1, 1, shape).astype(dtype)
         for axis in grid_axes(shape):

@@ -12,18 +12,19 @@ import hypothesis.strategies as st
 import numpy as np
 import pytest
 import torch
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 
 from pycumsum_op.lowering import portable
 from pycumsum_op.torch_versions import has
 from test_gradient import torch_gradient
 from test_lower import TARGETS, lower_and_run, run_lowered_gradient
 
-#: Scan lengths: empty, 1, 2, a short lane, around `portable.DIRECT`, blocks of 16 (512: 32 block totals, the
-#: most summed directly; 528: 33, blocked again), a divisor of 20 (1100: 55 totals in blocks of 11) and lengths
-#: with no divisor in `portable.BLOCK_SIZES` (37, 67: padded to whole blocks).
-LENGTHS = (0, 1, 2, 5, portable.DIRECT - 1, portable.DIRECT, portable.DIRECT + 1, 37, 67, 256,
-           portable.BLOCK * portable.DIRECT, portable.BLOCK * (portable.DIRECT + 1), 1100)
+#: Scan lengths: empty, 1, 2, a short lane, around `portable.DIRECT_SMALL` (these inputs are smaller than
+#: `portable.DIRECT_FROM`), blocks of 16 (512: 32 block totals, the most summed directly; 528: 33, blocked again), a
+#: divisor of 20 (1100: 55 totals in blocks of 11) and lengths with no divisor in `portable.BLOCK_SIZES` (37, 67:
+#: padded to whole blocks).
+LENGTHS = (0, 1, 2, 5, portable.DIRECT_SMALL - 1, portable.DIRECT_SMALL, portable.DIRECT_SMALL + 1, 37, 67, 256,
+           portable.BLOCK * portable.DIRECT_SMALL, portable.BLOCK * (portable.DIRECT_SMALL + 1), 1100)
 
 
 def special_values(dtype):
@@ -117,8 +118,6 @@ def test_gradient_matches_torch_on_nonfinite_values(length, data, target, lowere
     x, w, axis, exclusive, reverse = data.draw(nonfinite_cases(length))
     if refused_at_run_time(target, x, axis, exclusive):
         return
-    # no float64 Sum in Caffe2 before torch 1.8: asserted by test_lower.test_gradient_grid_every_flag_and_axis
-    assume(target == "aten" or lowered_gradient_ops or has("caffe2 Sum double"))
     y, actual = run_lowered_gradient(x, w, target, lowered_gradient_ops, axis=axis, exclusive=exclusive,
                                      reverse=reverse)
     assert_matches_torch(y, torch_scan(torch.from_numpy(x), axis, exclusive, reverse).numpy(), x, axis,
@@ -130,11 +129,17 @@ def test_gradient_matches_torch_on_nonfinite_values(length, data, target, lowere
     assert_matches_torch(actual, reference, w, axis, zero_signs=False)
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", TARGETS + ["portable, slices widened alone"])
 @pytest.mark.parametrize("shape, axis", [((2, 5), 1), ((2, 40), 1), ((40, 3), 0), ((3, 200), 1), ((300,), 0),
-                                         ((3, 1100, 2), 1)])
-def test_one_nonfinite_entry_reaches_only_the_positions_after_it(target, shape, axis, clean_workspace, torch_scan):
-    """One inf, -inf or NaN in the middle of every lane, and a lane that overflows float32 and comes back."""
+                                         ((3, 1100, 2), 1), ((2, 70, 3), 1), ((64, 1100), 0), ((1100, 60), 1)])
+def test_one_nonfinite_entry_reaches_only_the_positions_after_it(target, shape, axis, monkeypatch, clean_workspace,
+                                                                 torch_scan):
+    """One inf, -inf or NaN in the middle of every lane, and a lane that overflows float32 and comes back; the
+    portable form also with each slice widened on its own (as large inputs' are); lanes of up to `portable.DIRECT`
+    entries without blocks in inputs of `portable.DIRECT_FROM` entries or more."""
+    if target == "portable, slices widened alone":
+        monkeypatch.setattr(portable, "WIDENED_ALONE_FROM", 0)
+        target = "portable"
     rng = np.random.RandomState(len(shape))
     for special in (np.inf, -np.inf, np.nan):
         x = rng.uniform(-1, 1, shape).astype(np.float32)
