@@ -232,6 +232,20 @@ class PyCumSumFrontend(Caffe2Frontend):
         return nodes
 
 
+def _without_checks(net) -> None:
+    """Drop ``net``'s Caffe2 Asserts and the ops that only they read (in place): the run-time checks an ONNX import
+    adds guard Caffe2's own kernels (fed shapes, sizes computed from values, empty operands); ONNX has no such op,
+    and an ONNX runtime checks what it is fed against the model's declarations itself."""
+    read, kept = set(net.external_output), []
+    for op in reversed(net.op):
+        if op.type != "Assert" and (set(op.output) & read or not op.output):
+            kept.append(op)
+            read.update(op.input)
+    if len(kept) != len(net.op):
+        del net.op[:]
+        net.op.extend(reversed(kept))
+
+
 def _netdef(net, what: str) -> caffe2_pb2.NetDef:
     """A copy of ``net`` (NetDef or core.Net): the frontend rewrites the nets it gets."""
     copy = caffe2_pb2.NetDef()
@@ -319,6 +333,7 @@ def export(predict_net, init_net=None, value_info=None, opset=CUMSUM_OPSET) -> o
         raise ValueError("export: net {!r} declares no outputs, so the model would have none; declare them "
                          "(net.AddExternalOutput(blob), or external_output: \"BLOB\" in a .pbtxt)".format(
                              predict.name))
+    _without_checks(predict)
     value_info = _checked_value_info({} if value_info is None else value_info)
     for op in predict.op:  # refused before the net runs: ops that could never export
         if op.type in PYTHON_OP_TYPES:
