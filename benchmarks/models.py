@@ -9,6 +9,7 @@ timed as a success.
 
     python benchmarks/run.py --only-models [--models resnet18,bert-base]
 """
+import functools
 import io
 import sys
 import time
@@ -42,24 +43,13 @@ def _vision(constructor, pixels, batch):
     return module, (torch.rand(batch, 3, pixels, pixels),), ["x"]
 
 
-@_model("resnet18", "ResNet-18, 224 px, batch 2")
-def _resnet18():
-    return _vision("resnet18", 224, 2)
-
-
-@_model("resnet50", "ResNet-50, 224 px, batch 1")
-def _resnet50():
-    return _vision("resnet50", 224, 1)
-
-
-@_model("mobilenet_v3", "MobileNetV3-large, 224 px, batch 1")
-def _mobilenet():
-    return _vision("mobilenet_v3_large", 224, 1)
-
-
-@_model("resnext50", "ResNeXt-50 32x4d, 128 px, batch 1")
-def _resnext():
-    return _vision("resnext50_32x4d", 128, 1)
+#: name -> (torchvision constructor, pixels, batch, what it is)
+_VISION = {"resnet18": ("resnet18", 224, 2, "ResNet-18, 224 px, batch 2"),
+           "resnet50": ("resnet50", 224, 1, "ResNet-50, 224 px, batch 1"),
+           "mobilenet_v3": ("mobilenet_v3_large", 224, 1, "MobileNetV3-large, 224 px, batch 1"),
+           "resnext50": ("resnext50_32x4d", 128, 1, "ResNeXt-50 32x4d, 128 px, batch 1")}
+MODELS.update((name, (functools.partial(_vision, constructor, pixels, batch), what))
+              for name, (constructor, pixels, batch, what) in _VISION.items())
 
 
 def _text(config, model_class, batch, sequence, mask=True):

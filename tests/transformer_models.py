@@ -58,17 +58,22 @@ class _LastHidden(torch.nn.Module):
         return self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=False, **extra)[0]
 
 
+def _inputs(sequence=SEQUENCE):
+    """(input_ids, attention_mask) of `BATCH` rows, seeded: left-aligned padding in the second row."""
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(3, VOCAB, (BATCH, sequence), generator=generator)
+    attention_mask = torch.ones(BATCH, sequence, dtype=torch.int64)
+    attention_mask[1, -2:] = 0
+    input_ids[1, -2:] = PAD
+    return input_ids, attention_mask
+
+
 def build(family):
     """(module, (input_ids, attention_mask)): the family's tiny model in eval mode, random weights, seeded."""
     config, model_class = _configs()[family]
     torch.manual_seed(0)
     module = _LastHidden(model_class(config).eval(), family == "m2m100", family == "gpt-neo").eval()
-    generator = torch.Generator().manual_seed(1)
-    input_ids = torch.randint(3, VOCAB, (BATCH, SEQUENCE), generator=generator)
-    attention_mask = torch.ones(BATCH, SEQUENCE, dtype=torch.int64)
-    attention_mask[1, -2:] = 0  # left-aligned padding in the second row
-    input_ids[1, -2:] = PAD
-    return module, (input_ids, attention_mask)
+    return module, _inputs()
 
 
 def export(module, example, opset, dynamic, fold=True):
@@ -186,12 +191,7 @@ def build_wider(name):
     config, model_class, kind = _wider()[name]
     torch.manual_seed(0)
     module = _FirstOutput(model_class(config).eval(), kind).eval()
-    generator = torch.Generator().manual_seed(1)
-    input_ids = torch.randint(3, VOCAB, (BATCH, SEQUENCE), generator=generator)
-    attention_mask = torch.ones(BATCH, SEQUENCE, dtype=torch.int64)
-    attention_mask[1, -2:] = 0
-    input_ids[1, -2:] = PAD
-    return module, (input_ids, attention_mask)
+    return module, _inputs()
 
 
 def deep_encoder(layers, hidden, heads, sequence=SEQUENCE):
@@ -203,9 +203,4 @@ def deep_encoder(layers, hidden, heads, sequence=SEQUENCE):
                               intermediate_size=4 * hidden, max_position_embeddings=sequence + 4, pad_token_id=PAD)
     torch.manual_seed(0)
     module = _LastHidden(tf.RobertaModel(config).eval(), False, False).eval()
-    generator = torch.Generator().manual_seed(1)
-    input_ids = torch.randint(3, VOCAB, (BATCH, sequence), generator=generator)
-    attention_mask = torch.ones(BATCH, sequence, dtype=torch.int64)
-    attention_mask[1, -2:] = 0
-    input_ids[1, -2:] = PAD
-    return module, (input_ids, attention_mask)
+    return module, _inputs(sequence)
