@@ -42,13 +42,15 @@ def test_pow_of_two_is_one_product():
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), batch=st.sampled_from([0, 1, 2]), depthwise=st.booleans(), dynamic=st.booleans())
-def test_grouped_conv_runs_torchs_kernel_and_matches_onnxruntime(data, batch, depthwise, dynamic):
-    """2-D grouped and depthwise convolutions with a bias and constant finite weights run torch's kernel (the ATen
-    op); weights holding ±inf or NaN (which ONNX multiplies by the padding) and pads that differ by side keep
-    Caffe2's. Values at the edges (±inf, NaN, -0.0, subnormals), empty batches, strides and dilations as
+@given(data=st.data(), batch=st.sampled_from([0, 1, 2]), groups=st.sampled_from(["one", "two", "depthwise"]),
+       dynamic=st.booleans())
+def test_conv_runs_torchs_kernel_and_matches_onnxruntime(data, batch, groups, dynamic):
+    """2-D convolutions with a bias and constant finite weights run torch's kernel (the ATen op) when grouped or
+    wider than 1 x 1; weights holding ±inf or NaN (which ONNX multiplies by the padding) and pads that differ by
+    side keep Caffe2's. Values at the edges (±inf, NaN, -0.0, subnormals), empty batches, strides and dilations as
     onnxruntime gives them."""
-    rank, group = 2, 2 if not depthwise else 3
+    depthwise = groups == "depthwise"
+    rank, group = 2, {"one": 1, "two": 2, "depthwise": 3}[groups]
     channels = group * (1 if depthwise else data.draw(st.integers(1, 2)))
     spatial = [data.draw(st.integers(1, 5)) for _ in range(rank)]
     dilations = [data.draw(st.integers(1, 2)) for _ in range(rank)]
@@ -64,20 +66,20 @@ def test_grouped_conv_runs_torchs_kernel_and_matches_onnxruntime(data, batch, de
     w = data.draw(edge_arrays(np.float32, (outputs, channels // group) + tuple(kernel), weights))
     b = data.draw(edge_arrays(np.float32, (outputs,), ORDERLESS_FLOATS))
     model = node_model("Conv", {"x": x}, {"w": w, "b": b}, attrs, dynamic=dynamic)
-    torchs = np.isfinite(w).all() and pads[:rank] == pads[rank:]
+    torchs = np.isfinite(w).all() and pads[:rank] == pads[rank:] and (group > 1 or max(kernel) > 1)
     assert _operators(model) == [("ATen", "conv2d") if torchs else ("Conv", None)]
     assert outcome(model, {"x": x}) == ("match", None)
 
 
 def test_conv_forms_without_torchs_kernel():
-    """Caffe2's Conv where the ATen op has no form (no bias), where it is not faster (one group), for 1-D and 3-D
-    windows and for the portable target (builds without the ATen op)."""
+    """Caffe2's Conv where the ATen op has no form (no bias), where it is not faster (one group, a 1 x 1 window),
+    for 1-D and 3-D windows and for the portable target (builds without the ATen op)."""
     x = np.arange(2 * 4 * 5 * 5, dtype=np.float32).reshape(2, 4, 5, 5) / 50 - 1
     w = np.linspace(-1, 1, 4 * 2 * 9, dtype=np.float32).reshape(4, 2, 3, 3)
     b = np.array([0.5, -0.0, np.inf, -1], np.float32)
     cases = [({"w": w}, {"group": 2, "pads": [1, 1, 1, 1]}, None),
              ({"w": w[..., 0], "b": b}, {"group": 2, "pads": [1, 1]}, None),
-             ({"w": np.concatenate([w, w], 1), "b": b}, {"group": 1, "pads": [1, 1, 1, 1]}, None),
+             ({"w": np.concatenate([w, w], 1)[..., :1, :1], "b": b}, {"group": 1}, None),
              ({"w": w, "b": b}, {"group": 2, "pads": [1, 1, 1, 1]}, "portable")]
     for constants, attrs, lower in cases:
         data = x[..., 0] if constants["w"].ndim == 3 else x
@@ -103,20 +105,42 @@ def test_a_strided_broadcast_runs_torchs_kernel_and_matches_onnxruntime(data, op
     mask = data.draw(edge_arrays(dtype, (batch, 1, 1, length), ARITHMETIC_VALUES))
     inputs = {"m": mask, "s": scores} if swapped else {"s": scores, "m": mask}
     model = node_model(op, inputs, dynamic=dynamic)
-    # every dim symbolic (the mask's 1s too): nothing says which operand is broadcast, Caffe2's kernel stays
-    assert _operators(model) == [(op, None) if dynamic else ("ATen", op.lower())]
+    # every dim symbolic (the mask's 1s too): nothing says which operand is broadcast, Caffe2's kernel stays, but
+    # for a Div whose dividend may be the smaller (Caffe2 multiplies by the divisor's reciprocal)
+    torchs = not dynamic or op == "Div"
+    assert _operators(model) == [("ATen", op.lower()) if torchs else (op, None)]
     assert outcome(model, inputs) == ("match", None)
+    assert outcome(model, inputs, lower="portable") == ("match", None)  # stock operators only
+
+
+@pytest.mark.parametrize("dividend, divisor", [((3,), (2, 3)), ((), (2, 3)), ((2, 1), (2, 3)), ((1, 3), (2, 3))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_div_of_a_smaller_dividend_is_exact_for_subnormal_divisors(dividend, divisor, dtype):
+    """Caffe2's Div multiplies by the divisor's reciprocal when the dividend is broadcast: 0 / 1e-45 gave NaN (the
+    reciprocal overflows) and other quotients rounded twice. torch's kernel divides; the portable target widens the
+    dividend to the result's shape first."""
+    tiny = np.finfo(dtype).tiny * np.finfo(dtype).eps  # the smallest subnormal
+    inputs = {"a": np.linspace(-2, 2, int(np.prod(dividend)), dtype=dtype).reshape(dividend),
+              "b": np.resize(np.array([tiny, -tiny, 3.0, 7.0], dtype), divisor)}
+    model = node_model("Div", inputs)
+    assert _operators(model) == [("ATen", "div")]
+    assert _operators(model, "portable") == [("Div", None)]  # after the dividend is widened by stock operators
+    expected = onnxruntime_outputs(model, inputs)[0]
+    from pycumsum_op.onnx import prepare
+    for lower in (None, "portable"):
+        np.testing.assert_array_equal(prepare(model, lower=lower).run(inputs)[0], expected)
 
 
 @pytest.mark.parametrize("first, second", [((2, 3, 4), (4,)), ((2, 3, 4), (2, 3, 4)), ((2, 3, 4), ()),
                                            ((2, 3, 4), (1, 3, 4)), ((4,), (2, 3, 4)), ((1, 2, 3, 4), (3, 4))])
 def test_broadcasts_caffe2_runs_fast_keep_its_kernel(first, second):
     """Caffe2's own kernel where the broadcast is of trailing dims, or none (the ATen op allocates its output on
-    every run); and, for the portable target, everywhere."""
+    every run), and a Div's dividend has the result's shape; for the portable target, everywhere."""
     a = np.linspace(-3, 3, int(np.prod(first)), dtype=np.float32).reshape(first)
     b = np.linspace(1, 2, int(np.prod(second)), dtype=np.float32).reshape(second)
-    model = node_model("Div", {"a": a, "b": b})
-    assert _operators(model) == [("Div", None)]
+    assert _operators(node_model("Add", {"a": a, "b": b})) == [("Add", None)]
+    if a.shape == np.broadcast(a, b).shape:  # a Div whose dividend is the result's shape
+        assert _operators(node_model("Div", {"a": a, "b": b})) == [("Div", None)]
     strided = node_model("Add", {"a": np.ones((2, 3, 4), np.float32), "b": np.ones((2, 1, 4), np.float32)})
     assert _operators(strided, "portable") == [("Add", None)]
     assert outcome(strided, {"a": np.ones((2, 3, 4), np.float32), "b": np.ones((2, 1, 4), np.float32)},

@@ -1010,17 +1010,37 @@ def _strided_broadcast(first, second) -> bool:
     return False
 
 
+def _covers(dividend, divisor) -> bool:
+    """Whether dims ``dividend`` are known to be the broadcast of both (None: unknown; a dim None: symbolic)."""
+    if dividend is None or divisor is None or len(dividend) < len(divisor):
+        return False
+    return all(right == 1 or (left is not None and left == right)
+               for left, right in zip(dividend[len(dividend) - len(divisor):], divisor))
+
+
 def _arithmetic(node, facts, opset, fresh):
     """Add, Sub, Mul, Div: Caffe2's kernels broadcast as numpy does, but where an operand is broadcast along an axis
     after one along which it is not (`_strided_broadcast`: an attention mask of (B, 1, 1, S) added to scores of
-    (B, h, S, S)) its kernel walks every index, several times torch's time: float operands are then given to
-    torch's kernel through the ATen op, where the target allows it (IEEE's sum, difference, product and quotient:
-    the same values). Elsewhere Caffe2's kernel is the faster: the ATen op allocates its output on every run."""
+    (B, h, S, S)) its kernel walks every index, several times torch's time; and its Div of a dividend smaller than
+    the result multiplies by the divisor's reciprocal, which overflows for a subnormal divisor (0 / 1e-45 gave NaN)
+    and rounds twice. Float operands then go to torch's kernel through the ATen op, where the target allows it
+    (IEEE's sum, difference, product and quotient: onnxruntime's values); for the portable target such a dividend is
+    first multiplied by ones of the divisor's shape. Elsewhere Caffe2's kernel is the faster: the ATen op allocates
+    its output on every run."""
     floats = all(facts.elem_type(name) in _FLOATS[1:] for name in node.input)
     dims = [facts.dims(name) if facts.dims(name) is not None or facts.rank(name) is None else [None] * facts.rank(name)
             for name in node.input]
-    if facts.torch_kernels and floats and _strided_broadcast(*dims):
+    broadcast_dividend = node.op_type == "Div" and floats and not _covers(*dims)
+    if facts.torch_kernels and floats and (broadcast_dividend or _strided_broadcast(*dims)):
         return [_op("ATen", list(node.input), [node.output[0]], node.name, operator=node.op_type.lower())]
+    if broadcast_dividend:  # stock operators only: the dividend first given the result's shape (x * 1 is x)
+        dividend, divisor = node.input
+        ones, widened = fresh(), fresh()
+        c2_type = caffe2_pb2.TensorProto.DOUBLE if facts.elem_type(divisor) == TensorProto.DOUBLE else \
+            caffe2_pb2.TensorProto.FLOAT
+        return [_op("ConstantFill", [divisor], [ones], node.name, value=1.0, dtype=c2_type),
+                _op("Mul", [dividend, ones], [widened], node.name),
+                _op("Div", [widened, divisor], [node.output[0]], node.name)]
     return [_op(node.op_type, list(node.input), [node.output[0]], node.name)]
 
 
@@ -1726,12 +1746,12 @@ def _conv(node, facts, opset, fresh):
     ops = _guard_filled(node, opset, facts, fresh, "Conv") + _dims_checked(node, opset, 1, weights, dims, facts, fresh)
     ops += _im2col_bound(node, opset, facts, dims, args, group, fresh)
     inputs, pads = [name for name in node.input if name], args["pads"]
-    if facts.torch_kernels and group > 1 and len(inputs) == 3 and rank == 2 and pads[:rank] == pads[rank:] \
-            and np.isfinite(_constant_or(facts, weights, np.nan)).all():
-        # torch's grouped and depthwise kernels take a fraction of Caffe2's im2col loop's time (its ungrouped one
-        # does not; the ATen op's conv resolves with a bias only, and pads both sides alike). torch's kernel skips
-        # the padding that ONNX multiplies by the weights: the same sums where every weight is finite (0 x inf is
-        # NaN)
+    if facts.torch_kernels and (group > 1 or max(kernel) > 1) and len(inputs) == 3 and rank == 2 \
+            and pads[:rank] == pads[rank:] and np.isfinite(_constant_or(facts, weights, np.nan)).all():
+        # torch's kernels take a fraction of Caffe2's im2col loop's time on grouped and depthwise windows and some
+        # of it on wider ones (a 1 x 1 window is one GEMM either way, Caffe2's the faster); the ATen op's conv
+        # resolves with a bias only, and pads both sides alike. torch's kernel skips the padding that ONNX
+        # multiplies by the weights: the same sums where every weight is finite (0 x inf is NaN)
         return ops + [_op("ATen", inputs, [node.output[0]], node.name, operator="conv2d", stride=args["strides"],
                           padding=pads[:rank], dilation=args["dilations"], groups=group)]
     return ops + [_op("Conv", inputs, [node.output[0]], node.name, group=group, **args)]
