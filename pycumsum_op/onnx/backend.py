@@ -371,10 +371,9 @@ def _opset(model) -> int:
     return opset
 
 
-def _prepared(cls, model, device, lower, raw_values_dict):
-    """What ``prepare`` returns (Caffe2's ``Caffe2Rep``), from one import (`imported`): the nets translated and
-    verified, lowered when ``lower`` names a target, then the initializers and inputs fed as Caffe2's backend
-    feeds them."""
+def _nets(cls, model, device, lower):
+    """``(init_net, predict_net)`` of one import of ``model`` (`imported`): translated and verified, lowered when
+    ``lower`` names a target."""
     if lower is not None and lower not in TARGETS:
         raise ValueError("pycumsum_op.onnx.prepare: unknown lower={!r}; use None (PyCumSum) or a lowering "
                          "target: {}".format(lower, ", ".join(repr(name) for name in sorted(TARGETS))))
@@ -390,6 +389,13 @@ def _prepared(cls, model, device, lower, raw_values_dict):
         shapes, dtypes = _lowering_facts(model, facts, lower)
         init_net = _lowered(init_net, lower, shapes, dtypes)
         predict_net = _lowered(predict_net, lower, shapes, dtypes)
+    return init_net, predict_net
+
+
+def _prepared(cls, model, device, lower, raw_values_dict):
+    """What ``prepare`` returns (Caffe2's ``Caffe2Rep``): the nets of `_nets`, then the initializers and inputs fed as
+    Caffe2's backend feeds them."""
+    init_net, predict_net = _nets(cls, model, device, lower)
     if raw_values_dict:  # on a copy: the caller's model keeps its markers
         model = copy.deepcopy(model)
         cls._external_value_resolution_pass(model, raw_values_dict)
@@ -479,15 +485,15 @@ def to_caffe2(model, device="CPU", lower=None):
     The init net fills the model's initializers; the predict net holds the translated graph
     (``lower`` as in `prepare`: "aten" or "portable" leave no Python op).
     """
-    prepared = CumSumBackend.prepare(model, device, lower=lower)
+    translated, predict_net = _nets(CumSumBackend, model, device, lower)  # no workspace is fed: nets only
     init_net = caffe2_pb2.NetDef()
-    init_net.name = prepared.init_net.name
-    init_net.device_option.CopyFrom(prepared.predict_net.device_option)
+    init_net.name = translated.name
+    init_net.device_option.CopyFrom(predict_net.device_option)
     for tensor in model.graph.initializer:
         init_net.op.extend([initializer_fill_op(tensor)])
         init_net.external_output.append(tensor.name)
-    verify_translation(init_net, prepared.predict_net)  # the nets returned, as they are returned
-    return init_net, prepared.predict_net
+    verify_translation(init_net, predict_net)  # the nets returned, as they are returned
+    return init_net, predict_net
 
 
 def install() -> None:
