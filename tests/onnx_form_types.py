@@ -1,4 +1,4 @@
-"""Which ONNX element types each form of `pycumsum_op.onnx.forms.FORMS` runs right in Caffe2: the measurement
+"""Which ONNX element types each form of `pycumsum_op.onnx.ops.FORMS` runs right in Caffe2: the measurement
 behind each form's ``types``. Every case of `test_onnx_forms.form_cases` is retyped to each element type
 (`typed_cases`) and run through ``pycumsum_op.onnx.prepare`` with the declared types lifted, and through
 onnxruntime (graph optimizations off); a type is listed for a form when every case of it equals onnxruntime.
@@ -21,11 +21,11 @@ def _child(items):
     """Run ``items`` ([op, opset, elem_type]) with every form's declared types lifted; one JSON line each."""
     import warnings
 
-    from pycumsum_op.onnx import forms
+    from pycumsum_op.onnx.ops import DECLARATIONS
     from test_onnx_forms import typed_outcomes
 
-    for op, entries in forms.FORMS.items():
-        forms.FORMS[op] = tuple(form._replace(types=None) for form in entries)
+    for op, declaration in list(DECLARATIONS.items()):
+        DECLARATIONS[op] = declaration._replace(forms=tuple(form._replace(types=None) for form in declaration.forms))
     warnings.simplefilter("ignore")
     for op, opset, elem_type in items:
         print(json.dumps([op, opset, elem_type, typed_outcomes(op, opset, elem_type)]), flush=True)
@@ -52,7 +52,7 @@ def measure(items):
 def main(ops):
     from onnx import TensorProto
 
-    from pycumsum_op.onnx.forms import FORMS
+    from pycumsum_op.onnx.ops import FORMS
     from test_onnx_forms import ELEMENT_TYPES, form_opsets
 
     items = [[op, opset, elem_type] for op in sorted(ops or FORMS) for opset in form_opsets(op)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 
 import pycumsum_op.onnx
-from pycumsum_op.onnx.forms import FormRefused
+from pycumsum_op.onnx.ops.contract import FormRefused
 from onnx_support import oracle_outputs
 
 

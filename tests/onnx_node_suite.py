@@ -40,7 +40,7 @@ def _run_one(case, stock=False):
     from onnx.backend.test.runner import Runner
 
     import pycumsum_op.onnx
-    from pycumsum_op.onnx.forms import FormRefused
+    from pycumsum_op.onnx.ops.contract import FormRefused
 
     if stock:
         from caffe2.python.onnx.backend import Caffe2Backend as backend

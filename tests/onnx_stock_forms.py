@@ -144,7 +144,7 @@ def render(table):
 
 
 def main(arguments):
-    from pycumsum_op.onnx.forms import NEWEST
+    from pycumsum_op.onnx.ops.contract import NEWEST
 
     if "--measure" in arguments:
         write_outcomes(onnx_node_suite.outcomes(sorted(onnx_node_suite.node_tests()), stock=True))

@@ -885,8 +885,8 @@ def test_translations_count_what_they_build_without_the_census():
     """The translations check the counts themselves (a shape's length read off the nodes that make it, where no
     dims are declared): the census is not their only guard."""
     from pycumsum_op.onnx.facts import GraphFacts
-    from pycumsum_op.onnx.forms import FormRefused
-    from pycumsum_op.onnx.translations import translate
+    from pycumsum_op.onnx.ops.contract import FormRefused
+    from pycumsum_op.onnx.ops import DECLARATIONS
 
     pieces = ["p{}".format(k) for k in range(MAX_RANK + 1)]
     nodes = [helper.make_node("Unsqueeze", ["n"], [piece], axes=[0]) for piece in pieces]
@@ -904,10 +904,10 @@ def test_translations_count_what_they_build_without_the_census():
     fresh = iter("t{}".format(k) for k in range(10 ** 6)).__next__
     with pytest.raises(InputTooLarge, match=r"^ONNX Reshape node 'y' \(opset 11\): the shape 'shape' has 33 entries, "
                                             r"more than the 32 dimensions a shape may have \(MAX_RANK\)$"):
-        translate(nodes[-3], facts, 11, fresh)
+        DECLARATIONS[nodes[-3].op_type].translate(nodes[-3], facts, 11, fresh)
     with pytest.raises(FormRefused, match=r"^ONNX ScatterND node 'z' \(opset 11\): the last dim of indices 'i' is 3, "
                                           r"more than the rank 2 of data 'x'$"):
-        translate(nodes[-2], facts, 11, fresh)
+        DECLARATIONS[nodes[-2].op_type].translate(nodes[-2], facts, 11, fresh)
     with pytest.raises(FormRefused, match=r"^ONNX Slice node 'w' \(opset 11\): starts 's' has 3 entries, more than "
                                           r"the rank 2 of input 'x'$"):
-        translate(nodes[-1], facts, 11, fresh)
+        DECLARATIONS[nodes[-1].op_type].translate(nodes[-1], facts, 11, fresh)

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import pycumsum_op.onnx
-from pycumsum_op.onnx.forms import FormRefused
+from pycumsum_op.onnx.ops.contract import FormRefused
 from onnx_forms_support import EDGE_FLOATS, edge_arrays, node_model, outcome, unranked_model
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

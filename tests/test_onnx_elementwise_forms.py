@@ -1,4 +1,4 @@
-"""The elementwise forms translated by torch's kernels (`translations._ELEMENTWISE`, IsInf, HardSwish, Softsign), the
+"""The elementwise forms translated by torch's kernels (`ops.unary._ELEMENTWISE`, IsInf, HardSwish, Softsign), the
 reductions ReduceL1, ReduceL2, ReduceSumSquare, ReduceProd and ReduceLogSumExp, variadic Sum and Mean, Size, Split,
 GreaterOrEqual, LessOrEqual, Trilu and Shape's start/end (opset 15) at the edges: ±inf, NaN, -0.0, values whose
 results overflow, half-way values, rank 0, empty and size-1 dims, static and dynamic shapes, every element type each
@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import pycumsum_op.onnx
-from pycumsum_op.onnx.forms import FORMS, FormRefused
-from pycumsum_op.onnx.translations import translate
+from pycumsum_op.onnx.ops import FORMS
+from pycumsum_op.onnx.ops.contract import FormRefused
+from pycumsum_op.onnx.ops import DECLARATIONS
 from onnx_forms_support import EDGE_FLOATS, edge_arrays, edge_shapes, node_model, outcome, unranked_model
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -92,7 +93,7 @@ def test_shape_start_end_of_an_unknown_rank_is_refused_in_one_line():
 
     with pytest.raises(FormRefused, match=r"^ONNX Shape node 'y' \(opset 15\): start/end need the input's rank, which "
                                           r"the model does not state$"):
-        translate(helper.make_node("Shape", ["x"], ["y"], start=1), Unranked(), 15, lambda: "fresh")
+        DECLARATIONS["Shape"].translate(helper.make_node("Shape", ["x"], ["y"], start=1), Unranked(), 15, lambda: "fresh")
 
 
 REDUCTIONS = ("ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceProd", "ReduceLogSumExp")

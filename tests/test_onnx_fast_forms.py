@@ -25,7 +25,7 @@ EDGES = np.array([[0.0, -0.0, 1.5, -2.25, np.inf, -np.inf], [np.nan, 3e38, -3e38
 
 
 def test_pow_of_two_is_one_product():
-    """(Pow takes float only: `forms.TYPES`.)"""
+    """(Pow takes float only: its declaration.)"""
     elem_type, dtype = TensorProto.FLOAT, np.float32
     from pycumsum_op.onnx import prepare
     graph = helper.make_graph([helper.make_node("Pow", ["x", "two"], ["y"])], "square",

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from onnx import helper
 
 import pycumsum_op.onnx
-from pycumsum_op.onnx.forms import FormRefused
+from pycumsum_op.onnx.ops.contract import FormRefused
 from onnx_forms_support import (EDGE_BOUNDS, EDGE_DIMS, EDGE_FLOATS, EDGE_STEPS, edge_arrays, edge_shapes, in_child,
                                 node_model, outcome)
 
@@ -275,7 +275,7 @@ CHILD = r"""
 import json, sys, numpy as np
 from onnx import TensorProto, helper
 import pycumsum_op.onnx
-from pycumsum_op.onnx.forms import FormRefused
+from pycumsum_op.onnx.ops.contract import FormRefused
 from onnx_support import onnxruntime_outputs
 cases = json.loads(sys.argv[1] if len(sys.argv) > 1 else %r)
 for op, direction, dynamic, name, dims in cases:

@@ -1,4 +1,4 @@
-"""Every ONNX node form on `pycumsum_op.onnx.forms.FORMS` against onnxruntime, and property tests of the forms
+"""Every ONNX node form on `pycumsum_op.onnx.ops.FORMS` against onnxruntime, and property tests of the forms
 torch writes around CumSum (Slice, Gather, Expand, Reshape, the reductions) over negative indices, steps,
 empty ranges and dynamic shapes: each result equals onnxruntime's, or the form is refused in one line naming
 the ONNX op and the opset. Never a wrong result.
@@ -22,7 +22,9 @@ from onnx import TensorProto, helper, numpy_helper
 import pycumsum_op.onnx
 from pycumsum_op.input_limits import InputTooLarge
 from pycumsum_op.onnx.facts import GraphFacts
-from pycumsum_op.onnx.forms import FORMS, OWN, FormRefused, check_node, type_name
+from pycumsum_op.onnx.forms import check_node
+from pycumsum_op.onnx.ops import FORMS
+from pycumsum_op.onnx.ops.contract import OWN, FormRefused, type_name
 from onnx_forms_support import node_model, outcome
 
 RNG = np.random.default_rng(0)

@@ -139,7 +139,7 @@ def _zeros_read_by(consumer: str) -> onnx.ModelProto:
 
 def test_a_length_no_bound_holds_is_checked_on_a_valid_probe(inferences):
     from pycumsum_op.onnx import prepare
-    from pycumsum_op.onnx.forms import FormRefused
+    from pycumsum_op.onnx.ops.contract import FormRefused
     model = _zeros_read_by("Add")
     rep = prepare(model)
     assert len(inferences) == 2  # the probe, then the model's structure

@@ -20,7 +20,7 @@ import onnx_node_suite
 import onnx_stock_forms
 import pycumsum_op.onnx
 from onnx_support import onnxruntime_outputs
-from pycumsum_op.onnx.forms import NEWEST
+from pycumsum_op.onnx.ops.contract import NEWEST
 from pycumsum_op.onnx.stock_forms import STOCK_FORMS, StockForm
 
 STOCK = onnx_stock_forms.read_outcomes()
@@ -89,7 +89,7 @@ def test_a_model_with_cumsum_and_a_stock_form_imports_after_install_and_only_thr
     from caffe2.python.onnx import backend as stock
     from onnx import TensorProto, helper
 
-    from pycumsum_op.onnx.forms import FormRefused
+    from pycumsum_op.onnx.ops.contract import FormRefused
 
     def model(argmin_axis):
         graph = helper.make_graph(

@@ -17,13 +17,12 @@ from onnx import numpy_helper
 from onnx_forms_support import node_model
 from onnx_node_suite import node_tests
 from onnx_support import onnxruntime_outputs
-from pycumsum_op.onnx import facts as facts_module
 from pycumsum_op.onnx.facts import GraphFacts
+from pycumsum_op.onnx.ops import DECLARATIONS
 
-#: the ops `rank` follows, each of which must meet at least one node test whose output rank it derives
-RULES = (facts_module._SAME_RANK | facts_module._BROADCAST | facts_module._REDUCTIONS
-         | {"Concat", "MatMul", "Gather", "Reshape", "ConstantOfShape", "Expand", "Unsqueeze", "Shape", "Size",
-            "Einsum"})
+#: the ops `rank` follows (their declarations' rank rules), each of which must meet at least one node test whose
+#: output rank it derives
+RULES = frozenset(op for op, declaration in DECLARATIONS.items() if declaration.rank is not None)
 #: ops of `RULES` that onnx 1.10's node tests never give an output rank to derive (every test of theirs is of
 #: another op, or of a form whose rank needs what the rule does not know)
 UNMET = frozenset()

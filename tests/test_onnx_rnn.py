@@ -24,7 +24,7 @@ import torch
 from caffe2.python import workspace
 
 import pycumsum_op.onnx
-from pycumsum_op.onnx.forms import FormRefused
+from pycumsum_op.onnx.ops.contract import FormRefused
 from pycumsum_op.serialization import load_net
 from onnx_forms_support import outcome
 from onnx_support import onnxruntime_outputs

@@ -212,7 +212,7 @@ import onnx
 warnings.simplefilter("ignore")
 import pycumsum_op.onnx
 from pycumsum_op.input_limits import InputTooLarge
-from pycumsum_op.onnx.forms import FormRefused
+from pycumsum_op.onnx.ops.contract import FormRefused
 from pycumsum_op.onnx.run_checks import RunRefused
 
 cases = json.load(open(sys.argv[1]))

@@ -20,7 +20,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import pycumsum_op.onnx
 from pycumsum_op.onnx.facts import GraphFacts
-from pycumsum_op.onnx.forms import FORMS, FormRefused
+from pycumsum_op.onnx.ops import FORMS
+from pycumsum_op.onnx.ops.contract import FormRefused
 from onnx_forms_support import EDGE_FLOATS, edge_arrays, edge_shapes, node_model, outcome
 
 SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])

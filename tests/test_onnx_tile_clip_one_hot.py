@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 from onnx import helper
 
 from pycumsum_op.input_limits import InputTooLarge
-from pycumsum_op.onnx.forms import FORMS, FormRefused, check_node
+from pycumsum_op.onnx.forms import check_node
+from pycumsum_op.onnx.ops import FORMS
+from pycumsum_op.onnx.ops.contract import FormRefused
 import pycumsum_op.onnx
 from onnx_forms_support import EDGE_FLOATS, edge_arrays, edge_shapes, node_model, outcome
 

@@ -20,7 +20,7 @@ import onnx
 import torch
 
 import pycumsum_op.onnx
-from pycumsum_op.onnx.forms import FormRefused
+from pycumsum_op.onnx.ops.contract import FormRefused
 from onnx_support import onnxruntime_outputs
 
 FORMS = {

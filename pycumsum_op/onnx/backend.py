@@ -3,9 +3,9 @@
 Caffe2's backend (``caffe2.python.onnx.backend``) translates whatever it is given, and some of it wrongly
 (Slice with starts/ends as inputs comes back as its input), and knows no CumSum. `CumSumBackend` is that
 backend with its model translation replaced by one pass over the nodes (`translated_nets`, the graph
-indexed once by `GraphFacts`): each node's form must be on `pycumsum_op.onnx.forms.FORMS` (else a one-line
+indexed once by `GraphFacts`): each node's form must be on `pycumsum_op.onnx.ops.FORMS` (else a one-line
 `FormRefused` naming the op, the opset and why), and is then translated by pycumsum_op
-(`pycumsum_op.onnx.translations`: Slice, Gather, Reshape, Unsqueeze/Squeeze/Reduce* with axes as inputs,
+(the declarations of `pycumsum_op.onnx.ops`: Slice, Gather, Reshape, Unsqueeze/Squeeze/Reduce* with axes as inputs,
 Pow, Where, Expand, ScatterND, ..., and every registered scan whose entry names an ONNX operator, CumSum
 becoming PyCumSum) or by Caffe2's stock converter. The predict net holds every translated node; the init
 net only fills initializers (`initializer_fill_op`, without Python lists).
@@ -62,12 +62,14 @@ from ..input_limits import InputTooLarge
 from ..lowering import TARGETS, LoweringError, lower as _lower
 from ..serialization import BUILDER_ARGS, MAX_NET_OPS, PYTHON_OP_TYPES, NetProblem, UnsafeNetError, verify_net
 from .facts import GraphFacts
-from .forms import OWN, FormRefused, check_node, label
+from .forms import check_node
 from .inference import inferred
 from .model_input import check_tensors, load_zip_archive
 from .run_checks import checked_rep, input_checks
 from .stock_forms import stock_form
-from .translations import SCAN_DTYPES, constant_axis, scan_entry, translate
+from .ops import DECLARATIONS
+from .ops.contract import OWN, FormRefused, label
+from .ops.scan import SCAN_DTYPES, constant_axis, scan_entry
 
 
 def _node_label(name: str, outputs) -> str:
@@ -222,12 +224,12 @@ def _parsed(serialized_ops) -> list:
 
 
 def node_ops(cls, converter, node, facts: GraphFacts, opset: int) -> list:
-    """The Caffe2 ops of ONNX ``node``: its form checked against `forms.FORMS` (else `FormRefused`), then
-    translated by pycumsum_op (`translations`) or by Caffe2's stock converter (``converter``: Caffe2's C++
+    """The Caffe2 ops of ONNX ``node``: its form checked against its declaration (`forms.check_node`) (else `FormRefused`), then
+    translated by the declaration's translation or by Caffe2's stock converter (``converter``: Caffe2's C++
     one, else the stock Python translation). The C++ converter's init ops come first: they are recomputed
     on every run, so the predict net alone is the model.
 
-    After `install`, the stock backend (``cls.proven_stock_forms``) hands a node whose form `forms.FORMS` refuses
+    After `install`, the stock backend (``cls.proven_stock_forms``) hands a node whose form `forms.check_node` refuses
     to the stock converter when it fits a form of `stock_forms.STOCK_FORMS` (proven right on onnx's node tests)."""
     try:
         form = check_node(node, opset, facts.is_constant, facts.elem_type)
@@ -236,7 +238,7 @@ def node_ops(cls, converter, node, facts: GraphFacts, opset: int) -> list:
             raise
         form = None
     if form is not None and form.translation == OWN:
-        return translate(node, facts, opset, cls._dummy_name.new_dummy_name)
+        return DECLARATIONS[node.op_type].translate(node, facts, opset, cls._dummy_name.new_dummy_name)
     try:
         if converter.support_onnx_import(node.op_type):
             init_ops, ops = converter.convert_node(node.SerializeToString(), facts.value_infos(node.input), opset)
@@ -509,7 +511,7 @@ def install() -> None:
     (``run_node`` of the stock module uses only the C++ converters and is not changed: use `backend`'s
     ``run_node``, which checks forms.)
 
-    A node whose form `forms.FORMS` refuses still goes to Caffe2's stock converter when the stock backend is proven
+    A node whose form `forms.check_node` refuses still goes to Caffe2's stock converter when the stock backend is proven
     right on its form (`stock_forms.STOCK_FORMS`, measured on onnx's node tests): so no model the stock backend
     imported right before is taken away, and a form it is wrong or untested on is refused in one line.
     """

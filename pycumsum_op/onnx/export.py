@@ -42,13 +42,13 @@ from ..ops.builders import BUILDERS, builder_params, scan_forward
 from ..scans import Refused
 from ..scans import scan as registered_scan
 from ..serialization import PYTHON_OP_TYPES, verify_net
-from .forms import FORMS
+from .ops import FORMS
 
 #: The opset Caffe2's frontend writes its nodes for.
 STOCK_OPSET = 9
 #: The one ONNX operator this exporter writes for a scan (the entries whose ``onnx`` names it export).
 WRITTEN = "CumSum"
-#: The first opset with CumSum: the first of its proven form (`forms.FORMS`, which import reads too).
+#: The first opset with CumSum: the first of its proven form (`ops.FORMS`, which import reads too).
 CUMSUM_OPSET = FORMS[WRITTEN][0].opsets[0]
 _SCAN_FORWARD = "{}.{}".format(scan_forward.__module__, scan_forward.__qualname__)
 #: Caffe2's constant ops (GivenTensorFill, GivenTensorIntFill, ...): exported as ONNX Constant nodes.

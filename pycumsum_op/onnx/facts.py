@@ -14,12 +14,14 @@ once and answers each question by dictionary lookup.
   it is symbolic, e.g. a dynamic batch size).
 """
 import itertools
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import onnx.mapping
 import onnx.numpy_helper
 from onnx import helper
+
+from .ops import DECLARATIONS
 
 Dims = Optional[List[Optional[int]]]
 
@@ -48,23 +50,6 @@ _FOLDED = {
     "Concat": lambda values, attributes: np.concatenate(values, axis=attributes["axis"]),
     "Identity": lambda values, attributes: values[0],
 }
-
-
-#: ops each of whose outputs has their first input's rank (ONNX's definitions; only forms with one output or with
-#: every output of that rank are here: Split's parts, TopK's values and indices, Dropout's mask, MaxPool's indices)
-_SAME_RANK = frozenset([
-    "Slice", "Cast", "Identity", "Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Softmax",
-    "LogSoftmax", "CumSum", "Clip", "Not", "Reciprocal", "Transpose", "Sign", "Ceil", "Floor", "Round", "IsNaN",
-    "IsInf", "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Elu", "Selu",
-    "Celu", "LeakyRelu", "ThresholdedRelu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Dropout", "Pad",
-    "Tile", "Trilu", "Split", "TopK", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
-    "ScatterND", "GatherElements"])
-#: ops whose output has the largest rank of their inputs (numpy's broadcasting)
-_BROADCAST = frozenset(["Add", "Sub", "Mul", "Div", "Pow", "Mod", "Where", "Equal", "Less", "Greater", "LessOrEqual",
-                        "GreaterOrEqual", "And", "Or", "Xor", "Max", "Min", "Sum", "Mean", "PRelu"])
-#: reductions: the input's rank with keepdims=1 (their default), without the reduced axes otherwise
-_REDUCTIONS = frozenset(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
-                         "ReduceSumSquare", "ReduceLogSumExp", "ArgMax", "ArgMin"])
 
 
 class GraphFacts:
@@ -154,7 +139,7 @@ class GraphFacts:
         return self._types.get(name, (None, None))[1]
 
     def rank(self, name: str) -> Optional[int]:
-        """The rank of ``name``: inferred, else read off the op that makes it by ONNX's definition of that op (ONNX
+        """The rank of ``name``: inferred, else read off the op that makes it by its declaration's rank rule (ONNX
         infers no rank for a Slice with bounds known only at run time, nor for an Expand to a computed shape, nor
         then for anything computed from them); None when no rule applies."""
         dims = self.dims(name)
@@ -180,70 +165,17 @@ class GraphFacts:
         for node in self._nodes:
             if not node.input or node.domain not in ("", "ai.onnx"):
                 continue
-            rank = self._node_rank(node, known)
+            declaration = DECLARATIONS.get(node.op_type)
+            rank = declaration.rank(node, known, self) if declaration is not None and declaration.rank else None
             ranks.update((output, rank) for output in node.output if output and self.dims(output) is None)
         return ranks
 
-    def _node_rank(self, node, known: Callable[[str], Optional[int]]) -> Optional[int]:
-        """The rank of ``node``'s outputs by ONNX's definition of its op, its inputs' ranks read by ``known``."""
-        op = node.op_type
-        if op in _SAME_RANK:
-            return known(node.input[0])
-        if op in _BROADCAST:
-            ranks = [known(given) for given in node.input]
-            return None if None in ranks else max(ranks)
-        if op == "Concat":
-            return next((rank for rank in (known(piece) for piece in node.input) if rank is not None), None)
-        if op == "MatMul":
-            first, second = known(node.input[0]), known(node.input[1])
-            if first is None or second is None:
-                return None
-            return 0 if first == second == 1 else max(first, second) - (first == 1) - (second == 1)
-        if op in _REDUCTIONS:
-            return self._reduced_rank(node, known(node.input[0]))
-        if op == "Gather":
-            data, indices = known(node.input[0]), known(node.input[1])
-            return None if data is None or indices is None else data + indices - 1
-        if op in ("Reshape", "ConstantOfShape", "Expand"):
-            shape = node.input[1] if op != "ConstantOfShape" else node.input[0]
-            length = self.dims(shape)
-            length = None if not length or len(length) != 1 or length[0] is None else length[0]
-            if op != "Expand":
-                return length
-            rank = known(node.input[0])
-            return None if rank is None or length is None else max(rank, length)
-        if op == "Unsqueeze":
-            axes = self._axes(node)
-            rank = known(node.input[0])
-            return None if axes is None or rank is None else rank + len(axes)
-        if op in ("Shape", "Size"):
-            return 1 if op == "Shape" else 0
-        if op == "Einsum":  # one letter per output axis, unless an ellipsis stands for some
-            equation = next((attr.s for attr in node.attribute if attr.name == "equation"), b"")
-            output = equation.decode("ascii", "replace").replace(" ", "").partition("->")[2]
-            return len(output) if output.isalpha() else None
-        return None
-
-    def _axes(self, node) -> Optional[List[int]]:
+    def axes(self, node) -> Optional[List[int]]:
         """A node's axes, from its attribute or its constant second input; None when neither is known."""
         axes = next((list(attr.ints) for attr in node.attribute if attr.name == "axes"), None)
         if axes is None and len(node.input) > 1 and node.input[1] and self.constant(node.input[1]) is not None:
             axes = self.constant(node.input[1]).reshape(-1).tolist()
         return axes
-
-    def _reduced_rank(self, node, rank: Optional[int]) -> Optional[int]:
-        """The rank of a reduction's (or ArgMax's) output from its input's ``rank``."""
-        attributes = {attr.name: attr.i for attr in node.attribute if attr.name in ("keepdims", "noop_with_empty_axes")}
-        if rank is None or attributes.get("keepdims", 1):
-            return rank
-        if node.op_type in ("ArgMax", "ArgMin"):
-            return rank - 1
-        axes = self._axes(node)
-        if axes is None and len(node.input) > 1 and node.input[1]:
-            return None  # axes computed at run time
-        if not axes:  # every axis, or none at all when told so (opset 13's ReduceSum)
-            return rank if attributes.get("noop_with_empty_axes", 0) else 0
-        return rank - len({axis % rank for axis in axes}) if rank else 0
 
     def value_infos(self, names) -> List[bytes]:
         """Serialized ValueInfoProtos of the ``names`` among the graph's inputs, outputs and value infos (what

@@ -6,7 +6,8 @@ values) and only the initializers whose values inference reads (a shape, axes, p
 2 * ``MAX_RANK`` entries); every other initializer is declared as a graph input of its type and dims, so the copy
 is itself a valid model (onnx's C++ inference crashed on a copy with a node input that nothing made).
 
-One op turns a length inference knows into a rank (`RANK_FROM_LENGTH`: ConstantOfShape of a computed shape), which
+One op turns a length inference knows into a rank (declared ``length_is_rank``: ConstantOfShape of a computed
+shape), which
 inference would build before anything could check it. Where the length of every such input is bounded by
 ``MAX_RANK`` from the graph alone (`_element_bounds`: what torch's exports write, Shape -> Gather -> Unsqueeze ->
 Concat), nothing more is inferred; otherwise a probe, the copy with each such node written as the Expand of its
@@ -20,21 +21,24 @@ import onnx.shape_inference
 
 from ..input_limits import MAX_RANK, InputTooLarge, TensorBudget
 from .model_input import charge_inferred, graphs, value_dims, value_infos
+from .ops import DECLARATIONS
+from .ops.contract import AT_MOST_FIRST, BROADCAST
 
-#: Ops to which ONNX shape inference gives an output of as many dimensions as an input has entries, when it knows
-#: that input's length but not its values (ConstantOfShape of a computed shape): a length it inferred itself, from
-#: a Range of constants or through Identity, which it would turn into that many dimensions before anything could
-#: check them. op -> the input read so.
-RANK_FROM_LENGTH = {"ConstantOfShape": 0}
 
-#: ops whose output has at most as many elements as their first input
-_NO_MORE_THAN_FIRST = frozenset([
-    "Cast", "Identity", "Neg", "Abs", "Relu", "Floor", "Ceil", "Round", "Sign", "Not", "Reciprocal", "Sqrt", "Exp",
-    "Log", "Squeeze", "Unsqueeze", "Reshape", "Flatten", "Slice", "Transpose", "ReduceSum", "ReduceMax",
-    "ReduceMin", "ReduceProd", "ReduceMean"])
-#: ops whose output (numpy's broadcasting) has at most the product of their inputs' element counts
-_BROADCAST = frozenset(["Add", "Sub", "Mul", "Div", "Mod", "Pow", "Max", "Min", "Where", "Equal", "Less", "Greater",
-                        "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor"])
+
+def _length_read_as_rank(op_type: str) -> Optional[int]:
+    """The input of ``op_type`` whose length ONNX shape inference makes the rank of its output when it knows that
+    length but not the values (ConstantOfShape of a computed shape: a length it inferred itself, from a Range of
+    constants or through Identity, which it would turn into that many dimensions before anything could check
+    them), or None."""
+    declaration = DECLARATIONS.get(op_type)
+    return declaration.shape_input if declaration is not None and declaration.length_is_rank else None
+
+
+def _elements_rule(op_type: str) -> Optional[str]:
+    """The declared bound of ``op_type``'s element count (`AT_MOST_FIRST`, `BROADCAST`) or None."""
+    declaration = DECLARATIONS.get(op_type)
+    return declaration.elements if declaration is not None else None
 
 
 def _elements(dims) -> Optional[int]:
@@ -83,9 +87,9 @@ def _element_bounds(graph) -> Dict[str, Optional[int]]:
             made, is_flat = (MAX_RANK if op == "Shape" else 1), True
         elif op == "Gather" and len(given) == 2 and given[0] in flat:
             made, is_flat = bound(given[1]), given[1] in flat
-        elif op in _NO_MORE_THAN_FIRST and given:
+        elif _elements_rule(op) == AT_MOST_FIRST and given:
             made, is_flat = bound(given[0]), given[0] in flat and op not in ("Unsqueeze", "Reshape", "Flatten")
-        elif op == "Concat" or op in _BROADCAST or op == "Gather":
+        elif op == "Concat" or _elements_rule(op) == BROADCAST or op == "Gather":
             parts = [bound(name) for name in given]
             made = None if None in parts else (sum(parts) if op == "Concat" else _product(parts))
             is_flat = all(name in flat for name in given) and op != "Gather"
@@ -132,12 +136,12 @@ def _structure(model) -> onnx.ModelProto:
 
 
 def _unbounded_lengths(structure) -> list:
-    """The (node, input) pairs of `RANK_FROM_LENGTH` whose length no bound keeps within ``MAX_RANK``."""
+    """The (node, input) pairs of `_length_read_as_rank` whose length no bound keeps within ``MAX_RANK``."""
     found = []
     for graph in graphs(structure.graph):
         bounds = None
         for node in graph.node:
-            position = RANK_FROM_LENGTH.get(node.op_type)
+            position = _length_read_as_rank(node.op_type)
             if position is None or len(node.input) <= position:
                 continue
             bounds = _element_bounds(graph) if bounds is None else bounds
@@ -183,7 +187,7 @@ def _scalar(tensor) -> onnx.TensorProto:
 
 
 def _inferable(structure) -> bool:
-    """Whether ``structure`` may be inferred: `InputTooLarge` for an input of `RANK_FROM_LENGTH` whose length
+    """Whether ``structure`` may be inferred: `InputTooLarge` for an input of `_length_read_as_rank` whose length
     inference finds over ``MAX_RANK`` (see the module); False when the probe itself cannot be inferred, so that
     no length goes unchecked."""
     read = _unbounded_lengths(structure)

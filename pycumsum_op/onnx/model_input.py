@@ -20,11 +20,11 @@ every tensor the model declares (its inputs, which the backend fills with ones, 
 initializers, constants in attributes, sparse tensors at their dense shape, subgraphs' too) charged by
 element count times element size to one `pycumsum_op.input_limits.TensorBudget` (each within
 ``PYCUMSUM_OP_MAX_TENSOR_BYTES``, all within ``PYCUMSUM_OP_MAX_DECLARED_BYTES``, at most ``MAX_RANK``
-dimensions), no constant read as a shape with
-more entries than ``MAX_RANK`` (shape inference would make a value of that rank for every node after
-it), no dim that a translation makes one entry or op per (`COUNTED_DIMS`) over ``MAX_RANK``, taken alone
-(a shape holding a 0 is charged 0 bytes, whatever its other dims), and no tensor left pointing at
-external data (onnx would read it from wherever it points).
+dimensions), no constant read as a shape (its op's declared ``shape_input``) with more entries than ``MAX_RANK``
+(shape inference would make a value of that rank for every node after it), no dim that a translation makes one
+entry or op per (its op's declared ``counted``) over ``MAX_RANK``, taken alone (a shape holding a 0 is charged 0
+bytes, whatever its other dims), and no tensor left pointing at external data (onnx would read it from wherever it
+points).
 `charge_inferred` adds the values ONNX shape inference finds (`pycumsum_op.onnx.inference`) to the same budget,
 before Caffe2's backend allocates anything.
 """
@@ -38,6 +38,7 @@ import onnx
 from onnx import TensorProto, mapping
 
 from ..input_limits import MAX_RANK, InputTooLarge, TensorBudget, check_parse, check_size, shape_text
+from .ops import DECLARATIONS
 
 
 class ExternalDataError(ValueError):
@@ -236,8 +237,6 @@ def _itemsize(elem_type: int) -> int:
     return 8 if dtype is None or dtype.kind == "O" else dtype.itemsize
 
 
-#: Node inputs that ONNX shape inference reads as a shape (one entry per dimension of what it infers).
-SHAPE_INPUTS = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0, "Tile": 1, "Unsqueeze": 1, "Squeeze": 1}
 #: Node attributes that shape inference reads as one entry per dimension.
 SHAPE_ATTRIBUTES = frozenset(["axes", "perm"])
 
@@ -261,7 +260,7 @@ def _sparse_tensors(graph):
 
 
 def _check_shape_sources(graph) -> None:
-    """`InputTooLarge` for a constant read as a shape (`SHAPE_INPUTS`) or an attribute read as one entry per
+    """`InputTooLarge` for a constant read as a shape (a declaration's ``shape_input``) or an attribute read as one entry per
     dimension (`SHAPE_ATTRIBUTES`) with more than ``MAX_RANK`` entries: the rank of every value inferred
     after it."""
     constants = {tensor.name: tensor for tensor in graph.initializer}
@@ -273,7 +272,8 @@ def _check_shape_sources(graph) -> None:
                                     "(MAX_RANK)".format(label, attribute.name, len(attribute.ints), MAX_RANK))
             if node.op_type == "Constant" and attribute.HasField("t") and node.output:
                 constants[node.output[0]] = attribute.t
-        position = SHAPE_INPUTS.get(node.op_type)
+        declaration = DECLARATIONS.get(node.op_type)
+        position = declaration.shape_input if declaration is not None else None
         if position is None or len(node.input) <= position or node.input[position] not in constants:
             continue
         entries = 1
@@ -284,18 +284,20 @@ def _check_shape_sources(graph) -> None:
                                     "shape may have (MAX_RANK)".format(label, node.input[position][:200], MAX_RANK))
 
 
-#: Node inputs whose dims count what shape inference or pycumsum_op's translations make one entry, argument or
-#: op per (a shape's dimensions, a Slice's axes, ScatterND's index columns), constants or not: op -> [(input, dim,
-#: what it names, what it counts)], each dim at most ``MAX_RANK``.
-COUNTED_DIMS = {"Slice": [(1, 0, "starts", "axes"), (2, 0, "ends", "axes"), (3, 0, "axes", "axes"),
-                          (4, 0, "steps", "axes")],
-                "ScatterND": [(1, -1, "indices", "index columns")]}
-for _op_type, _position in SHAPE_INPUTS.items():
-    COUNTED_DIMS.setdefault(_op_type, []).append((_position, 0, "read as a shape", "entries"))
+def _counted_dims(op_type: str) -> tuple:
+    """The node inputs of ``op_type`` whose dims count what shape inference or the translation makes one entry,
+    argument or op per (a shape's dimensions, a Slice's axes, ScatterND's index columns), constants or not: its
+    declaration's ``counted`` and its ``shape_input`` (input, dim, what it names, what it counts), each dim at most
+    ``MAX_RANK``."""
+    declaration = DECLARATIONS.get(op_type)
+    if declaration is None:
+        return ()
+    shape = () if declaration.shape_input is None else ((declaration.shape_input, 0, "read as a shape", "entries"),)
+    return declaration.counted + shape
 
 
 def _check_counted_dims(graph) -> None:
-    """`InputTooLarge` for a node input of `COUNTED_DIMS` declared with that dim over ``MAX_RANK``: each dim taken
+    """`InputTooLarge` for a node input of `_counted_dims` declared with that dim over ``MAX_RANK``: each dim taken
     alone, so that a 0 elsewhere in the shape (an empty tensor, charged 0 bytes) leaves none of them free."""
     declared = {tensor.name: list(tensor.dims) for tensor in graph.initializer}
     for info in list(graph.input) + list(graph.value_info) + list(graph.output):
@@ -303,7 +305,7 @@ def _check_counted_dims(graph) -> None:
         if dims is not None:
             declared.setdefault(info.name, dims)
     for node in graph.node:
-        for position, dim, what, counted in COUNTED_DIMS.get(node.op_type, ()):
+        for position, dim, what, counted in _counted_dims(node.op_type):
             dims = declared.get(node.input[position]) if position < len(node.input) else None
             if dims and int(dims[dim]) > MAX_RANK:
                 raise InputTooLarge("ONNX {} node {!r}: input {} ({}) {!r} is declared with dims {}: {} {}, more than "
@@ -358,7 +360,7 @@ def check_tensors(model) -> TensorBudget:
 
 def charge_inferred(inferred, budget: TensorBudget) -> None:
     """The values ONNX shape inference found (``inferred``: the model's inferred structure) charged to ``budget``,
-    and their dims counted (`COUNTED_DIMS`)."""
+    and their dims counted (`_counted_dims`)."""
     for graph in graphs(inferred.graph):
         _check_counted_dims(graph)
     _charge_values(inferred.graph, budget)

@@ -1,5 +1,5 @@
 """The node forms Caffe2's stock ONNX backend is proven right on: after `pycumsum_op.onnx.install`, the stock
-``caffe2.python.onnx.backend.prepare`` hands a node that `forms.FORMS` refuses to Caffe2's stock converter when,
+``caffe2.python.onnx.backend.prepare`` hands a node that `forms.check_node` refuses to Caffe2's stock converter when,
 and only when, it fits one of these forms (else it is refused as before, in one line). pycumsum_op's own
 `prepare` never reads this table.
 

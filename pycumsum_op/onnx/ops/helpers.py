@@ -1,0 +1,180 @@
+"""What the translations of several families share: reading a node's attributes and constant inputs, the constant
+blobs and checks they emit, and refusals naming the node.
+
+What a translation builds is counted before it is built: a list or a number of ops that follows a count read from
+the model (a Slice's axes, a Reshape's shape, ScatterND's index columns) is refused past ``MAX_RANK`` entries
+(`within_rank`), and no list follows a dim (a strided Slice's indices come from Caffe2's ``Range`` at run time).
+"""
+import numpy as np
+from caffe2.proto import caffe2_pb2
+from onnx import TensorProto, helper
+
+from ...input_limits import MAX_RANK, InputTooLarge
+from ..run_checks import COUNTER_LIMIT, as_double, capped_dims, declared, element_cap, make_op, refusal, size_message
+from .contract import FormRefused, given, label
+
+
+FLOATS = (TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE)
+
+
+NUMPY_FLOATS = {TensorProto.FLOAT16: np.float16, TensorProto.FLOAT: np.float32, TensorProto.DOUBLE: np.float64}
+
+
+def refuse(node, opset, why: str) -> FormRefused:
+    return FormRefused("{}: {}".format(label(node, opset), why))
+
+
+def attribute(node, name: str, default=None):
+    for attr in node.attribute:
+        if attr.name == name:
+            return helper.get_attribute_value(attr)
+    return default
+
+
+def within_rank(node, opset, entries: int, what: str) -> None:
+    """`InputTooLarge` unless ``entries`` (what a translation makes one op argument, list or op per) fit in a shape's
+    `MAX_RANK` dimensions: checked on the count, before anything is built from it."""
+    if entries > MAX_RANK:
+        raise InputTooLarge("{}: {} has {} entries, more than the {} dimensions a shape may have (MAX_RANK)".format(
+            label(node, opset), what, entries, MAX_RANK))
+
+
+def int64_scalar(node, name: str, value: int) -> caffe2_pb2.OperatorDef:
+    """The op filling blob ``name`` with the int64 scalar ``value``."""
+    return make_op("ConstantFill", [], [name], node.name, shape=[], dtype=caffe2_pb2.TensorProto.INT64, value=value)
+
+
+def int_list(node, opset, facts, position: int, what: str):
+    """The constant int vector at input ``position`` (None when the input is absent or empty)."""
+    if not given(node, position):
+        return None
+    value = facts.constant(node.input[position])
+    if value is None:
+        raise refuse(node, opset, "input {} ({}) is not a constant".format(position, what))
+    if value.dtype.kind not in "iu" or value.ndim > 1:
+        raise refuse(node, opset, "input {} ({}) must be a 1-D integer tensor, got shape {} dtype {}".format(
+            position, what, value.shape, value.dtype))
+    within_rank(node, opset, value.size, "input {} ({}) {!r}".format(position, what, node.input[position]))
+    return [int(v) for v in value.reshape(-1)]
+
+
+def node_axes(node, opset, facts, position: int = 1):
+    """The node's axes: from input ``position`` from opset 13 on where the op takes them so, else the attribute."""
+    if opset >= 13 and node.op_type in ("Unsqueeze", "Squeeze", "ReduceSum"):
+        return int_list(node, opset, facts, position, "axes")
+    axes = attribute(node, "axes")
+    return None if axes is None else [int(a) for a in axes]
+
+
+def normalized(node, opset, axes, rank, what: str = "axis"):
+    """``axes`` made non-negative for ``rank`` (None: unknown, so only non-negative axes pass)."""
+    out = []
+    for axis in axes:
+        if axis < 0:
+            if rank is None:
+                raise refuse(node, opset, "{} {} counts from the end, but the input's rank is unknown".format(
+                    what, axis))
+            axis += rank
+        if rank is not None and not 0 <= axis < rank:
+            raise refuse(node, opset, "{} {} is out of range for rank {}".format(what, axis, rank))
+        out.append(axis)
+    if len(set(out)) != len(out):
+        raise refuse(node, opset, "repeated {} in {}".format(what, axes))
+    return out
+
+
+def constant_blob(values, fresh) -> tuple:
+    """(name, op) of a predict-net constant: an int64 vector."""
+    name = fresh()
+    return name, make_op("GivenTensorInt64Fill", [], [name], values=[int(v) for v in values], shape=[len(values)])
+
+
+def type_text(elem_type) -> str:
+    """An ONNX element type as a refusal names it."""
+    return TensorProto.DataType.Name(elem_type) if elem_type else "of a type the model does not state"
+
+
+def checked_type(node, opset, facts, name: str, what: str, accepted, why: str) -> int:
+    """The element type of blob ``name`` (``what`` in the node), refused unless it is one of ``accepted``."""
+    elem_type = facts.elem_type(name)
+    if elem_type not in accepted:
+        raise refuse(node, opset, "{} {!r} is {}; {}".format(what, name, type_text(elem_type), why))
+    return elem_type
+
+
+def filled_blob(node, shape: str, out: str, dtype: int, value, fresh) -> list:
+    """Ops filling ``out`` with ``value`` (Caffe2 ``dtype``) in the shape held by 1-D int64 blob ``shape``, whatever
+    its length: Caffe2's ConstantFill refuses an empty shape (a scalar), so it fills (1, *shape) and drops the 1."""
+    padded, filled = fresh(), fresh()
+    one, fill = constant_blob([1], fresh)
+    return [fill, make_op("Concat", [one, shape], [padded, fresh()], node.name, axis=0),
+            make_op("ConstantFill", [padded], [filled], node.name, input_as_shape=1, dtype=dtype, value=value),
+            make_op("Squeeze", [filled], [out], node.name, dims=[0])]
+
+
+#: ONNX element type -> Caffe2's, of the types Caffe2's Expand and ConstantFill take
+INTEGER_TYPES = {TensorProto.INT32: caffe2_pb2.TensorProto.INT32, TensorProto.INT64: caffe2_pb2.TensorProto.INT64,
+                 TensorProto.FLOAT: caffe2_pb2.TensorProto.FLOAT, TensorProto.DOUBLE: caffe2_pb2.TensorProto.DOUBLE}
+
+
+def counted_by_range(node, opset, length: str, fresh) -> list:
+    """Ops stopping the net unless the int64 ``length`` (of an axis whose indices Caffe2's Range makes) is below 2**31:
+    Range keeps its count in a 32-bit int, and an axis may be longer (an empty tensor of any declared length is fed
+    in no memory), so a count past it would wrap (2**32 + 2**30 indices asked for 2**30)."""
+    most, within = fresh(), fresh()
+    return [int64_scalar(node, most, COUNTER_LIMIT), make_op("LE", [length, most], [within], node.name),
+            refusal(node.name, within, "{}: an axis of input 0 {!r} is longer than the {} indices Caffe2's Range "
+                                       "counts (in 32 bits)".format(label(node, opset), node.input[0], COUNTER_LIMIT),
+                    length)]
+
+
+def rank_checked(node, opset, position: int, name: str, facts, fresh, rank: int, exact: bool = True) -> list:
+    """Ops stopping the net unless input ``position`` (blob ``name``) has rank ``rank`` (at least ``rank`` unless
+    ``exact``) when the net runs: a translation chose its kernel by the rank the model states, and a value info is no
+    proof of what a node computes (a constant or a checked input is: `declared`). Caffe2's BatchMatMul and FC die of
+    SIGFPE on operands of other shapes."""
+    if declared(facts, name):
+        return []
+    dims, count, wanted, same = fresh(), fresh(), fresh(), fresh()
+    return [make_op("Shape", [name], [dims], node.name), make_op("Size", [dims], [count], node.name),
+            int64_scalar(node, wanted, rank), make_op("EQ" if exact else "GE", [count, wanted], [same], node.name),
+            refusal(node.name, same, "{}: input {} {!r} does not have rank {}{}, which the model states".format(
+                label(node, opset), position, name, "" if exact else "at least ", rank), dims)]
+
+
+def axis_length(node, data: str, axis: int, fresh) -> tuple:
+    """(ops, blob): the length of ``data`` along ``axis`` as a (1,) int64 vector, read at run time; an axis counting
+    from the end needs no rank: Caffe2's Slice reads -1 as the end, so [axis - 1, axis) of the shape is that dim (an
+    axis past the rank fails the net, as onnxruntime fails it)."""
+    length = fresh()
+    if axis >= 0:
+        return [make_op("Shape", [data], [length], node.name, axes=[axis])], length
+    shape = fresh()
+    return [make_op("Shape", [data], [shape], node.name),
+            make_op("Slice", [shape], [length], node.name, starts=[axis - 1], ends=[axis])], length
+
+
+def taken(node, data: str, indices: str, out: str, axis: int) -> caffe2_pb2.OperatorDef:
+    """The op taking ``indices`` (int64, in range) of ``data`` along ``axis``: Caffe2's Gather (any type) for an axis
+    counted from the start, torch's index_select for one counted from the end (no rank needed)."""
+    if axis >= 0:
+        return make_op("Gather", [data, indices], [out], node.name, axis=axis)
+    return make_op("ATen", [data, indices], [out], node.name, operator="index_select", dim=axis)
+
+
+def checked_shape(node, opset, shape: str, size: int, fresh, lowest: int = 0, named: str = "") -> list:
+    """Ops stopping the net unless the shape in 1-D blob ``shape`` (fed or computed; ``named``: the ONNX input it comes
+    from) asks for a tensor of elements of ``size`` bytes within ``PYCUMSUM_OP_MAX_TENSOR_BYTES``, each dim in
+    [``lowest``, cap] (Reshape's -1: ``lowest`` -1): Caffe2 multiplies the dims in 64 bits unchecked ([2**62 + 1, 4]
+    would count 4 elements)."""
+    what = "the shape {!r}".format(named or shape)
+    more, dims = as_double(node.name, shape, fresh)
+    return more + capped_dims(node.name, dims, element_cap(size), size_message(label(node, opset), what, size,
+                                                                               lowest=lowest),
+                              fresh, lowest=lowest, checked=shape)
+
+
+def constant_or(facts, name: str, default):
+    """The value of constant ``name``, else ``default``."""
+    value = facts.constant(name)
+    return default if value is None else value
