@@ -25,11 +25,11 @@ except ImportError:  # torch < 1.5 has no torch.testing._internal
 
 from pycumsum_op.kernels import ScanSpec
 from pycumsum_op.scans import scan as registered_scan
-from pycumsum_op.kernels.plan import plan
 from pycumsum_op.kernels.spec import RESULT_DTYPES
 from pycumsum_op.torch_versions import has
 from scan_family_support import (RUN_ERROR, TWO_OUTPUTS, assert_gradient_close, assert_outputs_equal, run_scan,
                                  torch_reference)
+from engine_support import scan_route
 
 SCANS = ["cumprod", "cummax", "cummin", "logcumsumexp"]
 #: input dtypes each scan takes; for float16 and uint16 torch has no CPU kernel, so the oracle runs
@@ -177,8 +177,8 @@ def test_large_inputs_on_both_paths(scan, shape, axis, flags, torch_scan, clean_
     rng = np.random.RandomState(len(shape) + axis)
     x = rng.uniform(0.9, 1.1, shape).astype(np.float32)
     w = rng.standard_normal(shape).astype(np.float32)
-    found = plan(registered_scan(scan).kernel, shape, x.dtype, axis % len(shape), flags.get("exclusive", False),
-                 flags.get("reverse", False), accelerator=False)
+    found = scan_route(scan, shape, x.dtype, axis, flags.get("exclusive", False), flags.get("reverse", False),
+                       accelerator=False)
     assert found.variant == ("out=" if not flags else "staged")
     outputs, grad_x = run_scan(scan, x, w, axis=axis, **flags)
     expected, reference = oracle(torch_scan, scan, x, w, axis=axis, **flags)
