@@ -8,7 +8,7 @@ lanes) and are sorted into four classes (`shape_class`): 1-D, the last axis with
 the last axis with few rows, and non-last axes. Each case times, alternately in one process with one thread
 (`timing`): PyCumSum forward and forward+backward with the accelerator (``pycumsum_op[fast]``) and without it
 (``PYCUMSUM_OP_ACCELERATOR=0``; only where the engine's paths differ), torch.cumsum and torch autograd, the
-Python-op floor (`nets.python_floor` making the call PyCumSum makes for the shape, `engine.direct`: a bare Caffe2
+Python-op floor (`nets.python_floor` making the call PyCumSum makes for the shape, the route's `call`: a bare Caffe2
 Python op around the same kernel, so PyCumSum / floor is what the op itself costs and floor / torch what any
 Python op making that call costs) and a Copy op (last and non-last axes: with cold caches a scan is close to a
 copy of its memory). The family's rows time each scan's forward (cumprod, cummax, cummin,
@@ -27,9 +27,7 @@ import numpy as np
 import nets
 import sweep
 import timing
-from pycumsum_op.kernels import compiled, engine
-from pycumsum_op.kernels.cumsum import KERNEL as CUMSUM
-from pycumsum_op.kernels.plan import plan
+from pycumsum_op.kernels import compiled
 from pycumsum_op.scans import scan as registered_scan
 from timing import median, table
 
@@ -104,8 +102,8 @@ def time_cumsum(shape, axis, dtype, budget_s, statistic=median, clock=time.perf_
         candidates["pycumsum_forward_backward" + suffix] = switched(nets.pycumsum(axis, backward=True), on)
     if shape_class(shape, axis) != "1-D":  # the memory floor: a scan with cold caches is close to a copy
         candidates["copy"] = nets.copy()
-    call = engine.direct_call(plan(CUMSUM, x.shape, x.dtype, axis % x.ndim, accelerator=True))  # as PyCumSum makes it
-    if call is not None:  # the accelerator's loop makes torch's call when switched off: switched on for it
+    call = nets.scan_route("cumsum", x, axis, accelerator=True).call  # as PyCumSum makes it
+    if call is not None:  # the accelerator's loop runs only when switched on: switched on for it
         candidates["floor"] = switched(nets.python_floor(axis, call), True if accelerated else None)
     os.environ[compiled.SWITCH] = "1"
     entry = {"shape": list(shape), "axis": axis, "dtype": dtype, "size": x.size, "paths": list(nets.paths(x, axis))}
@@ -126,9 +124,7 @@ def time_family(scan, shape, axis, dtype, budget_s, statistic=median, clock=time
     x, _ = nets.feed(shape, 0.99, 1.01, dtype=dtype)
     candidates = {"torch_forward": nets.torch_family_forward(scan, x, axis)}
     os.environ[compiled.SWITCH] = "1"
-    kernel = registered_scan(scan).kernel
-    accelerated = compiled.installed() and plan(kernel, x.shape, x.dtype, axis % x.ndim,
-                                                accelerator=True).path == "compiled"
+    accelerated = compiled.installed() and nets.scan_route(scan, x, axis, accelerator=True).path == "compiled"
     for on in (True, False) if accelerated else (None,):
         candidates["forward" if on is not False else "forward_plain"] = switched(nets.family(scan, axis), on)
     os.environ[compiled.SWITCH] = "1"

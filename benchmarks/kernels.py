@@ -31,15 +31,15 @@ import torch
 
 import timing
 from pycumsum_op.commands._common import whole_number
-from pycumsum_op.kernels import compiled, cummax, cumprod, cumsum, engine, tuning
-from pycumsum_op.kernels.plan import plan
+from nets import scan_route
+from pycumsum_op.kernels import compiled, engine, tuning
 from timing import table
 
 MIN_SIZE, MAX_SIZE = 1 << 16, 1 << 22
 #: (loop, widths): the chains of sums and products take rows of 1-15 lanes, cummax's rows of 4-7.
 LOOPS = (("sum", tuple(range(1, 16))), ("product", tuple(range(1, 16))), ("extremum", (4, 5, 6, 7)))
-#: loop -> a kernel that takes it (cummax for the extremum loop).
-KERNELS = {kernel.loop: kernel for kernel in (cumsum.KERNEL, cumprod.KERNEL, cummax.CUMMAX)}
+#: loop -> a scan whose kernel takes it (cummax for the extremum loop).
+SCANS = {"sum": "cumsum", "product": "cumprod", "extremum": "cummax"}
 
 
 def _log_uniform(rng, low, high):
@@ -65,9 +65,8 @@ def draw(seed, count):
 
 def _calls(loop, x):
     """({name: callable}, whether the engine takes the accelerator) for one case: torch's call, the engine's choice
-    (`plan.plan`, which the scans ask), the accelerator's loop alone (the planned variant)."""
-    kernel = KERNELS[loop]
-    found = plan(kernel, x.shape, x.dtype, 1, accelerator=True)
+    (`route.route`, which the scans ask), the accelerator's loop alone (the routed variant)."""
+    found = scan_route(SCANS[loop], x, 1, accelerator=True)
     taken, chains = found.path == "compiled", found.chains
     if loop == "extremum":
         values, indices = torch.empty_like(torch.from_numpy(x)), torch.empty(x.shape, dtype=torch.int64)
@@ -84,7 +83,7 @@ def _calls(loop, x):
         scan = engine.torch_product if loop == "product" else engine.torch_scan
 
         def accelerator():
-            compiled.scan_rows(x, out, kernel, False, False, chains)
+            compiled.scan_rows(x, out, found.kernel, False, False, chains)
 
         def torch_call():
             scan(source, target, 1)

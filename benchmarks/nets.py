@@ -11,9 +11,9 @@ from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op.idioms import add_sparse_lengths_cumsum
-from pycumsum_op.kernels import engine
-from pycumsum_op.kernels.cumsum import KERNEL as CUMSUM
-from pycumsum_op.kernels.plan import plan
+from pycumsum_op.kernels import ScanSpec, engine
+from pycumsum_op.kernels.route import route
+from pycumsum_op.scans import scan as registered_scan
 
 X, GRAD_Y = "bench_x", "bench_y_grad"
 
@@ -101,8 +101,8 @@ FLOOR_TYPES = {torch.float32: caffe2_pb2.TensorProto.FLOAT, torch.float64: caffe
 
 def python_floor(axis, call=engine.torch_scan):
     """A net with the least a Caffe2 Python op making a scan's one call can do: size the output, then ``call`` (one
-    `engine.direct_call` returns: torch's ``torch.cumsum(out=)`` by default, or the accelerator's loop) between torch
-    tensors wrapping the blobs (float32 / float64). No check, no plan: with torch's call, the floor of any
+    a route's ``call``: torch's ``torch.cumsum(out=)`` by default, or the accelerator's loop) between torch
+    tensors wrapping the blobs (float32 / float64). No check, no route: with torch's call, the floor of any
     Python-op scan wherever torch's own kernel is the fastest exact one (1-D, last axis); with the call PyCumSum
     makes for a shape, what PyCumSum would cost if the op were nothing but that call."""
     net = core.Net("bench_floor")
@@ -157,9 +157,16 @@ def numpy_forward(x, axis):
     return lambda: np.cumsum(x, axis)
 
 
+def scan_route(scan, x, axis, reverse=False, accelerator=None):
+    """The route scan ``scan`` takes for x along axis (`pycumsum_op.kernels.route.route`, which its op asks)."""
+    entry = registered_scan(scan)
+    return route(entry.kernel, entry.dtypes, ScanSpec(entry.op_name, axis, reverse=reverse), x.shape, x.dtype,
+                 accelerator=accelerator)
+
+
 def paths(x, axis):
     """The engine paths PyCumSum takes for x along axis: forward, backward (a reverse scan)."""
-    return tuple(plan(CUMSUM, x.shape, x.dtype, axis % x.ndim, reverse=reverse).path for reverse in (False, True))
+    return tuple(scan_route("cumsum", x, axis, reverse).path for reverse in (False, True))
 
 
 def lowered(axis, target, backward=False):

@@ -9,7 +9,7 @@ import torch
 from caffe2.python import workspace
 from hypothesis import HealthCheck, Verbosity, settings
 
-from pycumsum_op.kernels.plan import planned
+from pycumsum_op.kernels.route import routes
 from torch_oracles import PREFIX_ORACLES
 from torch_oracles import torch_scan as _torch_scan
 
@@ -36,12 +36,12 @@ settings.load_profile("pycumsum_op")
 
 
 @pytest.fixture(autouse=True)
-def fresh_plans():
-    """No plan kept across tests: plans are kept per layout and read the `tuning` constants when made, and tests
+def fresh_routes():
+    """No route kept across tests: routes are kept per layout and read the `tuning` constants when made, and tests
     retune those constants to reach every path."""
-    planned.cache_clear()
+    routes.cache_clear()
     yield
-    planned.cache_clear()
+    routes.cache_clear()
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ import hypothesis.strategies as st
 import numpy as np
 import pytest
 
-from pycumsum_op.kernels import compiled, tuning
-from pycumsum_op.kernels.cumsum import KERNEL as CUMSUM
-from pycumsum_op.kernels.plan import APART, SAME, plan
+from pycumsum_op.kernels import ScanSpec, compiled, tuning
+from pycumsum_op.kernels.route import route, routes
+from pycumsum_op.scans import scan as registered_scan
 
 #: The tests of the compiled paths: the `fast` extra installs numba 0.56.4 on CPython >= 3.7 only.
 NEEDS_NUMBA = pytest.mark.skipif(sys.version_info < (3, 7), reason="the `fast` extra installs no numba on CPython 3.6 "
@@ -76,17 +76,23 @@ def engine_input(dtype, shape, seed):
     return values.astype(dtype)
 
 
+def scan_route(name, shape, dtype, axis, exclusive=False, reverse=False, result=None, **layout):
+    """The route of the registered scan ``name`` with those arguments (``result``: its ``dtype=``; `route.route`,
+    ``layout``: its keywords)."""
+    entry = registered_scan(name)
+    spec = ScanSpec(entry.op_name, axis, exclusive, reverse, None if result is None else np.dtype(result))
+    return route(entry.kernel, entry.dtypes, spec, shape, dtype, **layout)
+
+
 def forward_path(dtype, shape, axis, exclusive, reverse, seed=None, accelerated=True):
     """The path a PyCumSum forward takes (its result dtype is torch's: int64 for integers, which it casts into
     the output first and scans there in place)."""
-    result = dtype if dtype.kind == "f" else np.dtype(np.int64)
-    return plan(CUMSUM, shape, result, axis % len(shape), exclusive, reverse, sharing=APART if result == dtype
-                else SAME, accelerator=accelerated).path
+    return scan_route("cumsum", shape, dtype, axis, exclusive, reverse, accelerator=accelerated).path
 
 
 def backward_path(dtype, shape, axis, exclusive, reverse, seed=None, accelerated=True):
     """The path the gradient of a float PyCumSum takes: the reverse scan of the output gradient."""
-    return plan(CUMSUM, shape, dtype, axis % len(shape), exclusive, not reverse, accelerator=accelerated).path
+    return scan_route("cumsum", shape, dtype, axis, exclusive, not reverse, accelerator=accelerated).path
 
 
 def record_paths(monkeypatch) -> list:
@@ -106,4 +112,5 @@ def record_paths(monkeypatch) -> list:
     monkeypatch.setattr(engine, "torch_scan", recording("torch", engine.torch_scan))
     for loop in ("scan_rows", "extremum_rows"):
         monkeypatch.setattr(compiled, loop, recording("compiled", getattr(compiled, loop)))
+    routes.cache_clear()  # a kept route holds its one call (engine.torch_scan): made again, it holds the recorder
     return taken

@@ -7,7 +7,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 import sweep  # noqa: E402
-from engine_support import NEEDS_NUMBA  # noqa: E402
+from engine_support import NEEDS_NUMBA, scan_route  # noqa: E402
 
 SEEDS = range(5)
 
@@ -59,16 +59,14 @@ def test_a_seed_draws_one_sweep_and_another_seed_another(sweeps):
     ((300, 40, 24), 1, np.float32, True), ((9, 3000, 5), 1, np.float64, True)])
 def test_the_python_op_floor_computes_torchs_forward(shape, axis, dtype, engines):
     """The floor the sweeps report is a real scan: its net's output is torch.cumsum's, bit for bit, with torch's
-    call and with the one PyCumSum makes for the shape (its plan's one call: the accelerator's loop where installed)."""
+    call and with the one PyCumSum makes for the shape (its route's one call: the accelerator's loop where installed)."""
     import torch
     from caffe2.python import workspace
 
     import nets
     from pycumsum_op.kernels import engine
-    from pycumsum_op.kernels.cumsum import KERNEL as CUMSUM
-    from pycumsum_op.kernels.plan import plan
     x, _ = nets.feed(shape, dtype=dtype)
-    call = engine.direct_call(plan(CUMSUM, x.shape, x.dtype, axis)) if engines else engine.torch_scan
+    call = scan_route("cumsum", x.shape, x.dtype, axis).call if engines else engine.torch_scan
     if engines and not NEEDS_NUMBA.args[0]:  # the suite's environment has the fast extra (none on CPython 3.6)
         assert call.func is engine.compiled_scan
     nets.python_floor(axis, call)()

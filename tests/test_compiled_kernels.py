@@ -1,10 +1,10 @@
-"""The accelerator (pycumsum_op/kernels/compiled.py, the ``fast`` extra) against torch, and the plan that takes it.
+"""The accelerator (pycumsum_op/kernels/compiled.py, the ``fast`` extra) against torch, and the route that takes it.
 
 Every compiled scan must EQUAL torch's result (NaN where torch has NaN: IEEE 754 leaves the sign of a NaN made
 from two NaNs open, and the compiled adds may take either), on data over 40 decades, with NaN and infinities, and
 on int64 sums that wrap around. The kernels are driven straight by hypothesis around the boundaries of their loops
 (groups of four lanes, pairs, single lanes, blocks of lanes) plus a short list of named edge shapes; which path a
-scan takes is one table (`PATH_TABLE`) whose shapes are made from the `tuning` constants the plan reads, checked
+scan takes is one table (`PATH_TABLE`) whose shapes are made from the `tuning` constants the route reads, checked
 with the accelerator and without, each case run and held against torch, the path run recorded. Speed is
 `make bench`'s job; nothing here is timed.
 """
@@ -24,11 +24,10 @@ import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward, engine, tuning
 from pycumsum_op.kernels.cumprod import KERNEL as CUMPROD
 from pycumsum_op.kernels.cumsum import KERNEL as CUMSUM
-from pycumsum_op.kernels import plan as plan_module
-from pycumsum_op.kernels.plan import SAME, plan, planned
+from pycumsum_op.kernels.route import SAME, routes
 from pycumsum_op.scans import scan as registered_scan
 from pycumsum_op.torch_versions import has
-from engine_support import NEEDS_NUMBA, record_paths
+from engine_support import NEEDS_NUMBA, record_paths, scan_route
 from scan_family_support import assert_outputs_equal
 from torch_oracles import PREFIX_ORACLES, float64_reference, torch_scan
 
@@ -178,11 +177,11 @@ def test_extremum_rows_are_torchs_cummax_and_cummin(dtype, maximum, block, outer
     assert_same(indices, expected_indices.numpy())
 
 
-# --- which path each scan takes: one table, shapes made from the constants the plan reads
+# --- which path each scan takes: one table, shapes made from the constants the route reads
 
 def path_table():
     """[(scan, shape, axis, dtype, exclusive, reverse, in_place, (path, variant) with the accelerator, path without)]:
-    each row sits on one side of one of the plan's boundaries (`tuning`)."""
+    each row sits on one side of one of the route's boundaries (`tuning`)."""
     t, f32, f64, i64 = tuning, np.float32, np.float64, np.int64
     wide, few, chain_length = t.COMPILED_NARROW, t.COMPILED_FEW_LANES, t.COMPILED_CHAINS_MIN_LENGTH
     span32 = t.COMPILED_CHAINS_MIN_BYTES // 4  # float32 elements of a lane spanning the chains' least bytes
@@ -245,7 +244,7 @@ def run_scan(name, x, axis, exclusive, reverse, in_place):
     kernel = registered_scan(name)
     spec = ScanSpec(kernel.op_name, axis, exclusive, reverse)
     out = x if in_place else None
-    result = kernel.forward(x, spec, out, kernel.plan(spec, x))
+    result = kernel.forward(x, spec, out)
     return result[0] if isinstance(result, tuple) else result
 
 
@@ -261,11 +260,11 @@ def scan_oracle(name, x, axis, exclusive, reverse):
 
 @pytest.mark.parametrize("case", path_table(), ids=lambda case: "{}-{}-{}".format(case[0], case[1], case[3].__name__))
 def test_the_path_table(accelerator, case, monkeypatch):
-    """The plan names the table's path (and variant, with the accelerator); the scan runs exactly that path and
+    """The route names the table's path (and variant, with the accelerator); the scan runs exactly that path and
     gives torch's bits."""
     name, shape, axis, dtype, exclusive, reverse, in_place, (on, variant), off = case
     sharing = SAME if in_place else "apart"
-    found = plan(registered_scan(name).kernel, shape, dtype, axis, exclusive, reverse, sharing=sharing)
+    found = scan_route(name, shape, dtype, axis, exclusive, reverse, sharing=sharing)
     assert (found.path, found.variant if accelerator else "") == ((on, variant) if accelerator else (off, ""))
     x = (factors if name == "cumprod" else values)(shape, dtype)
     if name == "logcumsumexp":
@@ -283,21 +282,21 @@ def test_the_path_table(accelerator, case, monkeypatch):
 @settings(max_examples=40)
 @given(rank=st.integers(1, 4), data=st.data(), dtype=st.sampled_from([np.float32, np.float64, np.int64]),
        exclusive=st.booleans(), reverse=st.booleans(), accelerated=st.booleans())
-def test_the_planned_path_is_the_path_run(rank, data, dtype, exclusive, reverse, accelerated):
-    """Random shapes of up to 64K elements around the thresholds: cumsum runs the path its plan names, torch's bits."""
+def test_the_routed_path_is_the_path_run(rank, data, dtype, exclusive, reverse, accelerated):
+    """Random shapes of up to 64K elements around the thresholds: cumsum runs the path its route names, torch's bits."""
     shape = tuple(data.draw(st.integers(1, int((1 << 16) ** (1 / rank))), label="side") for _ in range(rank))
     axis = data.draw(st.integers(0, rank - 1), label="axis")
     x = values(shape, dtype, seed=sum(shape))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(compiled.SWITCH, "1" if accelerated else "0")
         taken = record_paths(patch)
-        found = plan(CUMSUM, shape, dtype, axis, exclusive, reverse)
+        found = scan_route("cumsum", shape, dtype, axis, exclusive, reverse)
         actual = cumsum_forward(x, ScanSpec("PyCumSum", axis, exclusive, reverse))
     assert taken == [found.path]
     assert_same(actual, oracle(x, axis, exclusive, reverse))
 
 
-# --- the Caffe2 ops: one call where the plan is one call, remembered per shape; forward and gradient
+# --- the Caffe2 ops: one call where the route is one call, kept per shape; forward and gradient
 
 def run_op(x, grad_y, axis, exclusive, reverse):
     """Forward and gradient of net.PyCumSum in a fresh workspace: (y, grad_x)."""
@@ -316,13 +315,13 @@ def run_op(x, grad_y, axis, exclusive, reverse):
 @pytest.mark.parametrize("exclusive, reverse", FLAGS)
 def test_caffe2_op_forward_and_gradient(accelerator, shape, axis, exclusive, reverse, torch_scan, monkeypatch):
     """The op and its gradient op, against torch.autograd (float32 data, no NaN: gradients of NaN differ); the
-    paths run are the plans' of the forward and of the gradient (a reverse scan)."""
+    paths run are the routes' of the forward and of the gradient (a reverse scan)."""
     rng = np.random.RandomState(6)
     x = rng.standard_normal(shape).astype(np.float32)
     grad_y = rng.standard_normal(shape).astype(np.float32)
     taken = record_paths(monkeypatch)
     y, grad_x = run_op(x, grad_y, axis, exclusive, reverse)
-    assert taken == [plan(CUMSUM, shape, np.float32, axis, exclusive, r).path for r in (reverse, not reverse)]
+    assert taken == [scan_route("cumsum", shape, np.float32, axis, exclusive, r).path for r in (reverse, not reverse)]
     tx = torch.from_numpy(x).requires_grad_()
     shifted = tx.flip(axis) if reverse else tx
     expected = torch.cumsum(shifted, axis)
@@ -343,9 +342,9 @@ def test_caffe2_op_forward_and_gradient(accelerator, shape, axis, exclusive, rev
 @pytest.mark.parametrize("dtype", [np.float32, np.int64])
 @pytest.mark.parametrize("shape, axis", [((5000,), 0), ((2, 3000), 1), ((600, 50), 0), ((4, 600, 2), 1),
                                          ((700, 5), 0)])
-def test_ops_make_their_planned_call(accelerator, clean_workspace, torch_scan, scan, dtype, shape, axis,
-                                     monkeypatch):
-    """The ops' one call (`Scan.direct`, where the plan is one call): the accelerator's loop where the plan takes
+def test_ops_make_their_routes_one_call(accelerator, clean_workspace, torch_scan, scan, dtype, shape, axis,
+                                        monkeypatch):
+    """The ops' one call (`Route.call`, where the route is one call): the accelerator's loop where the route takes
     it, torch's scan otherwise (small cumsums: the numpy path); in the Caffe2 op, with both outputs of cummax / cummin, torch's bits either way, on the first
     run and on the remembered call."""
     rng = np.random.RandomState(9)
@@ -355,9 +354,8 @@ def test_ops_make_their_planned_call(accelerator, clean_workspace, torch_scan, s
         x.reshape(-1)[::7] = 1.0  # ties: the later index
         x.reshape(-1)[::97] = np.nan
     entry = registered_scan(scan)
-    found = plan(entry.kernel, shape, dtype, axis)
-    spec = ScanSpec(entry.op_name, axis)
-    assert (entry.direct(spec, entry.plan(spec, x), x) is not None) is found.direct
+    found = scan_route(scan, shape, dtype, axis)
+    assert (found.call is not None) is found.direct
     taken = record_paths(monkeypatch)
     workspace.FeedBlob("direct_x", x)
     net = core.Net("family_direct")
@@ -398,30 +396,28 @@ def test_the_op_remembers_direct_calls_per_shape_and_dtype(monkeypatch):
 
 @pytest.mark.parametrize("scan", ["cumsum", "cumprod", "cummax", "logcumsumexp"])
 def test_the_op_keeps_the_route_of_each_shape(clean_workspace, torch_scan, scan, monkeypatch):
-    """A repeated run on a shape the op has met plans nothing (its route is kept): the planner is asked on the first
-    run of each shape and dtype only, and every run still equals torch, small shapes (not one call) and new dtypes
-    included."""
+    """A repeated run on a shape the op has met makes no route (it finds the one kept in `routes`): a route is made on
+    the first run of each shape and dtype only, and every run still equals torch, small shapes (not one call) and new
+    dtypes included."""
     monkeypatch.setenv(compiled.SWITCH, "0")
     kernel = registered_scan(scan)
-    asked = []
-    monkeypatch.setattr(plan_module, "planned", lambda *args: asked.append(args[1]) or planned(*args))
     net = core.Net("kept_routes")
     outputs = ["kept_v", "kept_i"][:len(kernel.outputs)]
     getattr(net, kernel.op_name)("kept_x", outputs, axis=0, reverse=True)
     workspace.FeedBlob("kept_x", np.zeros((3, 2), np.float32))
     workspace.CreateNet(net)
-    planning = []  # per run: whether the planner was asked
+    made = []  # per run: whether a route was made
     for seed, shape, dtype in [(1, (3, 2), np.float32), (2, (3, 2), np.float32), (3, (5,), np.float32),
                                (4, (3, 2), np.float64), (5, (5,), np.float32), (6, (3, 2), np.float32)]:
         x = values(shape, dtype, seed)
         workspace.FeedBlob("kept_x", x)
-        before = len(asked)
+        before = routes.cache_info().misses
         workspace.RunNet(net.Proto().name)
-        planning.append(len(asked) > before)
+        made.append(routes.cache_info().misses > before)
         expected = torch_scan(torch.from_numpy(x), 0, reverse=True, scan=scan)
         for name, want in zip(outputs, expected if len(outputs) > 1 else [expected]):
             assert_same(workspace.FetchBlob(name), want.numpy())
-    assert planning == [True, False, True, True, False, False]
+    assert made == [True, False, True, True, False, False]
 
 
 @NEEDS_NUMBA
@@ -430,7 +426,7 @@ def test_turning_the_accelerator_off_takes_effect_at_once(clean_workspace, monke
     the switch says off."""
     monkeypatch.setenv(compiled.SWITCH, "1")
     shape = (tuning.SMALL_SIZE // tuning.COMPILED_NARROW, tuning.COMPILED_NARROW)
-    assert plan(CUMSUM, shape, np.float32, 0, reverse=True).path == "compiled"
+    assert scan_route("cumsum", shape, np.float32, 0, reverse=True).path == "compiled"
     taken = record_paths(monkeypatch)
     net = core.Net("switched_off")
     net.PyCumSum("switch_x", "switch_y", axis=0, reverse=True)
@@ -460,7 +456,7 @@ def test_the_accelerated_extremum_does_not_depend_on_torchs_cummax(maximum, torc
                np.float32, seed=3)
     spec = ScanSpec("PyCumMax" if maximum else "PyCumMin", 0)
     kernel = registered_scan(scan)
-    assert kernel.plans(x, spec, kernel.plan(spec, x)).path == "compiled"
+    assert scan_route(scan, x.shape, x.dtype, 0).path == "compiled"
     taken = record_paths(monkeypatch)
     found_values, found_indices = kernel.forward(x, spec)
     want_values, want_indices = torch_scan(torch.from_numpy(x), 0, scan=scan)
@@ -506,10 +502,10 @@ def test_an_unwritable_cache_compiles_in_memory(tmp_path):
     env.pop(compiled.SWITCH, None)
     code = ("import numpy as np\n"
             "from pycumsum_op.kernels import ScanSpec, cumsum_forward\n"
-            "from pycumsum_op.kernels.cumsum import KERNEL\n"
-            "from pycumsum_op.kernels.plan import plan\n"
-            "x = np.ones((1000, 200), np.float32)\n"
-            "print(plan(KERNEL, x.shape, x.dtype, 0).path, cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, 0])\n")
+            "from pycumsum_op.kernels.cumsum import DTYPES, KERNEL\n"
+            "from pycumsum_op.kernels.route import route\n"
+            "x, spec = np.ones((1000, 200), np.float32), ScanSpec('PyCumSum', 0)\n"
+            "print(route(KERNEL, DTYPES, spec, x.shape, x.dtype).path, cumsum_forward(x, spec)[-1, 0])\n")
     assert python(code, env) == "compiled 1000.0\n"
 
 
@@ -518,7 +514,7 @@ def test_the_switch_turns_the_accelerator_off(monkeypatch, setting):
     monkeypatch.setenv(compiled.SWITCH, setting)
     assert not compiled.enabled()
     assert compiled.status() == "off: turned off by {}={}".format(compiled.SWITCH, setting)
-    assert plan(CUMSUM, (1000, 200), np.float32, 0).path != "compiled"
+    assert scan_route("cumsum", (1000, 200), np.float32, 0).path != "compiled"
 
 
 def test_a_broken_numba_counts_as_none(tmp_path):
@@ -530,11 +526,11 @@ def test_a_broken_numba_counts_as_none(tmp_path):
     env.pop(compiled.SWITCH, None)
     code = ("import numpy as np\n"
             "from pycumsum_op.kernels import ScanSpec, compiled, cumsum_forward\n"
-            "from pycumsum_op.kernels.cumsum import KERNEL\n"
-            "from pycumsum_op.kernels.plan import plan\n"
-            "x = np.ones((2000, 200), np.float32)\n"
-            "print(compiled.enabled(), plan(KERNEL, x.shape, x.dtype, 0).path,\n"
-            "      cumsum_forward(x, ScanSpec('PyCumSum', 0))[-1, 0])\n"
+            "from pycumsum_op.kernels.cumsum import DTYPES, KERNEL\n"
+            "from pycumsum_op.kernels.route import route\n"
+            "x, spec = np.ones((2000, 200), np.float32), ScanSpec('PyCumSum', 0)\n"
+            "print(compiled.enabled(), route(KERNEL, DTYPES, spec, x.shape, x.dtype).path,\n"
+            "      cumsum_forward(x, spec)[-1, 0])\n"
             "print(compiled.status())\n")
     assert python(code, env) == ("False lanes 2000.0\n"
                                  "off: numba failed to import: ImportError: Numba needs NumPy 1.22 or less\n")

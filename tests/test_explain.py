@@ -1,4 +1,4 @@
-"""`pycumsum_op.explain` and ``pycumsum-op explain``: the plan a scan follows, and why; the path it names is the
+"""`pycumsum_op.explain` and ``pycumsum-op explain``: the route a scan follows, and why; the path it names is the
 path that runs (recorded), with the accelerator and without it; why the accelerator is off when it is."""
 import contextlib
 import io
@@ -37,7 +37,7 @@ def test_the_path_explained_is_the_path_run(clean_workspace, torch_scan, monkeyp
     monkeypatch.setenv(compiled.SWITCH, "1" if on else "0")
     explained = pycumsum_op.explain(shape, axis, dtype, op, **flags)
     assert explained.accelerator == ("on" if on else "off: turned off by {}=0".format(compiled.SWITCH))
-    path = explained.plan.path
+    path = explained.route.path
     assert path == (explained.accelerated if on else explained.plain).path
     x = np.random.RandomState(1).uniform(0.5, 1.5, shape).astype(dtype)
     entry = registered_scan(op)
@@ -57,7 +57,7 @@ def test_the_path_explained_is_the_path_run(clean_workspace, torch_scan, monkeyp
     np.testing.assert_array_equal(workspace.FetchBlob("ex_y"), expected.numpy())
 
 
-def test_the_command_prints_both_plans_and_the_accelerators_state(monkeypatch):
+def test_the_command_prints_both_routes_and_the_accelerators_state(monkeypatch):
     monkeypatch.setenv(compiled.SWITCH, "off")
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -90,15 +90,15 @@ def test_bad_input_is_one_line(capsys, argv, message):
     assert err.startswith("pycumsum-op explain: error: ") and message in err and err.count("\n") == 1
 
 
-def test_a_scan_without_a_plan_says_so():
-    entry = register(registered_scan("cumsum")._replace(name="explained_sum", op_name="PyExplainedSum", plans=None,
-                                                        direct=None))
+def test_a_scan_without_a_kernel_says_so():
+    entry = register(registered_scan("cumsum")._replace(name="explained_sum", op_name="PyExplainedSum", kernel=None,
+                                                        arguments=frozenset(["reverse"])))
     try:
         text = str(pycumsum_op.explain((4, 5), 1, op="PyExplainedSum"))
     finally:
         unregister(entry.name)
     assert text.splitlines() == ["explained_sum (PyExplainedSum) of float32 (4, 5) along axis 1, inclusive, forward "
-                                 "-> float32", "  its own forward kernel (the entry declares no plan)"]
+                                 "-> float32", "  its own forward function (the entry declares no kernel to route)"]
     assert isinstance(entry, Scan)
 
 

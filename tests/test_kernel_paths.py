@@ -3,7 +3,7 @@
 Each path adds a lane's elements in order in float64 (int64 for integers) and rounds once,
 as torch.cumsum does on CPU, so float32/float64/int32/int64 results must EQUAL torch's, and
 float16 results must equal the float64 reference rounded to float16. Cases are chosen so that
-the plan (`pycumsum_op.kernels.plan.plan`) names the path under test (asserted), with the engine's size thresholds lowered
+the route (`pycumsum_op.kernels.route.route`) names the path under test (asserted), with the engine's size thresholds lowered
 (``tiny_blocks``) so that small arrays still cross block, tile and thread boundaries. The same
 paths are then driven through real Caffe2 nets (forward and gradient), with the paths taken
 recorded. Timing is never tested here: speed is `make bench`'s job.
@@ -17,9 +17,9 @@ from caffe2.python import core, workspace
 
 import pycumsum_op  # noqa: F401  (installs net.PyCumSum)
 from pycumsum_op.kernels import ScanSpec, compiled, cumsum_backward, cumsum_forward, engine, tuning
-from pycumsum_op.kernels.cumsum import KERNEL as CUMSUM
-from pycumsum_op.kernels.plan import APART, SAME, plan
+from pycumsum_op.kernels.route import APART, SAME, routes
 from pycumsum_op.torch_versions import has
+from engine_support import scan_route
 
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusive, reverse)
 
@@ -55,6 +55,7 @@ def paths_taken(monkeypatch):
 
     monkeypatch.setattr(engine, "_PATHS", {name: recording(name, path) for name, path in engine._PATHS.items()})
     monkeypatch.setattr(engine, "torch_scan", recording("torch", engine.torch_scan))  # the Caffe2 op's direct call
+    routes.cache_clear()  # a kept route holds its one call (engine.torch_scan): made again, it holds the recorder
     return taken
 
 
@@ -103,7 +104,7 @@ def run_kernel(x, axis, exclusive, reverse, in_place=False, dtype=None):
     return cumsum_forward(x, spec)
 
 
-# shape, axis, dtype (of input and result), the path the plan must name forward, and reversed
+# shape, axis, dtype (of input and result), the path the route must name forward, and reversed
 # (under tiny_blocks)
 KERNEL_CASES = [
     ((7, 50), 1, np.float32, "torch", "lanes"),      # last axis; reversed: float64 blocks
@@ -136,7 +137,8 @@ def test_each_path_matches_torch(tiny_blocks, paths_taken, shape, axis, dtype, f
     # a shifted scan in place would make torch read what it wrote: the blocked path takes it
     path = reverse_path if reverse or (exclusive and in_place) else forward_path
     normalised = axis % len(shape)
-    assert plan(CUMSUM, shape, dtype, normalised, exclusive, reverse, sharing=SAME if in_place else APART).path == path
+    assert scan_route("cumsum", shape, dtype, axis, exclusive, reverse, result=dtype,
+                      sharing=SAME if in_place else APART).path == path
     expected = oracle(x, normalised, exclusive, reverse, dtype=dtype)
     actual = run_kernel(x.copy() if in_place else x, axis, exclusive, reverse, in_place=in_place, dtype=dtype)
     assert paths_taken == [path]
@@ -359,9 +361,9 @@ def test_caffe2_op_in_place(paths_taken, shape, axis, exclusive, reverse):
 
 
 def test_caffe2_op_rechecks_when_the_input_dtype_or_rank_changes():
-    """The op caches its checked plan per (dtype, rank): a created net fed new dtypes and ranks stays right."""
+    """The op's routes are kept per dtype and shape: a created net fed new dtypes and ranks stays right."""
     workspace.ResetWorkspace()
-    net = core.Net("kernel_paths_plans")
+    net = core.Net("kernel_paths_routes")
     y = net.PyCumSum("kp_x", "kp_y", axis=1)
     net.AddExternalInput("kp_y_grad")
     net.AddGradientOperators({y: "kp_y_grad"})
@@ -386,8 +388,8 @@ def test_caffe2_op_rechecks_when_the_input_dtype_or_rank_changes():
 @pytest.mark.parametrize("shape, axis", [((70000,), 0), ((40, 3000), 1), ((400, 13), 0), ((2, 4543, 1), 1),
                                          ((80, 44, 28), 2)])
 def test_caffe2_op_direct_call_is_torchs(paths_taken, shape, axis, dtype):
-    """Where the plan is torch's one call, the op's forward is one torch.cumsum between the blobs: torch's bits."""
-    assert engine.direct_call(plan(CUMSUM, shape, dtype, axis)) is engine.torch_scan
+    """Where the route is torch's one call, the op's forward is one torch.cumsum between the blobs: torch's bits."""
+    assert scan_route("cumsum", shape, dtype, axis).call is engine.torch_scan
     workspace.ResetWorkspace()
     net = core.Net("kernel_paths_direct")
     net.PyCumSum("kp_x", "kp_y", axis=axis)

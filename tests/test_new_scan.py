@@ -8,9 +8,9 @@ Three scans are registered, each with its own kernels written below:
   so lowering and ONNX export refuse it with the entry's reasons.
 - ``runningsum`` (``PyRunningSum``): a plain running sum, declared with the ATen operator ``cumsum`` and
   the portable ``Add`` form, so both targets lower it (and its gradient op) from the entry alone.
-- ``runningproduct`` (``PyRunningProduct``): a planned scan with the accelerator's product loop, its kernel facts
-  (`ScanKernel`: identity, loop, compute dtypes, runner) declared here with its entry; the planner, `explain`, the
-  op's kept routes and the ATen lowering follow from them.
+- ``runningproduct`` (``PyRunningProduct``): a routed scan with the accelerator's product loop, its kernel facts
+  (`ScanKernel`: identity, loop, compute dtypes, runner) declared here with its entry; its routes, `explain`, the
+  op and the ATen lowering follow from them.
 """
 import contextlib
 import functools
@@ -24,8 +24,9 @@ from caffe2.python import brew, core, gradient_checker, model_helper, workspace
 import pycumsum_op
 from pycumsum_op import scans, torch_versions
 from pycumsum_op.kernels import DtypeRule, ScanArgumentError, compiled
-from pycumsum_op.kernels.spec import PRODUCT_LOOP, ScanKernel, backward_plan_and_out
-from pycumsum_op.kernels.torch_scans import forward_route, run_forward, runner
+from pycumsum_op.kernels.route import forward
+from pycumsum_op.kernels.spec import PRODUCT_LOOP, ScanKernel, backward_check_and_out
+from pycumsum_op.kernels.torch_scans import runner
 from pycumsum_op.ops import add_scan_op, scan_function
 from pycumsum_op.scans import AtenForm, PortableForm, Refused, Scan, aten_backward
 from engine_support import NEEDS_NUMBA, record_paths
@@ -34,10 +35,10 @@ from onnx_support import needs_onnx_backend
 FLOATING = DtypeRule((np.dtype(np.float32), np.dtype(np.float64)), integers_to_int64=False)
 
 
-def _lanes(array, spec, plan):
+def _lanes(array, spec, checked):
     """``array`` with at least one dimension, flipped along the axis when the scan is reversed."""
     lanes = array.reshape(1) if array.ndim == 0 else array
-    return np.flip(lanes, plan.axis) if spec.reverse else lanes
+    return np.flip(lanes, checked.axis) if spec.reverse else lanes
 
 
 def _counts(lanes, axis):
@@ -45,36 +46,36 @@ def _counts(lanes, axis):
     return np.arange(1, lanes.shape[axis] + 1, dtype=np.float64).reshape((-1,) + (1,) * (lanes.ndim - axis - 1))
 
 
-def _write(out, spec, plan, result):
-    out[...] = (np.flip(result, plan.axis) if spec.reverse else result).reshape(out.shape)
+def _write(out, spec, checked, result):
+    out[...] = (np.flip(result, checked.axis) if spec.reverse else result).reshape(out.shape)
     return out
 
 
-def cummean_forward(x, spec, out=None, plan=None):
-    plan = FLOATING.plan(spec, x) if plan is None else plan
-    out = np.empty(x.shape, plan.result_dtype) if out is None else out
-    lanes = _lanes(x, spec, plan)
-    return _write(out, spec, plan, np.cumsum(lanes, plan.axis, dtype=np.float64) / _counts(lanes, plan.axis))
+def cummean_forward(x, spec, out=None, checked=None):
+    checked = FLOATING.check(spec, x) if checked is None else checked
+    out = np.empty(x.shape, checked.result_dtype) if out is None else out
+    lanes = _lanes(x, spec, checked)
+    return _write(out, spec, checked, np.cumsum(lanes, checked.axis, dtype=np.float64) / _counts(lanes, checked.axis))
 
 
-def cummean_backward(grad_y, x, spec, out=None, plan=None):
+def cummean_backward(grad_y, x, spec, out=None, checked=None):
     """grad_x[j] = sum over i >= j of grad_y[i] / (i + 1): a reversed running sum of the weighted gradient."""
-    plan, out = backward_plan_and_out(spec, grad_y, x, out, plan)
-    weighted = _lanes(grad_y, spec, plan) / _counts(_lanes(grad_y, spec, plan), plan.axis)
-    return _write(out, spec, plan, np.flip(np.cumsum(np.flip(weighted, plan.axis), plan.axis), plan.axis))
+    checked, out = backward_check_and_out(FLOATING, spec, grad_y, x, out, checked)
+    weighted = _lanes(grad_y, spec, checked) / _counts(_lanes(grad_y, spec, checked), checked.axis)
+    return _write(out, spec, checked, np.flip(np.cumsum(np.flip(weighted, checked.axis), checked.axis), checked.axis))
 
 
-def running_sum_forward(x, spec, out=None, plan=None):
-    plan = DtypeRule().plan(spec, x) if plan is None else plan
-    out = np.empty(x.shape, plan.result_dtype) if out is None else out
-    return _write(out, spec, plan, np.cumsum(_lanes(x, spec, plan), plan.axis, dtype=plan.accumulate_dtype))
+def running_sum_forward(x, spec, out=None, checked=None):
+    checked = DtypeRule().check(spec, x) if checked is None else checked
+    out = np.empty(x.shape, checked.result_dtype) if out is None else out
+    return _write(out, spec, checked, np.cumsum(_lanes(x, spec, checked), checked.axis, dtype=checked.accumulate_dtype))
 
 
-def running_sum_backward(grad_y, x, spec, out=None, plan=None):
-    plan, out = backward_plan_and_out(spec, grad_y, x, out, plan)
-    lanes = _lanes(grad_y, spec, plan)
-    return _write(out, spec, plan, np.flip(np.cumsum(np.flip(lanes, plan.axis), plan.axis, dtype=np.float64),
-                                           plan.axis))
+def running_sum_backward(grad_y, x, spec, out=None, checked=None):
+    checked, out = backward_check_and_out(DtypeRule(), spec, grad_y, x, out, checked)
+    lanes = _lanes(grad_y, spec, checked)
+    return _write(out, spec, checked, np.flip(np.cumsum(np.flip(lanes, checked.axis), checked.axis, dtype=np.float64),
+                                           checked.axis))
 
 
 CUMMEAN = Scan(
@@ -101,11 +102,11 @@ def torch_running_product(t, axis, reverse=False, exclusive=False):
     return products.flip(axis) if reverse else products
 
 
-def running_product_backward(grad_y, x, spec, out=None, plan=None):
+def running_product_backward(grad_y, x, spec, out=None, checked=None):
     """torch autograd's gradient of the scan (the plumbing is under test here, not this kernel)."""
-    plan, out = backward_plan_and_out(spec, grad_y, x, out, plan)
+    checked, out = backward_check_and_out(DtypeRule(), spec, grad_y, x, out, checked)
     t = torch.from_numpy(np.array(x, np.float64, ndmin=1)).requires_grad_()
-    torch_running_product(t, plan.axis, spec.reverse, spec.exclusive).backward(
+    torch_running_product(t, checked.axis, spec.reverse, spec.exclusive).backward(
         torch.from_numpy(np.array(grad_y, np.float64, ndmin=1)))
     out[...] = t.grad.numpy().reshape(out.shape)
     return out
@@ -118,11 +119,10 @@ RUNNING_PRODUCT_KERNEL = ScanKernel(
     compute=((np.dtype(np.float16), np.dtype(np.float64)), (np.dtype(np.int32), np.dtype(np.int64))),
     run=runner(torch.cumprod))
 RUNNING_PRODUCT = Scan(
-    "runningproduct", "PyRunningProduct", functools.partial(run_forward, RUNNING_PRODUCT_KERNEL, DtypeRule()),
+    "runningproduct", "PyRunningProduct", functools.partial(forward, RUNNING_PRODUCT_KERNEL, DtypeRule()),
     running_product_backward,
     doc="Append ``blob_out`` = the running product of ``blob_in`` along ``axis``; returns the output BlobReference.",
     saves=("input",), dtypes=DtypeRule(), kernel=RUNNING_PRODUCT_KERNEL,
-    plans=functools.partial(forward_route, RUNNING_PRODUCT_KERNEL),
     aten=AtenForm("cumprod", needs=None, backward=aten_backward.cumprod_backward,
                   backward_needs="aten cumprod_backward(grad, input)"),
     portable=Refused("no exact portable product is declared"))
@@ -346,7 +346,7 @@ def test_the_aten_gradient_of_a_scan_reads_its_entry(new_scans):
     np.testing.assert_array_equal(workspace.FetchBlob("ax_grad"), torch_gradient("runningsum", x, 0, False, g)[1])
 
 
-# --- a planned scan with an accelerator loop: its kernel's facts are all the planner, explain and the op need
+# --- a routed scan with an accelerator loop: its kernel's facts are all its routes, explain and the op need
 
 FLAGS = [(False, False), (True, False), (False, True), (True, True)]  # (exclusive, reverse)
 
@@ -367,18 +367,18 @@ def running_product_gradient(x, weights, axis, exclusive, reverse):
 @pytest.mark.parametrize("accelerated", [pytest.param(True, marks=NEEDS_NUMBA), False],
                          ids=["accelerated", "plain"])
 @pytest.mark.parametrize("exclusive, reverse", FLAGS)
-def test_a_planned_scan_runs_the_route_explain_names(new_scans, monkeypatch, accelerated, exclusive, reverse):
-    """The op runs the route its kernel's facts plan, the one `explain` names (the accelerator's product loop, else
+def test_a_routed_scan_runs_the_route_explain_names(new_scans, monkeypatch, accelerated, exclusive, reverse):
+    """The op runs the route its kernel's facts make, the one `explain` names (the accelerator's product loop, else
     torch's scan), on its first run and on a repeated one (the kept route); forward and gradient equal torch."""
     monkeypatch.setenv(compiled.SWITCH, "1" if accelerated else "0")
     shape = (2000, 64)  # rows of 64 lanes: the accelerator's row loops, where it is on
     explained = pycumsum_op.explain(shape, 0, "float32", op="PyRunningProduct", exclusive=exclusive, reverse=reverse)
-    assert explained.plan.path == ("compiled" if accelerated else "torch")
+    assert explained.route.path == ("compiled" if accelerated else "torch")
     assert explained.plain.variant == ("out=" if not (exclusive or reverse) else "staged")
     taken = record_paths(monkeypatch)
     for seed in (1, 2):
         x, weights = signs(shape, seed)
-        _, y, grad_x = gradient_net("new_planned", "PyRunningProduct", x, 0, weights, exclusive=exclusive,
+        _, y, grad_x = gradient_net("new_routed", "PyRunningProduct", x, 0, weights, exclusive=exclusive,
                                     reverse=reverse)
         expected_y, expected_grad = running_product_gradient(x, weights, 0, exclusive, reverse)
         np.testing.assert_array_equal(y, expected_y)
@@ -386,9 +386,9 @@ def test_a_planned_scan_runs_the_route_explain_names(new_scans, monkeypatch, acc
     assert taken == ["compiled"] * (2 if accelerated else 0)
 
 
-def test_a_planned_scan_takes_its_compute_dtypes_and_dtype_rule(new_scans):
+def test_a_routed_scan_takes_its_compute_dtypes_and_dtype_rule(new_scans):
     """int32 is multiplied in int64 (the kernel's compute dtypes) and given as int64 (the entry's dtype rule)."""
-    net = core.Net("new_planned_int")
+    net = core.Net("new_routed_int")
     net.PyRunningProduct("ix", "iy", axis=1, exclusive=True)
     x = np.array([[2, 3, 4], [5, -1, 7]], np.int32)
     workspace.FeedBlob("ix", x)
@@ -397,10 +397,10 @@ def test_a_planned_scan_takes_its_compute_dtypes_and_dtype_rule(new_scans):
 
 
 @pytest.mark.parametrize("exclusive, reverse", FLAGS)
-def test_a_planned_scan_lowers_to_aten_with_its_gradient(new_scans, exclusive, reverse):
+def test_a_routed_scan_lowers_to_aten_with_its_gradient(new_scans, exclusive, reverse):
     """The entry's ATen form, with its identity (from its kernel) where the lowering shifts an exclusive scan."""
     x, weights = signs((3, 40), 9)
-    net, _, _ = gradient_net("new_planned_lowered", "PyRunningProduct", x, 1, weights, exclusive=exclusive,
+    net, _, _ = gradient_net("new_routed_lowered", "PyRunningProduct", x, 1, weights, exclusive=exclusive,
                              reverse=reverse)
     lower = functools.partial(pycumsum_op.lower, net, target="aten", shapes={"nx": x.shape}, dtypes={"nx": x.dtype})
     needed = RUNNING_PRODUCT.aten.backward_needs
@@ -419,8 +419,8 @@ def test_a_planned_scan_lowers_to_aten_with_its_gradient(new_scans, exclusive, r
     np.testing.assert_allclose(workspace.FetchBlob("nx_grad"), expected_grad, rtol=1e-5, atol=1e-5)
 
 
-def test_a_planned_scan_saves_and_loads(new_scans, tmp_path):
-    net = core.Net("new_planned_saved")
+def test_a_routed_scan_saves_and_loads(new_scans, tmp_path):
+    net = core.Net("new_routed_saved")
     net.PyRunningProduct("px", "py", axis=0, exclusive=True, reverse=True)
     path = str(tmp_path / "runningproduct.pb")
     pycumsum_op.save_net(net, path)
@@ -433,9 +433,9 @@ def test_a_planned_scan_saves_and_loads(new_scans, tmp_path):
                                   torch_running_product(torch.from_numpy(x), 0, True, True).numpy())
 
 
-def test_a_planned_scan_needs_its_kernel_and_runner():
-    with pytest.raises(ScanArgumentError, match=r"a planned scan states its kernel with the runner of its routes"):
+def test_a_routed_scan_needs_its_runner_and_an_exclusive_scan_its_identity():
+    with pytest.raises(ScanArgumentError, match=r"a scan's kernel states the runner of its routes"):
         scans.register(RUNNING_PRODUCT._replace(kernel=RUNNING_PRODUCT_KERNEL._replace(run=None)))
-    with pytest.raises(ScanArgumentError, match=r"a planned scan states its kernel"):
+    with pytest.raises(ScanArgumentError, match=r"an exclusive scan needs an identity"):
         scans.register(RUNNING_PRODUCT._replace(kernel=None))
     assert "runningproduct" not in scans.SCANS

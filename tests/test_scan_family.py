@@ -16,6 +16,7 @@ import hypothesis.strategies as st
 import numpy as np
 import pytest
 import torch
+from caffe2.python import core, workspace
 from hypothesis import given, settings
 
 try:
@@ -23,13 +24,13 @@ try:
 except ImportError:  # torch < 1.5 has no torch.testing._internal
     op_db = []
 
-from pycumsum_op.kernels import ScanSpec
+from pycumsum_op.kernels import ScanArgumentError, ScanSpec
 from pycumsum_op.scans import scan as registered_scan
-from pycumsum_op.kernels.plan import plan
 from pycumsum_op.kernels.spec import RESULT_DTYPES
 from pycumsum_op.torch_versions import has
 from scan_family_support import (RUN_ERROR, TWO_OUTPUTS, assert_gradient_close, assert_outputs_equal, run_scan,
                                  torch_reference)
+from engine_support import scan_route
 
 SCANS = ["cumprod", "cummax", "cummin", "logcumsumexp"]
 #: input dtypes each scan takes; for float16 and uint16 torch has no CPU kernel, so the oracle runs
@@ -177,8 +178,8 @@ def test_large_inputs_on_both_paths(scan, shape, axis, flags, torch_scan, clean_
     rng = np.random.RandomState(len(shape) + axis)
     x = rng.uniform(0.9, 1.1, shape).astype(np.float32)
     w = rng.standard_normal(shape).astype(np.float32)
-    found = plan(registered_scan(scan).kernel, shape, x.dtype, axis % len(shape), flags.get("exclusive", False),
-                 flags.get("reverse", False), accelerator=False)
+    found = scan_route(scan, shape, x.dtype, axis, flags.get("exclusive", False), flags.get("reverse", False),
+                       accelerator=False)
     assert found.variant == ("out=" if not flags else "staged")
     outputs, grad_x = run_scan(scan, x, w, axis=axis, **flags)
     expected, reference = oracle(torch_scan, scan, x, w, axis=axis, **flags)
@@ -338,3 +339,26 @@ def test_logcumsumexp_is_stable_at_1e4(dtype, torch_scan, clean_workspace):
     assert_gradient_close(grad_x, same_dtype.numpy().astype(np.float64), dtype)
     # float32 carries x - y at 1e4 to ~5e-4: the float64 reference agrees to that
     np.testing.assert_allclose(grad_x, reference, atol=5e-3 * np.abs(reference).max())
+
+
+def test_the_backward_checks_by_the_scans_own_dtype_rule(clean_workspace):
+    """The gradient checks its incoming gradient by the scan's `DtypeRule`, not cumsum's (which takes any number):
+    logcumsumexp's takes floats only, so an int64 gradient is refused naming the gradient op; cummax's keeps an
+    integer input's dtype, so an int32 gradient of int32 values comes back as int32."""
+    net = core.Net("own_rule")
+    net.PyLogCumSumExp("rule_x", "rule_y", axis=0)
+    net.AddGradientOperators({"rule_y": "rule_g"})
+    net.AddExternalInput("rule_g")
+    workspace.FeedBlob("rule_x", np.array([0.0, 1.0, 2.0]))
+    workspace.FeedBlob("rule_g", np.ones(3, np.int64))
+    with pytest.raises(Exception, match=r"PyLogCumSumExpGradient: input of shape \(3,\) has dtype int64; expected "
+                                        r"one of float16, float32, float64"):
+        workspace.RunNetOnce(net)
+    with pytest.raises(ScanArgumentError, match=r"PyLogCumSumExp: input of shape \(3,\) has dtype int64"):
+        registered_scan("logcumsumexp").backward(np.ones(3, np.int64), np.zeros(3), ScanSpec("PyLogCumSumExp", 0))
+    x = np.array([[3, 1, 4, 1, 5]], np.int32)
+    values, indices = registered_scan("cummax").forward(x, ScanSpec("PyCumMax", 1))
+    grad_x = registered_scan("cummax").backward(np.arange(5, dtype=np.int32).reshape(1, 5), x,
+                                                 ScanSpec("PyCumMaxGradient", 1), indices=indices)
+    assert values.dtype == np.int32 and grad_x.dtype == np.int32
+    np.testing.assert_array_equal(grad_x, [[1, 0, 5, 0, 4]])

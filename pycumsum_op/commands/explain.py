@@ -1,4 +1,4 @@
-"""``pycumsum-op explain``: the plan a scan follows for a shape, dtype and axis, and why, with the accelerator
+"""``pycumsum-op explain``: the route a scan follows for a shape, dtype and axis, and why, with the accelerator
 and without it (`pycumsum_op.explain`).
 
     pycumsum-op explain --shape 64,4096 --axis 0 [--dtype float32] [--op cumprod] [--exclusive] [--reverse]
@@ -32,7 +32,7 @@ def add_parser(subparsers) -> None:
     """Register ``explain`` on the pycumsum-op command line."""
     parser = subparsers.add_parser(
         "explain", help="say which path a scan takes for a shape, and why",
-        description="Prints the plan a scan's forward follows for a C-contiguous input of SHAPE and DTYPE along "
+        description="Prints the route a scan's forward follows for a C-contiguous input of SHAPE and DTYPE along "
                     "AXIS (the path, its variant, its buffers and the rule that chose it), with the accelerator "
                     "and without it, and whether the accelerator is on here (if not, why). Exit 0: explained, "
                     "2: bad input.")

@@ -13,8 +13,8 @@ from .cummax import cummax_backward, cummax_forward, cummin_backward, cummin_for
 from .cumprod import cumprod_backward, cumprod_forward
 from .cumsum import cumsum_backward, cumsum_forward
 from .logcumsumexp import logcumsumexp_backward, logcumsumexp_forward
-from .spec import DtypeRule, ScanArgumentError, ScanPlan, ScanSpec, gradient_dtype, resolve_dtype, short_repr
+from .spec import CheckedScan, DtypeRule, ScanArgumentError, ScanSpec, gradient_dtype, resolve_dtype, short_repr
 
-__all__ = ["ScanSpec", "ScanPlan", "DtypeRule", "ScanArgumentError", "resolve_dtype", "gradient_dtype", "short_repr",
+__all__ = ["ScanSpec", "CheckedScan", "DtypeRule", "ScanArgumentError", "resolve_dtype", "gradient_dtype", "short_repr",
            "cumsum_forward", "cumsum_backward", "cumprod_forward", "cumprod_backward", "cummax_forward",
            "cummax_backward", "cummin_forward", "cummin_backward", "logcumsumexp_forward", "logcumsumexp_backward"]

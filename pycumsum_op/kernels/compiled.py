@@ -12,7 +12,7 @@ uses, so the results are torch's bit for bit; only the order in which lanes adva
   `spec.ScanKernel`) of 3-D views; ``exclusive`` shifts by one (``kernel.identity`` first), ``reverse``
   walks each lane from its end. ``dst`` may be ``src`` itself (in place). By whole-row loops
   (`loops.sum_rows`, any view) or, ``chains``, four lanes at a time, each lane's running sum in a
-  register (`loops.sum_chains`, C-contiguous views): the scan's plan (`plan.plan`) says which.
+  register (`loops.sum_chains`, C-contiguous views): the scan's route (`route.route`) says which.
 - `extremum_rows(src, values, indices, maximum, chains)`: torch.cummax / torch.cummin (`spec.takes_lead`),
   values and int64 indices, by rows or four lanes at a time.
 
@@ -70,6 +70,13 @@ def status() -> str:
     setting = os.environ.get(SWITCH, "1")
     if setting.strip().lower() in _OFF:
         return "off: turned off by {}={}".format(SWITCH, setting)
+    return available()
+
+
+def available() -> str:
+    """`status` without the switch: "on" where numba imports, else why not. It does not read the environment (which
+    costs about a microsecond), so the Caffe2 op asks for its routes with it and reads the switch only when a route
+    takes the accelerator."""
     error = _numba_error()
     if not error:
         return "on"
@@ -97,7 +104,7 @@ def cache_directory() -> str:
 def scan_rows(src: np.ndarray, dst: np.ndarray, kernel, exclusive: bool, reverse: bool, chains: bool) -> None:
     """dst = the running sum or product (``kernel``: a `spec.ScanKernel` with a sum or product loop) of src along
     axis 1 of the 3-D (outer, length, inner) views: by the chains (C-contiguous views, lane by lane) or the row
-    loops, as the scan's plan says."""
+    loops, as the scan's route says."""
     outer, length, inner = src.shape
     accumulator = ACCUMULATORS[src.dtype.kind]
     product = kernel.loop == PRODUCT_LOOP
@@ -112,7 +119,7 @@ def scan_rows(src: np.ndarray, dst: np.ndarray, kernel, exclusive: bool, reverse
 
 def extremum_rows(src: np.ndarray, values: np.ndarray, indices: np.ndarray, maximum: bool, chains: bool) -> None:
     """values, indices = torch.cummax (``maximum``) or torch.cummin of src along axis 1 of the 3-D views: by the
-    chains (C-contiguous views) or the row loops, as the scan's plan says."""
+    chains (C-contiguous views) or the row loops, as the scan's route says."""
     outer, length, inner = src.shape
     if chains:
         _loops().extremum_chains(src.reshape(-1), values.reshape(-1), indices.reshape(-1), outer, length, inner,

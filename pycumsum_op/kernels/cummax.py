@@ -29,10 +29,9 @@ import torch
 
 from ..torch_versions import has
 from . import compiled
-from .plan import APART, OVERLAP, SAME, Route, sharing, view_3d
-from .plan import plan as kernel_plan
+from .route import Route, forward, view_3d
 from .torch_scans import along, as_lanes, as_tensor, gradient_compute_dtype
-from .spec import (EXTREMUM_LOOP, DtypeRule, ScanKernel, ScanPlan, ScanSpec, backward_plan_and_out,
+from .spec import (EXTREMUM_LOOP, CheckedScan, DtypeRule, ScanKernel, ScanSpec, backward_check_and_out,
                    takes_lead_elementwise)
 
 #: The input dtypes accepted (those Caffe2 blobs hold; torch scans every one of them, or in its compute dtype).
@@ -68,9 +67,9 @@ TORCH_CUMMIN = torch.cummin if has("torch.cummax") else partial(sequential_extre
 
 def _run_extremum(torch_scan: Callable, maximum: bool, route: Route, source: np.ndarray,
                   out: Tuple[np.ndarray, np.ndarray]) -> None:
-    """cummax's / cummin's `ScanKernel.run`: ``route`` of the lanes ``source`` (the compute dtype) into ``out``
-    (values, indices)."""
-    axis, (values, indices) = route.axis, out
+    """cummax's / cummin's `ScanKernel.run`: ``route`` of ``source`` (the compute dtype) into ``out`` (values,
+    indices), 0-d arrays as lanes of one element."""
+    axis, source, (values, indices) = route.axis, as_lanes(source), (as_lanes(output) for output in out)
     if route.reverse:  # scan the reversed lanes; write back through reversed views, indices counted from the end
         source, values, indices = (np.flip(a, axis) for a in (source, values, indices))
     if route.path == "compiled":  # the accelerator: whole rows compared at once, torch's rule in each lane
@@ -86,54 +85,11 @@ def _run_extremum(torch_scan: Callable, maximum: bool, route: Route, source: np.
         np.subtract(source.shape[axis] - 1, indices, out=indices)
 
 
-#: (input dtype, the dtype torch scans it in): exactly, every value is representable.
-_COMPUTE = ((np.dtype(np.float16), np.dtype(np.float32)), (np.dtype(np.uint16), np.dtype(np.int32)))
-#: cummax's and cummin's kernels: no exclusive form; the accelerator's extremum loops.
-CUMMAX = ScanKernel("cummax", identity=None, loop=EXTREMUM_LOOP, compute=_COMPUTE,
-                    run=partial(_run_extremum, TORCH_CUMMAX, True))
-CUMMIN = CUMMAX._replace(name="cummin", run=partial(_run_extremum, TORCH_CUMMIN, False))
-
-
-def _extremum_forward(kernel: ScanKernel, x: np.ndarray, spec: ScanSpec,
-                      out: Optional[Tuple[np.ndarray, np.ndarray]] = None, plan: Optional[ScanPlan] = None,
-                      route: Optional[Route] = None) -> Tuple[np.ndarray, np.ndarray]:
-    if plan is None:
-        plan = DTYPES.plan(spec, x)
-    values, indices = out if out is not None else (np.empty(x.shape, x.dtype), np.empty(x.shape, np.int64))
-    if route is None:
-        route = _extremum_plan(kernel, x, spec, plan, (values, indices))
-    route.run(as_lanes(x).astype(kernel.compute_dtype(x.dtype), copy=False), (as_lanes(values), as_lanes(indices)))
-    return values, indices
-
-
-def _extremum_plan(kernel: ScanKernel, x: np.ndarray, spec: ScanSpec, plan: ScanPlan,
-                   out: Optional[Tuple[np.ndarray, np.ndarray]] = None, accelerator=None):
-    """The `kernels.plan.Route` of cummax's / cummin's forward of ``x`` into ``out`` (values, indices; None: new
-    C-contiguous arrays): the scan runs in the kernel's compute dtype, on a cast copy where x has another dtype."""
-    compute = kernel.compute_dtype(x.dtype)
-    copied = compute != x.dtype
-    values, indices = out if out is not None else (None, None)
-    shared = APART if copied or out is None else max((sharing(x, output) for output in out),
-                                                     key=(APART, OVERLAP, SAME).index)
-    return kernel_plan(kernel, x.shape, compute, plan.axis, False, spec.reverse, out_dtype=x.dtype,
-                       strides=None if copied else x.strides, out_strides=None if out is None else values.strides,
-                       index_strides=None if out is None else indices.strides, sharing=shared,
-                       accelerator=accelerator)
-
-
-def _extremum_direct(kernel: ScanKernel, torch_scan: Callable, maximum: bool, spec: ScanSpec, plan: ScanPlan,
-                     x: np.ndarray):
-    """The one call ``_extremum_forward(kernel, x, spec, out, plan)`` amounts to for a
-    C-contiguous ``x`` and separate C-contiguous outputs where its plan is one call (the accelerator's loop, or
-    torch's scan), else None (reversed scans, dtypes torch scans in another: the kernel's compute dtypes). The
-    function found takes a torch tensor viewing x, the (values, indices) tensors and the axis."""
-    if kernel.compute_dtype(x.dtype) != x.dtype:
-        return None
-    found = _extremum_plan(kernel, x, spec, plan)
-    if not found.direct:
-        return None
-    if found.path == "compiled":
-        return partial(_compiled_extremum, found.view, torch_scan, maximum, found.chains)
+def _one_call(torch_scan: Callable, maximum: bool, route: Route) -> Callable:
+    """cummax's / cummin's `ScanKernel.one_call`: the accelerator's loop or torch's scan, on a torch tensor viewing
+    x, the (values, indices) tensors and the axis."""
+    if route.path == "compiled":
+        return partial(_compiled_extremum, route.view, maximum, route.chains)
     return partial(_torch_extremum, torch_scan)
 
 
@@ -142,27 +98,33 @@ def _torch_extremum(torch_scan: Callable, source: torch.Tensor, out: Tuple[torch
     torch_scan(source, axis, out=out)
 
 
-def _compiled_extremum(shape: tuple, torch_scan: Callable, maximum: bool, chains: bool, source: torch.Tensor,
+def _compiled_extremum(shape: tuple, maximum: bool, chains: bool, source: torch.Tensor,
                        out: Tuple[torch.Tensor, torch.Tensor], axis: int) -> None:
-    """The accelerator's cummax / cummin on tensors seen as the 3-D (outer, length, inner) ``shape``; torch's
-    scan once the accelerator is turned off."""
-    if not compiled.enabled():
-        return torch_scan(source, axis, out=out)
+    """The accelerator's cummax / cummin on tensors seen as the 3-D (outer, length, inner) ``shape``."""
     compiled.extremum_rows(source.numpy().reshape(shape), out[0].numpy().reshape(shape),
                            out[1].numpy().reshape(shape), maximum, chains)
 
 
-def _extremum_backward(forward: Callable, grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec,
-                       out: Optional[np.ndarray] = None, plan: Optional[ScanPlan] = None,
+#: (input dtype, the dtype torch scans it in): exactly, every value is representable.
+_COMPUTE = ((np.dtype(np.float16), np.dtype(np.float32)), (np.dtype(np.uint16), np.dtype(np.int32)))
+#: cummax's and cummin's kernels: no exclusive form; the accelerator's extremum loops.
+CUMMAX = ScanKernel("cummax", identity=None, loop=EXTREMUM_LOOP, compute=_COMPUTE,
+                    run=partial(_run_extremum, TORCH_CUMMAX, True), one_call=partial(_one_call, TORCH_CUMMAX, True))
+CUMMIN = CUMMAX._replace(name="cummin", run=partial(_run_extremum, TORCH_CUMMIN, False),
+                         one_call=partial(_one_call, TORCH_CUMMIN, False))
+
+
+def _extremum_backward(scan_forward: Callable, grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec,
+                       out: Optional[np.ndarray] = None, checked: Optional[CheckedScan] = None,
                        indices: Optional[np.ndarray] = None) -> np.ndarray:
     """grad_x: grad_y scattered (added) onto the winning indices along the axis.
 
     ``x`` gives the shape and the gradient's dtype (its values are used only when ``indices``, the
     forward's second output, is not given); ``out`` may be ``grad_y``.
     """
-    plan, out = backward_plan_and_out(spec, grad_y, x, out, plan)
+    checked, out = backward_check_and_out(DTYPES, spec, grad_y, x, out, checked)
     if indices is None:
-        indices = forward(x, spec)[1]
+        indices = scan_forward(x, spec)[1]
     if grad_y.size == 0:
         return out
     target = as_lanes(out)
@@ -170,29 +132,23 @@ def _extremum_backward(forward: Callable, grad_y: np.ndarray, x: np.ndarray, spe
     direct = (source.dtype == as_tensor(target[:0]).dtype and min(target.strides, default=0) >= 0
               and not np.may_share_memory(grad_y, target))  # scatter straight into out
     grad_x = torch.from_numpy(target) if direct else torch.empty(source.shape, dtype=source.dtype)
-    grad_x.zero_().scatter_add_(plan.axis, as_tensor(as_lanes(indices)), source)
+    grad_x.zero_().scatter_add_(checked.axis, as_tensor(as_lanes(indices)), source)
     if not direct:
         np.copyto(target, grad_x.numpy(), casting="unsafe")
     return out
 
 
-def cummax_forward(x: np.ndarray, spec: ScanSpec, out: Optional[Tuple[np.ndarray, np.ndarray]] = None,
-                   plan: Optional[ScanPlan] = None, route: Optional[Route] = None) -> Tuple[np.ndarray, np.ndarray]:
-    """(values, indices) = torch.cummax(x) along ``spec.axis``, into ``out`` (allocated when None); ``route``:
-    ``cummax_plan(x, spec, plan, out)`` when the caller has it."""
-    return _extremum_forward(CUMMAX, x, spec, out, plan, route)
+def cummax_forward(x: np.ndarray, spec: ScanSpec,
+                   out: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """(values, indices) = torch.cummax(x) along ``spec.axis``, into ``out`` (allocated when None), by its route."""
+    return forward(CUMMAX, DTYPES, x, spec, out)
 
 
-def cummin_forward(x: np.ndarray, spec: ScanSpec, out: Optional[Tuple[np.ndarray, np.ndarray]] = None,
-                   plan: Optional[ScanPlan] = None, route: Optional[Route] = None) -> Tuple[np.ndarray, np.ndarray]:
-    """(values, indices) = torch.cummin(x) along ``spec.axis``, into ``out`` (allocated when None); ``route``:
-    ``cummin_plan(x, spec, plan, out)`` when the caller has it."""
-    return _extremum_forward(CUMMIN, x, spec, out, plan, route)
+def cummin_forward(x: np.ndarray, spec: ScanSpec,
+                   out: Optional[Tuple[np.ndarray, np.ndarray]] = None) -> Tuple[np.ndarray, np.ndarray]:
+    """(values, indices) = torch.cummin(x) along ``spec.axis``, into ``out`` (allocated when None), by its route."""
+    return forward(CUMMIN, DTYPES, x, spec, out)
 
 
-cummax_plan = partial(_extremum_plan, CUMMAX)
-cummin_plan = partial(_extremum_plan, CUMMIN)
-cummax_direct = partial(_extremum_direct, CUMMAX, TORCH_CUMMAX, True)
-cummin_direct = partial(_extremum_direct, CUMMIN, TORCH_CUMMIN, False)
 cummax_backward = partial(_extremum_backward, cummax_forward)
 cummin_backward = partial(_extremum_backward, cummin_forward)

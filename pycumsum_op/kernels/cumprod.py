@@ -19,49 +19,31 @@ array([2, 6, 0, 0])
 >>> cumprod_backward(np.ones(4), np.array([2., 3., 0., 4.]), spec)
 array([ 4.,  2., 30.,  0.])
 """
-from functools import partial
 from typing import Optional
 
 import numpy as np
 import torch
 
 from . import engine
-from .plan import Route
-from .torch_scans import forward_route, reversed_cumsum, run_forward, run_gradient, runner
-from .spec import PRODUCT_LOOP, DtypeRule, ScanKernel, ScanPlan, ScanSpec, backward_plan_and_out
+from .route import forward
+from .torch_scans import reversed_cumsum, run_gradient, runner
+from .spec import PRODUCT_LOOP, CheckedScan, DtypeRule, ScanKernel, ScanSpec, backward_check_and_out
 
 #: The dtype rule of cumprod (torch.cumprod's): any bool, integer or floating input; bool and integers give int64.
 DTYPES = DtypeRule()
 #: cumprod's kernel: an exclusive product starts with 1 (the empty product); torch.cumprod runs float16 (which it
 #: does not scan on CPU) in float64 and int32 in int64 (which it accumulates in).
-#: The accelerator multiplies rows into a float64 (int64) row, as torch's lanes.
+#: The accelerator multiplies rows into a float64 (int64) row, as torch's lanes; a direct route is one torch.cumprod
+#: (or the accelerator's loop) between the tensors.
 KERNEL = ScanKernel("cumprod", identity=1.0, loop=PRODUCT_LOOP,
                     compute=((np.dtype(np.float16), np.dtype(np.float64)), (np.dtype(np.int32), np.dtype(np.int64))),
-                    run=runner(torch.cumprod))
-#: The `kernels.plan.Route` of ``cumprod_forward(x, spec, out, plan)``: cumprod_plan(x, spec, plan, out=None,
-#: accelerator=None) (`torch_scans.forward_route`).
-cumprod_plan = partial(forward_route, KERNEL)
+                    run=runner(torch.cumprod), one_call=engine.one_call)
 
 
-def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
-                    plan: Optional[ScanPlan] = None, route: Optional[Route] = None) -> np.ndarray:
-    """y = cumprod(x) along ``spec.axis`` into ``out`` (allocated when None; may overlap ``x``); ``route``:
-    ``cumprod_plan(x, spec, plan, out)`` when the caller has it (`torch_scans.run_forward`)."""
-    return run_forward(KERNEL, DTYPES, x, spec, out, plan, route)
-
-
-def cumprod_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
-    """The one call ``cumprod_forward(x, spec, out, plan)`` into a separate C-contiguous ``out`` amounts to for a
-    C-contiguous ``x`` (torch.cumprod, or the accelerator's loop) where its plan is one call, else None. The
-    function found takes torch tensors viewing x and out, and the axis.
-
-    >>> spec, x = ScanSpec("PyCumProd", axis=0), np.ones(1 << 16, np.float32)
-    >>> cumprod_direct(spec, spec.plan(x), x) is engine.torch_product
-    True
-    """
-    if x.dtype != plan.result_dtype or KERNEL.compute_dtype(x.dtype) != x.dtype:
-        return None
-    return engine.direct_call(cumprod_plan(x, spec, plan))
+def cumprod_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None) -> np.ndarray:
+    """y = cumprod(x) along ``spec.axis`` into ``out`` (allocated when None; may overlap ``x``), by its route
+    (`route.forward`)."""
+    return forward(KERNEL, DTYPES, x, spec, out)
 
 
 def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int,
@@ -85,12 +67,12 @@ def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int,
 
 
 def cumprod_backward(grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
-                     plan: Optional[ScanPlan] = None, y: Optional[np.ndarray] = None) -> np.ndarray:
+                     checked: Optional[CheckedScan] = None, y: Optional[np.ndarray] = None) -> np.ndarray:
     """grad_x for y = cumprod(x): needs x's values (so the forward must not run in place).
 
     Computed in float64 (float32 when the gradient is float32), written into ``out`` (may be
     ``grad_y``) in the input's dtype for floating inputs, else in grad_y's. ``y``, the forward's
     output, saves recomputing it (used unless exclusive, or of another dtype than the computation).
     """
-    plan, out = backward_plan_and_out(spec, grad_y, x, out, plan)
-    return run_gradient(_inclusive_gradient, grad_y, x, out, plan.axis, spec.exclusive, spec.reverse, y)
+    checked, out = backward_check_and_out(DTYPES, spec, grad_y, x, out, checked)
+    return run_gradient(_inclusive_gradient, grad_y, x, out, checked.axis, spec.exclusive, spec.reverse, y)

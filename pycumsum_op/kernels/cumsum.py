@@ -20,77 +20,42 @@ from typing import Optional
 import numpy as np
 
 from . import engine
-from .plan import APART, SAME, Route, sharing
-from .plan import plan as kernel_plan
-from .spec import SUM_LOOP, DtypeRule, ScanKernel, ScanPlan, ScanSpec, backward_plan_and_out
+from .route import forward, sharing
+from .route import route as scan_route
+from .spec import SUM_LOOP, CheckedScan, DtypeRule, ScanKernel, ScanSpec, backward_check_and_out
 
 #: The dtype rule of cumsum (torch.cumsum's): any bool, integer or floating input; bool and integers give int64.
 DTYPES = DtypeRule()
-#: cumsum's kernel: the engine's paths or the accelerator's sum loops; exclusive sums start with 0.
-KERNEL = ScanKernel("cumsum", identity=0.0, loop=SUM_LOOP, engine=True, run=engine.run)
+#: cumsum's kernel: the engine's paths or the accelerator's sum loops; exclusive sums start with 0; a direct route is
+#: one torch.cumsum (or the accelerator's loop) between the tensors.
+KERNEL = ScanKernel("cumsum", identity=0.0, loop=SUM_LOOP, engine=True, run=engine.run, one_call=engine.one_call)
 
 
-def cumsum_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
-                   plan: Optional[ScanPlan] = None, route: Optional[Route] = None) -> np.ndarray:
-    """y = cumsum(x) along ``spec.axis``, into ``out`` (allocated when None; may be ``x``).
-
-    ``out`` must have the result dtype; ``plan`` is ``spec.plan(x)`` and ``route`` is ``cumsum_plan(x, spec, plan,
-    out)`` when the caller has them.
-    """
-    if plan is None:
-        plan = DTYPES.plan(spec, x)
-    if out is None:
-        out = np.empty(x.shape, plan.result_dtype)
-    found = cumsum_plan(x, spec, plan, out) if route is None else route
-    if x.dtype != plan.result_dtype:  # torch casts first, then sums (dtype= narrowing included)
-        np.copyto(out, x, casting="unsafe")
-        x = out
-    found.run(x, out)
-    return out
-
-
-def cumsum_plan(x: np.ndarray, spec: ScanSpec, plan: ScanPlan, out: Optional[np.ndarray] = None, accelerator=None):
-    """The `kernels.plan.Route` of ``cumsum_forward(x, spec, out, plan)`` (``out`` None: a new C-contiguous array):
-    an input of another dtype is cast into the output and scanned there, in place.
+def cumsum_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None) -> np.ndarray:
+    """y = cumsum(x) along ``spec.axis``, into ``out`` (allocated when None; may be ``x``), by its route: an input of
+    another dtype is cast into the output first and summed there, in place.
 
     >>> x, spec = np.ones((64, 4096), np.int32), ScanSpec("PyCumSum", 0, exclusive=True)
-    >>> p = cumsum_plan(x, spec, spec.plan(x), accelerator=False)
-    >>> p.path, p.reason.split(";")[0]
+    >>> r = scan_route(KERNEL, DTYPES, spec, x.shape, x.dtype, accelerator=False)
+    >>> r.path, r.reason.split(";")[0]
     ('rows', 'shifted in place (torch would read what it wrote)')
     """
-    out_strides = None if out is None else out.strides
-    if x.dtype != plan.result_dtype:
-        return kernel_plan(KERNEL, x.shape, plan.result_dtype, plan.axis, spec.exclusive, spec.reverse,
-                           strides=out_strides, out_strides=out_strides, sharing=SAME, accelerator=accelerator)
-    return kernel_plan(KERNEL, x.shape, x.dtype, plan.axis, spec.exclusive, spec.reverse, out_dtype=plan.result_dtype,
-                       strides=x.strides, out_strides=out_strides,
-                       sharing=APART if out is None else sharing(x, out), accelerator=accelerator)
-
-
-def cumsum_direct(spec: ScanSpec, plan: ScanPlan, x: np.ndarray):
-    """The one call ``cumsum_forward(x, spec, out, plan)`` into a separate C-contiguous ``out`` amounts to for a
-    C-contiguous ``x`` (torch.cumsum, or the accelerator's loop), where its `kernels.plan.plan` is one call, else
-    None. The function found takes torch tensors viewing x and out, and the axis.
-
-    >>> spec, x = ScanSpec("PyCumSum", axis=0), np.ones(1 << 16, np.float32)
-    >>> cumsum_direct(spec, spec.plan(x), x) is engine.torch_scan, cumsum_direct(spec, spec.plan(x[:8]), x[:8])
-    (True, None)
-    """
-    if spec.reverse or x.dtype != plan.result_dtype:
-        return None
-    return engine.direct_call(cumsum_plan(x, spec, plan))
+    return forward(KERNEL, DTYPES, x, spec, out)
 
 
 def cumsum_backward(grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
-                    plan: Optional[ScanPlan] = None) -> np.ndarray:
+                    checked: Optional[CheckedScan] = None) -> np.ndarray:
     """grad_x for y = cumsum(x): the same scan over grad_y, run in the other direction.
 
     ``x`` gives the gradient's dtype (floating inputs get their own dtype back, as
     in torch autograd) and nothing else, so an in-place forward is fine. The sum is
     taken in the accumulation dtype and cast once, into ``out`` (may be ``grad_y``);
-    ``plan`` is ``spec.plan(grad_y)`` when the caller has it.
+    ``checked`` is ``DTYPES.check(spec, grad_y)`` when the caller has it.
     """
-    plan, out = backward_plan_and_out(spec, grad_y, x, out, plan)
-    kernel_plan(KERNEL, grad_y.shape, grad_y.dtype, plan.axis, spec.exclusive, not spec.reverse, out_dtype=out.dtype,
-                strides=grad_y.strides, out_strides=out.strides, sharing=sharing(grad_y, out)).run(grad_y, out)
+    checked, out = backward_check_and_out(DTYPES, spec, grad_y, x, out, checked)
+    # summed as grad_y's dtype (its result, no cast first) and rounded once into the gradient's (torch: the cast back)
+    found = scan_route(KERNEL, DTYPES, spec._replace(axis=checked.axis, reverse=not spec.reverse, dtype=grad_y.dtype),
+                       grad_y.shape, grad_y.dtype, out_dtype=out.dtype, strides=grad_y.strides,
+                       out_strides=out.strides, sharing=sharing(grad_y, out))
+    found.run(grad_y, out)
     return out

@@ -1,11 +1,11 @@
-"""cumsum's paths over numpy arrays: one function per path, each run where `plan.plan` says.
+"""cumsum's paths over numpy arrays: one function per path, each run where `route.route` says.
 
 Every path adds each lane (one 1-D slice along the scan axis) element after element,
 left to right, in the accumulation dtype, and rounds once per element to the output
 dtype, exactly as torch.cumsum does on CPU. So the paths agree bit for bit with each
 other, and with torch for float32, float64, int32 and int64. The array is seen as
 (outer, length, inner) around the scan axis. What each path does (which one runs, and
-why, is the plan's to say):
+why, is the route's to say):
 
 - ``trivial``: a scan of length 1 is a copy (zeros when exclusive).
 - ``numpy``: ``np.add.accumulate`` over flipped/shifted views, the reference path.
@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from . import compiled, tuning
-from .plan import view_3d
+from .route import view_3d
 from .spec import EXACT_DTYPES, PRODUCT_LOOP, accumulate_dtype
 from .torch_scans import along
 
@@ -41,7 +41,7 @@ _from_numpy = torch.from_numpy
 
 def torch_scan(src: torch.Tensor, dst: torch.Tensor, axis: int) -> None:
     """dst = torch.cumsum(src, axis): the ``torch`` path as one call, on tensors viewing the memory of arrays
-    whose plan is that one call (a caller holding tensors, such as the Caffe2 op, skips numpy)."""
+    whose route is that one call (a caller holding tensors, such as the Caffe2 op, skips numpy)."""
     _cumsum(src, axis, out=dst)
 
 
@@ -57,25 +57,21 @@ def _torch_call(kernel):
 
 def compiled_scan(shape: tuple, kernel, chains: bool, src: torch.Tensor, dst: torch.Tensor, axis: int) -> None:
     """dst = torch.cumsum or torch.cumprod (as ``kernel``'s loop says) of src along ``axis`` by the accelerator's
-    loop (``chains`` or row loops, as planned), on C-contiguous tensors seen as the 3-D (outer, length, inner)
-    ``shape`` around ``axis``; torch's call once the accelerator is turned off."""
-    if not compiled.enabled():
-        return _torch_call(kernel)(src, dst, axis)
+    loop (``chains`` or row loops, as routed), on C-contiguous tensors seen as the 3-D (outer, length, inner)
+    ``shape`` around ``axis``."""
     compiled.scan_rows(src.numpy().reshape(shape), dst.numpy().reshape(shape), kernel, False, False, chains)
 
 
-def direct_call(found):
-    """The function making the one call ``found`` (a `plan.Route` of a sum or product with ``direct``) amounts to,
-    on torch tensors viewing the input and the output and the axis; None where the plan is not one call."""
-    if not found.direct:
-        return None
+def one_call(found):
+    """The `spec.ScanKernel.one_call` of a sum or product: the function making the one call ``found`` (a direct
+    `route.Route`) amounts to, on torch tensors viewing the input and the output, and the axis."""
     if found.path == "compiled":
         return functools.partial(compiled_scan, found.view, found.kernel, found.chains)
     return _torch_call(found.kernel)
 
 
 def run(route, src: np.ndarray, dst: np.ndarray) -> None:
-    """Run cumsum's ``route`` (a `plan.Route`; cumsum's `ScanKernel.run`) of src into dst, summed in src's
+    """Run cumsum's ``route`` (a `route.Route`; cumsum's `ScanKernel.run`) of src into dst, summed in src's
     accumulation dtype: the numpy path gets the arrays (flipped along the axis when reversed), the others their
     (outer, length, inner) views, flipped along all three axes when reversed (lanes are independent: a contiguous
     input stays one reversed run for the copies) except the compiled path, which walks the lanes back itself."""

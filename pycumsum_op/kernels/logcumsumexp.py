@@ -25,16 +25,15 @@ torch before 1.9 returns NaN after a leading -inf (and torch before 1.6 has no l
 >>> logcumsumexp_backward(np.ones(3), np.array([-np.inf, -np.inf, 0.]), spec)
 array([0., 0., 1.])
 """
-from functools import partial
 from typing import Optional
 
 import numpy as np
 import torch
 
 from ..torch_versions import has
-from .plan import Route
-from .torch_scans import flip, forward_route, reversed_cumsum, run_forward, run_gradient, runner
-from .spec import DtypeRule, ScanKernel, ScanPlan, ScanSpec, backward_plan_and_out
+from .route import forward
+from .torch_scans import flip, reversed_cumsum, run_gradient, runner
+from .spec import CheckedScan, DtypeRule, ScanKernel, ScanSpec, backward_check_and_out
 
 #: The input dtypes accepted (torch.logcumsumexp's floating types, and float16).
 INPUT_DTYPES = tuple(np.dtype(t) for t in (np.float16, np.float32, np.float64))
@@ -55,16 +54,12 @@ def inclusive_logcumsumexp(tensor: torch.Tensor, axis: int, out: Optional[torch.
 #: which torch does not scan on CPU, runs in float64.
 KERNEL = ScanKernel("logcumsumexp", identity=-np.inf, compute=((np.dtype(np.float16), np.dtype(np.float64)),),
                     run=runner(inclusive_logcumsumexp))
-#: The `kernels.plan.Route` of ``logcumsumexp_forward(x, spec, out, plan)``: logcumsumexp_plan(x, spec, plan,
-#: out=None, accelerator=None) (`torch_scans.forward_route`).
-logcumsumexp_plan = partial(forward_route, KERNEL)
 
 
-def logcumsumexp_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
-                         plan: Optional[ScanPlan] = None, route: Optional[Route] = None) -> np.ndarray:
-    """y = logcumsumexp(x) along ``spec.axis`` into ``out`` (allocated when None; may overlap ``x``); ``route``:
-    ``logcumsumexp_plan(x, spec, plan, out)`` when the caller has it (`torch_scans.run_forward`)."""
-    return run_forward(KERNEL, DTYPES, x, spec, out, plan, route)
+def logcumsumexp_forward(x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None) -> np.ndarray:
+    """y = logcumsumexp(x) along ``spec.axis`` into ``out`` (allocated when None; may overlap ``x``), by its route
+    (`route.forward`)."""
+    return forward(KERNEL, DTYPES, x, spec, out)
 
 
 def _reversed_logcumsumexp(tensor: torch.Tensor, axis: int) -> torch.Tensor:
@@ -91,11 +86,11 @@ def _inclusive_gradient(grad_y: torch.Tensor, x: torch.Tensor, axis: int,
 
 
 def logcumsumexp_backward(grad_y: np.ndarray, x: np.ndarray, spec: ScanSpec, out: Optional[np.ndarray] = None,
-                          plan: Optional[ScanPlan] = None, y: Optional[np.ndarray] = None) -> np.ndarray:
+                          checked: Optional[CheckedScan] = None, y: Optional[np.ndarray] = None) -> np.ndarray:
     """grad_x for y = logcumsumexp(x): needs x's values (so the forward must not run in place).
 
     Computed in float64 (float32 when the gradient is float32), written into ``out`` (may be ``grad_y``).
     ``y``, the forward's output, saves recomputing it (used unless exclusive, or of another dtype).
     """
-    plan, out = backward_plan_and_out(spec, grad_y, x, out, plan)
-    return run_gradient(_inclusive_gradient, grad_y, x, out, plan.axis, spec.exclusive, spec.reverse, y)
+    checked, out = backward_check_and_out(DTYPES, spec, grad_y, x, out, checked)
+    return run_gradient(_inclusive_gradient, grad_y, x, out, checked.axis, spec.exclusive, spec.reverse, y)

@@ -1,14 +1,14 @@
 """What a scan call means, checked before any data is touched.
 
-`ScanSpec` holds one op's parameters (axis, exclusive, reverse, dtype) and turns
-them, together with an input array, into a `ScanPlan`: the normalised axis and
-the result and accumulation dtypes. Every error names the op, the argument and
-the user's own shape, einops-style:
+`ScanSpec` holds one op's parameters (axis, exclusive, reverse, dtype); the scan's
+`DtypeRule` checks them against an input array and gives a `CheckedScan`: the
+normalised axis and the result and accumulation dtypes. Every error names the op,
+the argument and the user's own shape, einops-style:
 
 >>> import numpy as np
->>> ScanSpec("PyCumSum", axis=-1).plan(np.zeros((2, 3), np.int32)).result_dtype
+>>> DtypeRule().check(ScanSpec("PyCumSum", axis=-1), np.zeros((2, 3), np.int32)).result_dtype
 dtype('int64')
->>> ScanSpec("PyCumSum", axis=2).plan(np.zeros((2, 3)))
+>>> DtypeRule().check(ScanSpec("PyCumSum", axis=2), np.zeros((2, 3)))
 Traceback (most recent call last):
 ...
 pycumsum_op.kernels.spec.ScanArgumentError: PyCumSum: axis=2 is out of range for an input of shape (2, 3) (rank 2); valid axes are -2..1
@@ -65,7 +65,7 @@ SUM_LOOP, PRODUCT_LOOP, EXTREMUM_LOOP = "sum", "product", "extremum"
 
 
 class ScanKernel(NamedTuple):
-    """What the planner (`plan.plan`) and the accelerator know of one scan's kernel, declared once in its kernel
+    """What the route (`route.route`) and the accelerator know of one scan's kernel, declared once in its kernel
     module; the scan's registry entry holds it (``Scan.kernel``), so the kernels never read the registry and nothing
     outside the registry branches on a scan's name.
 
@@ -78,12 +78,15 @@ class ScanKernel(NamedTuple):
     #: the accelerator's loop (`SUM_LOOP`, `PRODUCT_LOOP`, `EXTREMUM_LOOP`), or None: torch's scan only
     loop: Optional[str] = None
     #: (result dtype, the dtype the kernel scans it in) where they differ: torch has no CPU scan of float16 and
-    #: uint16, and cumprod accumulates int32 in int64 (pairs, not a dict: the kernel is part of a plan's cache key)
+    #: uint16, and cumprod accumulates int32 in int64 (pairs, not a dict: the kernel is part of a route's cache key)
     compute: Tuple[Tuple[np.dtype, np.dtype], ...] = ()
-    #: planned and run by cumsum's engine paths (`engine`: numpy, blocked lanes and rows), not by torch's scan
+    #: routed and run by cumsum's engine paths (`engine`: numpy, blocked lanes and rows), not by torch's scan
     engine: bool = False
-    #: run(route, src, dst): runs a `plan.Route` of this kernel (``Route.run`` calls it); None: the scan is not planned
+    #: run(route, src, dst): runs a `route.Route` of this kernel (``Route.run`` calls it)
     run: Optional[Callable] = None
+    #: one_call(route) -> call(src, dst, axis): a direct route's one call on torch tensors (``Route.call``); None: the
+    #: kernel makes none, and its routes run by ``run``
+    one_call: Optional[Callable] = None
 
     def compute_dtype(self, dtype) -> np.dtype:
         """The dtype this kernel scans a result of ``dtype`` in."""
@@ -156,17 +159,18 @@ def gradient_dtype(x_dtype: np.dtype, grad_y_dtype: np.dtype) -> np.dtype:
     return np.dtype(x_dtype) if np.dtype(x_dtype).kind == "f" else np.dtype(grad_y_dtype)
 
 
-def backward_plan_and_out(spec, grad_y: np.ndarray, x: np.ndarray, out=None, plan=None):
-    """The prologue every scan's backward shares: ``(plan, out)``, with ``plan`` made by
-    ``spec.plan(grad_y)`` and ``out`` a new array in `gradient_dtype` where the caller gave none."""
-    if plan is None:
-        plan = spec.plan(grad_y)
+def backward_check_and_out(dtypes: "DtypeRule", spec, grad_y: np.ndarray, x: np.ndarray, out=None, checked=None):
+    """The prologue every scan's backward shares: ``(checked, out)``, with ``checked`` made by the scan's own rule
+    ``dtypes`` (``dtypes.check(spec, grad_y)``) and ``out`` a new array in `gradient_dtype` where the caller gave
+    none."""
+    if checked is None:
+        checked = dtypes.check(spec, grad_y)
     if out is None:
         out = np.empty(grad_y.shape, gradient_dtype(x.dtype, grad_y.dtype))
-    return plan, out
+    return checked, out
 
 
-class ScanPlan(NamedTuple):
+class CheckedScan(NamedTuple):
     """A checked scan over one input: where, and in which dtypes."""
     axis: int                 # normalised, 0 <= axis < max(ndim, 1)
     result_dtype: np.dtype    # dtype of the output tensor
@@ -187,11 +191,6 @@ class ScanSpec(NamedTuple):
         return cls(op_name, check_axis_argument(op_name, axis),
                    check_flag_argument(op_name, "exclusive", exclusive),
                    check_flag_argument(op_name, "reverse", reverse), resolve_dtype(op_name, dtype))
-
-    def plan(self, x: np.ndarray) -> ScanPlan:
-        """Check ``x`` against this spec with torch.cumsum's dtype rule (``DtypeRule()``; a scan with another
-        rule plans with its own `DtypeRule`)."""
-        return DtypeRule().plan(self, x)
 
 
 class DtypeRule(NamedTuple):
@@ -217,18 +216,22 @@ class DtypeRule(NamedTuple):
         dtype = np.dtype(dtype)
         return np.dtype(np.int64) if dtype.kind in "biu" and self.integers_to_int64 else dtype
 
-    def plan(self, spec: ScanSpec, x: np.ndarray) -> ScanPlan:
+    def check(self, spec: ScanSpec, x: np.ndarray) -> CheckedScan:
         """Check ``x`` against ``spec`` and this rule; the result and accumulation dtypes follow torch."""
-        if x.dtype.kind not in "biuf" or (self.inputs is not None and x.dtype not in self.inputs):
+        return self.check_layout(spec, x.shape, x.dtype)
+
+    def check_layout(self, spec: ScanSpec, shape: tuple, dtype: np.dtype) -> CheckedScan:
+        """`check` of an input of ``shape`` and ``dtype`` (a numpy dtype)."""
+        if dtype.kind not in "biuf" or (self.inputs is not None and dtype not in self.inputs):
             raise ScanArgumentError(
                 "{}: input of shape {} has dtype {}; expected {}".format(
-                    spec.op_name, tuple(x.shape), x.dtype, "a numeric or bool tensor" if self.inputs is None else
+                    spec.op_name, tuple(shape), dtype, "a numeric or bool tensor" if self.inputs is None else
                     "one of " + ", ".join(np.dtype(t).name for t in self.inputs)))
-        rank = x.ndim
+        rank = len(shape)
         span = max(rank, 1)  # a 0-d tensor scans like torch: dim 0 or -1
         if not -span <= spec.axis < span:
             raise ScanArgumentError(
                 "{}: axis={} is out of range for an input of shape {} (rank {}); valid axes are {}..{}".format(
-                    spec.op_name, spec.axis, tuple(x.shape), rank, -span, span - 1))
-        result = self.result_dtype(spec, x.dtype)
-        return ScanPlan(spec.axis % span, result, accumulate_dtype(result))
+                    spec.op_name, spec.axis, tuple(shape), rank, -span, span - 1))
+        result = self.result_dtype(spec, dtype)
+        return CheckedScan(spec.axis % span, result, accumulate_dtype(result))

@@ -9,7 +9,7 @@ and ``cumulative_logsumexp`` define them:
 - ``exclusive``: element i holds the scan of the elements before it; the first holds the
   scan's identity (1 for a product, -inf for log-sum-exp).
 
-Two variants of torch's path (the scan's `plan.plan` says which one a call takes):
+Two variants of torch's path (the scan's `route.route` says which one a call takes):
 
 - ``out=``: an inclusive forward scan whose input already has the compute dtype and does not
   overlap the output: torch writes straight into the output's memory.
@@ -32,8 +32,7 @@ import numpy as np
 import torch
 
 from . import compiled
-from .plan import APART, sharing, view_3d
-from .plan import plan as kernel_plan
+from .route import view_3d
 
 
 def along(axis: int, index) -> tuple:
@@ -61,7 +60,7 @@ def as_lanes(array: np.ndarray) -> np.ndarray:
 def scan_forward(inclusive: Callable, x: np.ndarray, out: np.ndarray, axis: int, exclusive: bool,
                  reverse: bool, identity, staged: bool) -> np.ndarray:
     """out = the scan with its flags of ``x`` along ``axis``; ``inclusive(tensor, axis[, out=])`` is torch's scan,
-    run into ``out`` or, ``staged`` (as planned), through a copy.
+    run into ``out`` or, ``staged`` (as routed), through a copy.
 
     ``x`` has the compute dtype torch scans in; ``out`` any dtype (cast once, as torch does with
     ``dtype=``); ``axis`` is normalised; 0-d and empty inputs are fine.
@@ -97,35 +96,6 @@ def _run(inclusive: Callable, route, src: np.ndarray, dst: np.ndarray) -> None:
     else:
         scan_forward(inclusive, src, dst, route.axis, route.exclusive, route.reverse, route.kernel.identity,
                      route.staged)
-
-
-def run_forward(kernel, dtypes, x: np.ndarray, spec, out: Optional[np.ndarray] = None, plan=None,
-                route=None) -> np.ndarray:
-    """out = the scan of ``kernel`` (a `spec.ScanKernel` with a `runner`) of ``x`` with ``spec``'s flags, into ``out``
-    (allocated when None; may overlap ``x``); ``dtypes`` is the scan's `spec.DtypeRule`, ``plan`` ``dtypes.plan(spec,
-    x)`` and ``route`` ``forward_route(kernel, x, spec, plan, out)`` when the caller has them. As torch, x is cast to
-    the result dtype first (``dtype=`` narrowing included), then scanned in the kernel's compute dtype."""
-    if plan is None:
-        plan = dtypes.plan(spec, x)
-    if out is None:
-        out = np.empty(x.shape, plan.result_dtype)
-    if x.dtype != plan.result_dtype:
-        x = x.astype(plan.result_dtype)
-    if route is None:
-        route = forward_route(kernel, x, spec, plan, out)
-    route.run(x.astype(kernel.compute_dtype(plan.result_dtype), copy=False), out)
-    return out
-
-
-def forward_route(kernel, x: np.ndarray, spec, plan, out: Optional[np.ndarray] = None, accelerator=None):
-    """The `plan.Route` of ``run_forward(kernel, ..., x, spec, out, plan)`` (``out`` None: a new C-contiguous array):
-    the scan runs in the kernel's compute dtype, on a cast copy where the input has another dtype."""
-    compute = kernel.compute_dtype(plan.result_dtype)
-    copied = x.dtype != plan.result_dtype or compute != plan.result_dtype
-    return kernel_plan(kernel, x.shape, compute, plan.axis, spec.exclusive, spec.reverse,
-                       out_dtype=plan.result_dtype, strides=None if copied else x.strides,
-                       out_strides=None if out is None else out.strides,
-                       sharing=APART if copied or out is None else sharing(x, out), accelerator=accelerator)
 
 
 def scan_gradient(inclusive_gradient: Callable, grad_y: torch.Tensor, x: torch.Tensor, axis: int,

@@ -1,8 +1,8 @@
-"""Every tuning constant of the scans' plan (`plan`) and the accelerator's loops (`compiled`), in one place.
+"""Every tuning constant of the scans' routes (`route`) and the accelerator's loops (`compiled`), in one place.
 
 Each value changes speed only, never results: every path adds a lane's elements in the same order. Each says
 why it exists and the benchmark that re-derives it (from the repository's root, with the package's venv); the
-measurements behind the values are in benchmarks/RESULTS.md. The plan reads these names at call time (tests
+measurements behind the values are in benchmarks/RESULTS.md. A route reads these names when it is made (tests
 scale them down to reach every path on small arrays).
 
 - ``classes``: ``.venv/bin/python benchmarks/run.py --only-classes --clock cpu --statistic min`` (PyCumSum against

@@ -32,7 +32,8 @@ import numpy as np
 import torch
 from caffe2.proto import caffe2_pb2
 
-from ..kernels import ScanArgumentError, ScanSpec, gradient_dtype, short_repr
+from ..kernels import ScanArgumentError, ScanSpec, compiled, gradient_dtype, short_repr
+from ..kernels.route import APART, SAME, routes
 from ..kernels.spec import check_flag_argument
 from ..scans import scan as registered_scan
 
@@ -50,14 +51,9 @@ _CAFFE2_TENSOR_TYPES = {
 }
 
 
-#: numpy dtype -> torch dtype, for the direct calls' keys (a blob wrapped as a tensor has torch's).
-_TORCH_DTYPES = {dtype: torch.from_numpy(np.empty(0, dtype)).dtype for dtype in _CAFFE2_TENSOR_TYPES
-                 if dtype != np.dtype(np.uint16)}
 _wrap_tensor_impl = torch._C._wrap_tensor_impl
 _from_numpy = torch.from_numpy
 _INDEX_TYPE = caffe2_pb2.TensorProto.INT64
-#: Shapes whose direct-call decision a forward op keeps per (dtype, rank, axis); a "not yet decided" marker.
-_DIRECT_SHAPES = 64
 
 
 def in_place_error(op_name: str, blobs: str) -> ScanArgumentError:
@@ -78,7 +74,7 @@ def checked_spec(op_name, axis, exclusive=False, reverse=False, dtype=None, axis
         if axis is not None:
             raise ScanArgumentError("{}: axis={!r} was given, but the axis is read from the second input "
                                     "blob (ONNX CumSum's form); pass one of them".format(op_name, axis))
-        axis = 0  # a placeholder: each run plans with the axis it reads
+        axis = 0  # a placeholder: each run is routed with the axis it reads
     return ScanSpec.checked(op_name, axis, exclusive, reverse, dtype)
 
 
@@ -93,110 +89,72 @@ def _read_axis(spec: ScanSpec, blob, x: np.ndarray) -> int:
     return int(axis.reshape(()))
 
 
-def _direct_call(run, dims: list, tensor_types: list, axis: int):
-    """``call(tensor, outputs)``: size the output blobs as ``dims`` of ``tensor_types`` and make a scan's direct
-    call ``run`` from ``tensor`` into torch tensors sharing their memory (`torch._C._wrap_tensor_impl` of each
-    blob's TensorImpl: no numpy view in between; one tensor, or a tuple of them for several outputs) along
-    ``axis``. Built once per shape."""
-    several = len(tensor_types) > 1
-
-    def call(tensor, outputs):
-        for output, tensor_type in zip(outputs, tensor_types):
-            output.init(dims, tensor_type)  # a list: pybind converts it faster than a tuple
-        targets = [_wrap_tensor_impl(output._tensor_impl_raw_handle()) for output in outputs]
-        run(tensor, tuple(targets) if several else targets[0], axis)
-    return call
+def _route(kernel, dtypes, spec: ScanSpec, x: np.ndarray, shared: str):
+    """The route of the op's run on ``x`` (a blob's C-contiguous array) into new C-contiguous outputs, or into ``x``
+    itself (``shared``: `SAME`): one lookup in the routes' cache (`kernels.route.routes`) asked with the accelerator as
+    installed (`compiled.available`, which reads no environment variable); the switch is read only when the route
+    takes the accelerator, so that turning it off takes effect at once."""
+    found = routes(kernel, dtypes, spec, x.shape, x.dtype, None, None, None, None, shared, compiled.available())
+    if found.path == "compiled" and not compiled.enabled():
+        found = routes(kernel, dtypes, spec, x.shape, x.dtype, None, None, None, None, shared, compiled.status())
+    return found
 
 
 def scan_forward(scan, axis=None, exclusive=False, reverse=False, dtype=None, axis_input=False):
     """Builder: the forward Python-op function of scan ``scan`` (e.g. "cumsum").
 
-    The function checks an input dtype and rank once (plans are cached per
-    (dtype, rank, axis)), so a run costs little more than sizing the output(s); where the
-    entry's ``direct`` applies, it calls that alone (PyCumSum: one torch.cumsum) on torch tensors
-    wrapping the blobs, and remembers the shape and dtype, so that later runs with them skip
-    numpy and the plan. A scan with several outputs (cummax: values, indices) writes int64
-    indices after the first.
+    Each run asks the scan's route (`kernels.route.routes`: one cache lookup on a shape and dtype met before, which
+    also checks the input against the scan's dtype rule) and runs it; a direct route is one call (PyCumSum: one
+    torch.cumsum) on torch tensors viewing the blobs. A scan without a kernel is checked by its dtype rule and run by
+    its ``forward``. A scan with several outputs (cummax: values, indices) writes int64 indices after the first.
     """
     entry = registered_scan(scan, "scan_forward")
-    kernel_forward, kernel_direct, output_count = entry.forward, entry.direct, len(entry.outputs)
+    kernel, dtypes, output_count = entry.kernel, entry.dtypes, len(entry.outputs)
+    several = output_count > 1
     spec = checked_spec(entry.op_name, axis, exclusive, reverse, dtype, axis_input)
     input_count = 2 if axis_input else 1
-    plans = {}  # (input dtype, rank, axis) -> (ScanPlan, Caffe2 types of the outputs, {shape: (call, route)})
-    directs = {}  # (torch dtype, shape) -> (`_direct_call`, its run, first output's type, axis, dims): checked
-    remember = kernel_direct is not None and not axis_input
-    per_shape = kernel_direct is not None or entry.plans is not None
 
     def forward(inputs, outputs):
         if len(inputs) != input_count or len(outputs) != output_count:
             _check_blob_count(spec, "input", inputs, input_count)
             _check_blob_count(spec, "output", outputs, output_count)
         source = inputs[0]
-        in_place = source in outputs  # an output blob is the input blob (Caffe2's blobs compare by identity)
-        if directs and not in_place:
-            tensor = _wrap_tensor_impl(source._tensor_impl_raw_handle())
-            known = directs.get((tensor.dtype, tensor.shape))
-            if known is not None:  # this shape and dtype were checked: one call between the blobs
-                call, run, tensor_type, run_axis, dims = known
-                if output_count > 1:
-                    return call(tensor, outputs)
-                target = outputs[0]  # the hottest call, `call` inlined: one Python call fewer per run
-                target.init(dims, tensor_type)  # (a list: see `_direct_call`)
-                run(tensor, _wrap_tensor_impl(target._tensor_impl_raw_handle()), run_axis)
-                return
         x = source.data
-        axis = _read_axis(spec, inputs[1], x) if axis_input else spec.axis
-        try:
-            plan, tensor_types, shapes = plans[x.dtype, x.ndim, axis]
-        except KeyError:  # first run with this dtype, rank and axis: check them
-            plan = entry.plan(spec._replace(axis=axis), x)
-            tensor_types = [_CAFFE2_TENSOR_TYPES[plan.result_dtype]] + [_INDEX_TYPE] * (output_count - 1)
-            shapes = {}
-            plans[x.dtype, x.ndim, axis] = plan, tensor_types, shapes
-        route = None
-        if per_shape and not in_place:
-            known = shapes.get(x.shape)
-            if known is None:  # first run with this shape (a few shapes per op are kept)
-                if len(shapes) >= _DIRECT_SHAPES:
-                    shapes.clear()
-                run, route = _shape_route(entry, spec, plan, x)
-                call = None if run is None else _direct_call(run, list(x.shape), tensor_types, plan.axis)
-                shapes[x.shape] = call, route
-                if call is not None and remember:
-                    if len(directs) >= _DIRECT_SHAPES:
-                        directs.clear()
-                    directs[_TORCH_DTYPES[x.dtype], torch.Size(x.shape)] = (call, run, tensor_types[0], plan.axis,
-                                                                            list(x.shape))
-            else:
-                call, route = known
-            if call is not None:  # one call from the input's memory into the outputs'
-                return call(_from_numpy(x), outputs)
+        run_spec = spec._replace(axis=_read_axis(spec, inputs[1], x)) if axis_input else spec
+        in_place = source in outputs  # an output blob is the input blob (Caffe2's blobs compare by identity)
+        if kernel is None:
+            checked = entry.check(run_spec, x)
+            result = checked.result_dtype
+        else:
+            found = _route(kernel, dtypes, run_spec, x, SAME if in_place else APART)
+            result, call = found.out_dtype, found.call
+            if call is not None:  # (never in place) one call from the input's memory into the outputs'
+                dims = list(x.shape)  # a list: pybind converts it faster than a tuple
+                first = outputs[0]
+                first.init(dims, _CAFFE2_TENSOR_TYPES[result])
+                target = _wrap_tensor_impl(first._tensor_impl_raw_handle())
+                if several:
+                    outputs[1].init(dims, _INDEX_TYPE)
+                    target = target, _wrap_tensor_impl(outputs[1]._tensor_impl_raw_handle())
+                call(_from_numpy(x), target, found.axis)
+                return
         if in_place:
             if entry.reads_input:
                 raise in_place_error(spec.op_name, "an output blob is the input blob")
-            if x.dtype != plan.result_dtype or output_count > 1:
+            if x.dtype != result or several:
                 x = x.copy()  # sizing an output frees (or reuses) the memory being read
-        for output, tensor_type in zip(outputs, tensor_types):
-            output.init(x.shape, tensor_type)
-        out = outputs[0].data if output_count == 1 else tuple(output.data for output in outputs)
-        if route is None:
-            kernel_forward(x, spec, out, plan)
+                if kernel is not None:
+                    found = _route(kernel, dtypes, run_spec, x, APART)
+        outputs[0].init(x.shape, _CAFFE2_TENSOR_TYPES[result])
+        for indices in outputs[1:]:
+            indices.init(x.shape, _INDEX_TYPE)
+        out = tuple(output.data for output in outputs) if several else outputs[0].data
+        if kernel is None:
+            entry.forward(x, run_spec, out, checked)
         else:
-            kernel_forward(x, spec, out, plan, route)
+            found.run(x, out)
 
     return forward
-
-
-def _shape_route(entry, spec, plan, x: np.ndarray) -> tuple:
-    """(direct, route) of the op's first run on ``x``'s shape (the Caffe2 op's outputs are new C-contiguous
-    arrays): the scan's one call into them (``Scan.direct``), else None and the route its forward follows
-    (``Scan.plans``), kept so that a repeated call skips planning. A compiled route is not kept: the
-    accelerator's switch is read on every run, so that turning it off takes effect at once."""
-    run = None if entry.direct is None else entry.direct(spec, plan, x)
-    if run is not None or entry.plans is None:
-        return run, None
-    route = entry.plans(x, spec, plan)
-    return None, (None if route.path == "compiled" else route)
 
 
 def scan_backward(scan, axis=None, exclusive=False, reverse=False, dtype=None, axis_input=False):
@@ -208,7 +166,7 @@ def scan_backward(scan, axis=None, exclusive=False, reverse=False, dtype=None, a
     spec = checked_spec(entry.op_name + "Gradient", axis, exclusive, reverse, dtype, axis_input)
     forward_inputs = 2 if axis_input else 1
     input_count = forward_inputs + output_count + 1
-    plans = {}  # (x dtype, grad_y dtype, rank, axis) -> (ScanPlan of grad_y, grad_x dtype, its Caffe2 type)
+    checks = {}  # (x dtype, grad_y dtype, rank, axis) -> (CheckedScan of grad_y, grad_x dtype, its Caffe2 type)
 
     def backward(inputs, outputs):
         if len(inputs) != input_count or len(outputs) != 1:
@@ -222,17 +180,17 @@ def scan_backward(scan, axis=None, exclusive=False, reverse=False, dtype=None, a
         axis = _read_axis(spec, inputs[1], x) if axis_input else spec.axis
         key = x.dtype, grad_y.dtype, grad_y.ndim, axis
         try:
-            plan, grad_dtype, tensor_type = plans[key]
-        except KeyError:  # first run with these dtypes, rank and axis: check them
-            plan = spec._replace(axis=axis).plan(grad_y)
+            checked, grad_dtype, tensor_type = checks[key]
+        except KeyError:  # first run with these dtypes, rank and axis: check them by the scan's own dtype rule
+            checked = entry.check(spec._replace(axis=axis), grad_y)
             grad_dtype = gradient_dtype(x.dtype, grad_y.dtype)
             tensor_type = _CAFFE2_TENSOR_TYPES[grad_dtype]
-            plans[key] = plan, grad_dtype, tensor_type
+            checks[key] = checked, grad_dtype, tensor_type
         saved = {name: inputs[forward_inputs + index].data for name, index in saved_outputs.items()}
         if source is target and (grad_y.dtype != grad_dtype or saved):
             grad_y = grad_y.copy()  # sizing the output frees the memory being read
         target.init(grad_y.shape, tensor_type)
-        kernel_backward(grad_y, x, spec, target.data, plan, **saved)
+        kernel_backward(grad_y, x, spec, target.data, checked, **saved)
 
     return backward
 

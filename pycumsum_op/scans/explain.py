@@ -1,8 +1,8 @@
 """`explain`: how a registered scan runs on an input of a given shape and dtype, and why, with the accelerator
 and without it (`pycumsum_op.explain`, ``pycumsum-op explain``).
 
-It asks the very plan the scan's forward follows (the entry's ``plans``, `pycumsum_op.kernels.plan.plan`), on
-an input of that shape (C-contiguous) into a new output.
+It asks the very route the scan's op and forward follow (`pycumsum_op.kernels.route.route`, with the entry's kernel
+and dtype rule), for an input of that shape (C-contiguous) into a new output.
 
 >>> print(explain((64, 4096), axis=0, dtype="float32", accelerator="on"))
 cumsum (PyCumSum) of float32 (64, 4096) along axis 0, inclusive, forward -> float32; seen as (outer, length, inner) = (1, 64, 4096)
@@ -15,7 +15,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from ..kernels import compiled
-from ..kernels.plan import c_strides
+from ..kernels.route import route
 from ..kernels.spec import ScanArgumentError, ScanSpec
 from .registry import SCANS, scan
 
@@ -26,20 +26,20 @@ MAX_BYTES = int(np.iinfo(np.intp).max)
 
 
 class Explanation(NamedTuple):
-    """A scan's plans with and without the accelerator, and the accelerator's status here; ``str()`` tells it."""
+    """A scan's routes with and without the accelerator, and the accelerator's status here; ``str()`` tells it."""
     title: str
-    accelerated: object  # `pycumsum_op.kernels.plan.Route`, or None for a scan without a planned kernel
+    accelerated: object  # `pycumsum_op.kernels.route.Route`, or None for a scan without a kernel
     plain: object
     accelerator: str
 
     @property
-    def plan(self):
-        """The plan this process follows."""
+    def route(self):
+        """The route this process follows."""
         return self.accelerated if self.accelerator == "on" else self.plain
 
     def __str__(self) -> str:
         if self.accelerated is None:
-            return "{}\n  its own forward kernel (the entry declares no plan)".format(self.title)
+            return "{}\n  its own forward function (the entry declares no kernel to route)".format(self.title)
         view = "; seen as (outer, length, inner) = {}".format(self.plain.view) if self.plain.view else ""
         runs = "the first" if self.accelerator == "on" else "the second"
         return "{}{}\n  with the accelerator:    {}\n  without the accelerator: {}\n  accelerator: {} (this " \
@@ -105,15 +105,14 @@ def explain(shape, axis: int, dtype="float32", op: str = "cumsum", exclusive: bo
         if value and name not in entry.arguments:
             raise ScanArgumentError("explain: {} ({}) takes no {}".format(entry.name, entry.op_name, name))
     spec = ScanSpec.checked(entry.op_name, axis, exclusive, reverse)
-    # an input of that layout for the plans, which read its shape, strides and dtype, never its memory
-    x = np.lib.stride_tricks.as_strided(np.empty(1, dtype), shape, c_strides(shape, dtype.itemsize), writeable=False)
-    checked = entry.plan(spec, x)  # the entry's dtype rule: the result dtype, and errors for what it refuses
+    checked = entry.dtypes.check_layout(spec, shape, dtype)  # the result dtype, and errors for what the rule refuses
     status = compiled.status() if accelerator is None else accelerator
     title = "{} ({}) of {} {} along axis {}, {}, {} -> {}".format(
         entry.name, entry.op_name, dtype, shape, checked.axis, "exclusive" if exclusive else "inclusive",
         "reverse" if reverse else "forward", checked.result_dtype)
-    if entry.plans is None:
+    if entry.kernel is None:
         return Explanation(title, None, None, status)
-    accelerated, plain = (entry.plans(x, spec, checked, None, on) for on in ("on", "off" if status == "on" else status))
+    accelerated, plain = (route(entry.kernel, entry.dtypes, spec, shape, dtype, accelerator=on)
+                          for on in ("on", "off" if status == "on" else status))
     return Explanation(title, accelerated, plain, status)
 

@@ -30,8 +30,7 @@ CUMSUM = register(Scan(
     The op has a gradient, so ``net.AddGradientOperators`` works through it; `pycumsum_op.lower`
     turns it into C++ operators.
     """,
-    dtypes=_cumsum.DTYPES, kernel=_cumsum.KERNEL, direct=_cumsum.cumsum_direct, plans=_cumsum.cumsum_plan,
-    self_adjoint=True,
+    dtypes=_cumsum.DTYPES, kernel=_cumsum.KERNEL, self_adjoint=True,
     aten=AtenForm("cumsum", needs=None, backward=aten_backward.cumsum_backward),
     portable=PortableForm("Add", blocked=True),
     onnx="CumSum"))
@@ -42,8 +41,7 @@ CUMPROD = register(Scan(
 
     Arguments as `cumsum` (exclusive starts with 1). Not in place: the gradient needs the input.
     """,
-    saves=("input", "y"), dtypes=_cumprod.DTYPES, kernel=_cumprod.KERNEL, direct=_cumprod.cumprod_direct,
-    plans=_cumprod.cumprod_plan,
+    saves=("input", "y"), dtypes=_cumprod.DTYPES, kernel=_cumprod.KERNEL,
     aten=AtenForm("cumprod", needs=None, backward=aten_backward.cumprod_backward,
                   backward_needs="aten cumprod_backward(grad, input)"),
     portable=Refused("a log-depth product of Mul ops rounds floats differently from torch's sequential cumprod "
@@ -57,7 +55,7 @@ CUMMAX = register(Scan(
     blob_out is [values, indices] (or None). Values keep the input's dtype, indices are int64;
     a tie goes to the later element; reverse scans from the end. The values may overwrite the input.
     """,
-    kernel=_cummax.CUMMAX, direct=_cummax.cummax_direct, plans=_cummax.cummax_plan,
+    kernel=_cummax.CUMMAX,
     aten=AtenForm("cummax", needs="aten cummax", backward=aten_backward.cummaxmin_backward),
     portable=_portable_extremum("Max"), **_EXTREMUM))
 
@@ -66,7 +64,7 @@ CUMMIN = register(Scan(
     doc="""Append ``values, indices = torch.cummin(blob_in, axis)`` to ``net``; returns both BlobReferences
     (see `cummax`).
     """,
-    kernel=_cummax.CUMMIN, direct=_cummax.cummin_direct, plans=_cummax.cummin_plan,
+    kernel=_cummax.CUMMIN,
     aten=AtenForm("cummin", needs="aten cummax", backward=aten_backward.cummaxmin_backward),
     portable=_portable_extremum("Min"), **_EXTREMUM))
 
@@ -78,7 +76,7 @@ LOGCUMSUMEXP = register(Scan(
     gradient is finite, 0 where torch 1.10.2's is NaN. Not in place: the gradient needs the input.
     """,
     saves=("input", "y"), arguments=frozenset(["exclusive", "reverse"]), dtypes=_logcumsumexp.DTYPES,
-    kernel=_logcumsumexp.KERNEL, plans=_logcumsumexp.logcumsumexp_plan,
+    kernel=_logcumsumexp.KERNEL,
     aten=AtenForm("logcumsumexp", needs="aten logcumsumexp", backward=aten_backward.logcumsumexp_backward,
                   backward_needs="aten logcumsumexp"),
     portable=Refused("a log-depth scan of Caffe2's elementwise ops rounds differently from torch's sequential "

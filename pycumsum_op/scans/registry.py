@@ -57,11 +57,13 @@ class Scan(NamedTuple):
     """One scan op: its kernels, its Caffe2 face and its converter forms (see the module doc)."""
     name: str        # registry key and the function API's name ("cumsum"; brew.<name>)
     op_name: str     # the net method and the Caffe2 op's name ("PyCumSum")
-    #: forward(x, spec, out=None, plan=None) -> y (a tuple of arrays when several outputs); with ``plans``, also
-    #: forward(x, spec, out, plan, route): ``route`` is ``plans(x, spec, plan, out)``, which the op keeps per shape
+    #: forward(x, spec, out=None) -> y (a tuple of arrays when several outputs); a scan without a ``kernel`` also
+    #: takes ``checked``, the `CheckedScan` its ``dtypes`` made: forward(x, spec, out, checked) (the Caffe2 op runs a
+    #: scan with a kernel by its route, `kernels.route.route`, and not by this function)
     forward: Callable
-    #: backward(grad_y, x, spec, out=None, plan=None, **saved) -> grad_x; ``saved`` maps the output
-    #: names in ``saves`` to the forward's outputs (x is passed for its shape and dtype in any case)
+    #: backward(grad_y, x, spec, out=None, checked=None, **saved) -> grad_x; ``checked`` is ``dtypes.check(spec,
+    #: grad_y)``; ``saved`` maps the output names in ``saves`` to the forward's outputs (x is passed for its shape and
+    #: dtype in any case)
     backward: Callable
     #: the function API's docstring (the net method, brew helper and docs say the same)
     doc: str
@@ -75,16 +77,9 @@ class Scan(NamedTuple):
     #: entry states its own
     dtypes: Optional[DtypeRule] = None
     #: its kernel's facts (`kernels.spec.ScanKernel`, declared in its kernel module): the identity an exclusive
-    #: scan starts with, the accelerator's loop, the compute dtypes the planner reads; None: no exclusive form, and
-    #: no planned kernel
+    #: scan starts with, the accelerator's loop, the compute dtypes, the runner of its routes and their one call, which
+    #: `kernels.route.route` reads; None: no exclusive form, and no route (the op calls ``forward``; `explain` says so)
     kernel: Optional[ScanKernel] = None
-    #: direct(spec, plan, x) -> f(x, out, plan.axis) doing forward's work in one call into a separate
-    #: C-contiguous ``out`` of the result dtype (a tuple of them, one per output, for several outputs; all
-    #: given as torch tensors viewing their memory), or None (then forward): the Caffe2 op's fast path
-    direct: Optional[Callable] = None
-    #: plan(x, spec, plan, out=None, accelerator=None) -> the `kernels.plan.Route` forward follows (None: the scan
-    #: has no planned kernel; `explain` says so)
-    plans: Optional[Callable] = None
     #: the gradient is the same scan of the output's gradient, run in the other direction (cumsum):
     #: lowering writes a gradient op as that scan
     self_adjoint: bool = False
@@ -109,9 +104,9 @@ class Scan(NamedTuple):
         """The forward outputs the backward takes (keyword arguments of ``backward``), by name."""
         return tuple(name for name in self.saves if name != INPUT)
 
-    def plan(self, spec, x):
-        """`ScanPlan` of this scan over ``x``: checked against ``dtypes`` (the one rule)."""
-        return self.dtypes.plan(spec, x)
+    def check(self, spec, x):
+        """The `CheckedScan` of this scan over ``x``: checked against ``dtypes`` (the one rule)."""
+        return self.dtypes.check(spec, x)
 
     def result_dtype(self, spec, dtype):
         """The output's dtype for an input of ``dtype`` (None when unknown): ``dtypes``' rule."""
@@ -137,8 +132,8 @@ def _check_entry(entry: Scan) -> None:
                                                               sorted(ALL_ARGUMENTS)))
     if entry.kernel is not None and not isinstance(entry.kernel, ScanKernel):
         problems.append("kernel must be the ScanKernel its kernel module declares")
-    elif entry.plans is not None and (entry.kernel is None or entry.kernel.run is None):
-        problems.append("a planned scan states its kernel with the runner of its routes (ScanKernel.run)")
+    elif entry.kernel is not None and entry.kernel.run is None:
+        problems.append("a scan's kernel states the runner of its routes (ScanKernel.run)")
     elif ("exclusive" in entry.arguments) != (entry.identity is not None):
         problems.append("an exclusive scan needs an identity, and an identity means exclusive is taken")
     if not isinstance(entry.dtypes, DtypeRule):

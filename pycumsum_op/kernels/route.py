@@ -1,8 +1,10 @@
-"""How a scan runs: `plan`, one pure function of the scan's kernel, the layout, the dtypes and the flags.
+"""How a scan runs: `route`, one pure function of the scan (its kernel and dtype rule), its arguments, the layout and
+the accelerator's status, kept in one cache (`routes`).
 
-The scan is given by its kernel's facts (`spec.ScanKernel`: the accelerator's loop, whether cumsum's engine runs it),
-never by its name. Every caller asks it and nothing else decides a path: the scans' forwards and cumsum's backward, the Caffe2 op's one-call fast path (``Scan.direct``, kept per
-shape by the op), `pycumsum_op.explain`, the benchmarks and the tests. A `Route` names:
+The scan is given by its kernel's facts (`spec.ScanKernel`: the accelerator's loop, whether cumsum's engine runs it,
+the dtypes torch scans in) and its `spec.DtypeRule`, never by its name. Every caller asks it and nothing else decides a
+path: the Caffe2 op on every run, the scans' forwards and cumsum's backward, `pycumsum_op.explain`, the benchmarks and
+the tests. A `Route` names:
 
 - ``path``: ``trivial`` (a lane of one element: a copy), ``numpy`` (``np.add.accumulate``: small inputs, layouts
   no (outer, length, inner) view describes), ``torch`` (torch's own scan), ``compiled`` (the accelerator's loops,
@@ -12,39 +14,48 @@ shape by the op), `pycumsum_op.explain`, the benchmarks and the tests. A `Route`
   accelerator's ``row loops``, ``chains of four`` or ``one chain``);
 - ``view``: the (outer, length, inner) shape the path sees around the axis; ``buffers``: what it allocates;
 - ``reason``: one line naming the rule and the `tuning` constants that chose it;
-- ``direct``: the scan is one call from the input's memory into the output's (the Caffe2 op makes it itself).
+- ``cast``: how an input of another dtype reaches the kernel, cast first as torch does (``dtype=`` included): into
+  the output, scanned there in place (cumsum's engine), or into a copy in the dtype the kernel scans;
+- ``direct``: the scan is one call from the input's memory into the output's, and ``call`` that call on torch tensors
+  viewing them (the Caffe2 op makes it between its blobs).
 
-A route runs itself: ``route.run(src, dst)`` hands it to its kernel's runner (`ScanKernel.run`), which reads the
-route's facts (``chains``, ``staged``), so no caller looks at a variant again.
+A route runs itself: ``route.run(src, dst)`` casts as it says and hands it to its kernel's runner (`ScanKernel.run`),
+which reads the route's facts (``chains``, ``staged``), so no caller looks at a variant again.
 
->>> from pycumsum_op.kernels.cumsum import KERNEL as CUMSUM
->>> p = plan(CUMSUM, (64, 4096), "float32", 0, accelerator=True)
->>> p.path, p.variant, p.view, p.direct
+>>> from pycumsum_op.kernels.cumsum import DTYPES, KERNEL as CUMSUM
+>>> from pycumsum_op.kernels.spec import ScanSpec
+>>> r = route(CUMSUM, DTYPES, ScanSpec("PyCumSum", 0), (64, 4096), "float32", accelerator=True)
+>>> r.path, r.variant, r.view, r.direct
 ('compiled', 'row loops', (1, 64, 4096), True)
->>> plan(CUMSUM, (64, 4096), "float32", 0, accelerator=False).path
+>>> route(CUMSUM, DTYPES, ScanSpec("PyCumSum", 0), (64, 4096), "float32", accelerator=False).path
 'rows'
->>> plan(CUMSUM, (4096, 64), "float32", 1, accelerator=False).variant
+>>> route(CUMSUM, DTYPES, ScanSpec("PyCumSum", 1), (4096, 64), "float32", accelerator=False).variant
 'out='
+>>> route(CUMSUM, DTYPES, ScanSpec("PyCumSum", 1), (4096, 64), "int32", accelerator=False).cast
+'into the output'
 """
 import functools
 import math
 import operator
-from typing import NamedTuple, Optional, Tuple
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import numpy as np
 
 from . import compiled, tuning
-from .spec import EXACT_DTYPES, EXTREMUM_LOOP, PRODUCT_LOOP, ScanKernel
+from .spec import EXACT_DTYPES, EXTREMUM_LOOP, PRODUCT_LOOP, DtypeRule, ScanKernel, ScanSpec
 
-#: Every path a plan may name (see the module doc).
+#: Every path a route may name (see the module doc).
 PATHS = ("empty", "trivial", "numpy", "torch", "compiled", "lanes", "rows")
-#: How a planned layout relates its output to its input: separate memory, the very same view (in place), or
+#: How a route's layout relates its output to its input: separate memory, the very same view (in place), or
 #: memory shared some other way.
 APART, SAME, OVERLAP = "apart", "same", "overlap"
 #: The variants a route may name (``Route.variant``): torch's scan straight into the output (shifted by one when
 #: exclusive) or through a copy; the accelerator's row loops, chains of four lanes in registers, or one chain.
 OUT, OUT_SHIFTED, STAGED = "out=", "out=, shifted", "staged"
 ROW_LOOPS, CHAINS, ONE_CHAIN = "row loops", "chains of four", "one chain"
+#: How an input of another dtype than the kernel scans reaches it (``Route.cast``; "": as it is): cast into the
+#: output and scanned there in place, or cast into a copy (to the result dtype, then the kernel's compute dtype).
+INTO_OUTPUT, COPY = "into the output", "a cast copy"
 
 
 class Route(NamedTuple):
@@ -61,6 +72,15 @@ class Route(NamedTuple):
     axis: int = 0
     exclusive: bool = False
     reverse: bool = False
+    #: the scan's result dtype, the output's (the result's, or one it is rounded into once), the dtype the kernel scans
+    #: and how the input is cast to it (`INTO_OUTPUT`, `COPY`: to the result dtype, then the scanned one; "": none)
+    result_dtype: Optional[np.dtype] = None
+    out_dtype: Optional[np.dtype] = None
+    scanned: Optional[np.dtype] = None
+    cast: str = ""
+    #: a direct route's one call ``call(src, dst, axis)`` on torch tensors viewing a C-contiguous input and new
+    #: C-contiguous outputs (its kernel's `ScanKernel.one_call`), else None
+    call: Optional[Callable] = None
 
     @property
     def chains(self) -> bool:
@@ -74,9 +94,15 @@ class Route(NamedTuple):
 
     def run(self, src, dst) -> None:
         """Scan ``src`` into ``dst`` (arrays of this route's layout; a kernel with several outputs takes a tuple) the
-        way this route says, by its kernel's runner."""
-        if self.path != "empty":
-            self.kernel.run(self, src, dst)
+        way this route says: cast as ``cast`` says, then by its kernel's runner."""
+        if self.path == "empty":
+            return
+        if self.cast == INTO_OUTPUT:
+            np.copyto(dst, src, casting="unsafe")
+            src = dst
+        elif self.cast == COPY:
+            src = src.astype(self.result_dtype, copy=False).astype(self.scanned, copy=False)
+        self.kernel.run(self, src, dst)
 
     def __str__(self) -> str:
         variant = " ({})".format(self.variant) if self.variant else ""
@@ -123,7 +149,7 @@ def strides_3d(shape: tuple, strides: tuple, axis: int):
 
 
 def view_3d(array: np.ndarray, axis: int) -> np.ndarray:
-    """``array`` as the (outer, length, inner) view around ``axis`` its plan found (`strides_3d`)."""
+    """``array`` as the (outer, length, inner) view around ``axis`` its route found (`strides_3d`)."""
     shape = shape_3d(array.shape, axis)
     if array.flags.c_contiguous:
         return array.reshape(shape)
@@ -230,29 +256,72 @@ def _blocked(view: tuple, itemsize: int, why: str) -> Tuple[str, str, str]:
     return "lanes", buffers, why + "; torch scans cache-sized copies of the lanes"
 
 
-def plan(kernel: ScanKernel, shape, dtype, axis: int, exclusive: bool = False, reverse: bool = False, *, out_dtype=None,
-         strides=None, out_strides=None, index_strides=None, sharing: str = APART, accelerator=None) -> Route:
-    """The `Route` of the scan whose kernel is ``kernel`` (its `ScanKernel`: the planner reads its facts, never its
-    name) over an input of ``shape`` / ``dtype`` / ``strides`` (None: C-contiguous) along the normalised ``axis`` into
-    an output of ``out_dtype`` (None: the input's) / ``out_strides`` related to the input as ``sharing`` says (an
-    extremum loop: also int64 indices of ``index_strides``). ``dtype`` is the dtype the kernel scans (its
-    ``compute_dtype``, cumsum's cast input). ``accelerator``: `compiled.status()`
-    when None, or True / False, or a status string.
+def route(kernel: ScanKernel, dtypes: DtypeRule, spec: ScanSpec, shape, dtype, *, out_dtype=None, strides=None,
+          out_strides=None, index_strides=None, sharing: str = APART, accelerator=None) -> Route:
+    """The `Route` of the scan whose kernel is ``kernel`` (its `ScanKernel`: the route reads its facts, never its name)
+    and dtype rule ``dtypes``, called with ``spec`` (axis, flags, ``dtype=``), over an input of ``shape`` / ``dtype`` /
+    ``strides`` (None: C-contiguous) into an output of the result dtype (or of ``out_dtype``, which the result is
+    rounded into once: a gradient's cast back, for cumsum's engine) / ``out_strides`` related to the input as
+    ``sharing`` says (an extremum loop: also int64 indices of ``index_strides``). ``accelerator``:
+    `compiled.status()` when None (the switch as it is now), or True / False, or a status string. An input the rule
+    refuses raises `spec.ScanArgumentError` naming the op.
 
-    Plans are kept per arguments (`planned`), so that a scan run again on the same layout pays a lookup: the
-    `tuning` constants are read when a plan is first made (``planned.cache_clear()`` after changing one)."""
+    Routes are kept per arguments (`routes`, an LRU cache), so that a scan run again on the same layout pays a lookup:
+    the `tuning` constants are read when a route is first made (``routes.cache_clear()`` after changing one)."""
     dtype = np.dtype(dtype)
-    return planned(kernel, tuple(shape), dtype, axis, bool(exclusive), bool(reverse),
-                   dtype if out_dtype is None else np.dtype(out_dtype), None if strides is None else tuple(strides),
-                   None if out_strides is None else tuple(out_strides),
-                   None if index_strides is None else tuple(index_strides), sharing, _status(accelerator))
+    return routes(kernel, dtypes, spec, tuple(shape), dtype, None if out_dtype is None else np.dtype(out_dtype),
+                  None if strides is None else tuple(strides),
+                  None if out_strides is None else tuple(out_strides),
+                  None if index_strides is None else tuple(index_strides), sharing, _status(accelerator))
 
 
 @functools.lru_cache(maxsize=4096)
-def planned(kernel: ScanKernel, shape: tuple, dtype: np.dtype, axis: int, exclusive: bool, reverse: bool,
-            out_dtype: np.dtype, strides: Optional[tuple], out_strides: Optional[tuple], index_strides: Optional[tuple],
-            sharing: str, status: str) -> Route:
-    """`plan` with its arguments normalised (``status``: the accelerator's, `compiled.status()`)."""
+def routes(kernel: ScanKernel, dtypes: DtypeRule, spec: ScanSpec, shape: tuple, dtype: np.dtype,
+           out_dtype: Optional[np.dtype], strides: Optional[tuple], out_strides: Optional[tuple],
+           index_strides: Optional[tuple], sharing: str, status: str) -> Route:
+    """`route` with its arguments normalised (``status``: the accelerator's, `compiled.status()`): the one cache of
+    routes, which the Caffe2 op asks directly on every run."""
+    checked = dtypes.check_layout(spec, shape, dtype)
+    axis, result = checked.axis, checked.result_dtype
+    out_dtype = result if out_dtype is None else out_dtype
+    if kernel.engine:  # cast into the output and summed there in place, as torch.cumsum(dtype=) casts first
+        scanned, cast = result, (INTO_OUTPUT if dtype != result else "")
+        if cast:
+            strides, sharing = out_strides, SAME
+    else:  # torch scans the result dtype in the kernel's compute dtype, here on a cast copy
+        scanned = kernel.compute_dtype(result)
+        cast = COPY if dtype != result or scanned != result else ""
+        if cast:
+            strides, sharing = None, APART
+    found = _route(kernel, shape, scanned, axis, spec.exclusive, spec.reverse, out_dtype, strides, out_strides,
+                   index_strides, sharing, status)
+    direct = found.direct and not cast
+    call = kernel.one_call(found) if direct and kernel.one_call is not None else None
+    return found._replace(direct=direct, result_dtype=result, out_dtype=out_dtype, scanned=scanned, cast=cast,
+                          call=call)
+
+
+def forward(kernel: ScanKernel, dtypes: DtypeRule, x: np.ndarray, spec: ScanSpec, out=None, accelerator=None):
+    """out = the scan of ``x`` with ``spec`` by its `route`, into ``out``: an array, or (values, indices) for a kernel
+    with the extremum loop; allocated (C-contiguous) when None, else it may share memory with ``x``."""
+    outputs = (out if isinstance(out, tuple) else (out,)) if out is not None else ()
+    shared = max((sharing(x, output) for output in outputs), key=(APART, OVERLAP, SAME).index, default=APART)
+    found = route(kernel, dtypes, spec, x.shape, x.dtype, strides=x.strides,
+                  out_strides=outputs[0].strides if outputs else None,
+                  index_strides=outputs[1].strides if len(outputs) > 1 else None, sharing=shared,
+                  accelerator=accelerator)
+    if out is None:
+        out = np.empty(x.shape, found.out_dtype)
+        if kernel.loop == EXTREMUM_LOOP:
+            out = out, np.empty(x.shape, np.int64)
+    found.run(x, out)
+    return out
+
+
+def _route(kernel: ScanKernel, shape: tuple, dtype: np.dtype, axis: int, exclusive: bool, reverse: bool,
+           out_dtype: np.dtype, strides: Optional[tuple], out_strides: Optional[tuple], index_strides: Optional[tuple],
+           sharing: str, status: str) -> Route:
+    """The route of ``kernel`` scanning ``dtype`` into ``out_dtype`` along the normalised ``axis``."""
     strides = c_strides(shape, dtype.itemsize) if strides is None else strides
     out_strides = c_strides(shape, out_dtype.itemsize) if out_strides is None else out_strides
     index_strides = c_strides(shape, 8) if index_strides is None else index_strides
@@ -264,16 +333,16 @@ def planned(kernel: ScanKernel, shape: tuple, dtype: np.dtype, axis: int, exclus
         shape, strides, out_strides, index_strides, axis = (1,), (dtype.itemsize,), (out_dtype.itemsize,), (8,), 0
     view = shape_3d(shape, axis)
     if kernel.engine:
-        return _plan_sum(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, sharing,
-                         status, view)._replace(**flags)
-    found = _plan_torch_scan(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides,
-                             index_strides, sharing, status, view)
+        return _route_sum(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, sharing,
+                          status, view)._replace(**flags)
+    found = _route_torch_scan(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides,
+                              index_strides, sharing, status, view)
     return found._replace(direct=found.direct and not scalar, **flags)
 
 
-def _plan_sum(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, sharing, status,
+def _route_sum(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, sharing, status,
               view):
-    """The plan of a scan the engine runs (cumsum: `engine`'s paths)."""
+    """The route of a scan the engine runs (cumsum: `engine`'s paths)."""
     loop = kernel.loop
 
     def made(path, variant, reason, buffers="", direct=False):
@@ -336,9 +405,9 @@ def _plan_sum(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, strides
     return made(path, "", reason, buffers)
 
 
-def _plan_torch_scan(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, index_strides,
+def _route_torch_scan(kernel, shape, dtype, axis, exclusive, reverse, out_dtype, strides, out_strides, index_strides,
                      sharing, status, view):
-    """The plan of a scan torch computes (cumprod, cummax / cummin, logcumsumexp): the accelerator's loop where it
+    """The route of a scan torch computes (cumprod, cummax / cummin, logcumsumexp): the accelerator's loop where it
     wins, else torch's scan straight into the output, or ``staged`` through a copy (flags, casts, shared memory)."""
     loop = kernel.loop
     size = view[0] * view[1] * view[2]
