@@ -22,7 +22,7 @@ from test_lower import TARGETS, lower_and_run, run_lowered_gradient
 #: Scan lengths: empty, 1, 2, a short lane, around `portable.DIRECT_SMALL` (these inputs are smaller than
 #: `portable.DIRECT_FROM`), blocks of 16 (512: 32 block totals, the most summed directly; 528: 33, blocked again), a
 #: divisor of 20 (1100: 55 totals in blocks of 11) and lengths with no divisor in `portable.BLOCK_SIZES` (37, 67:
-#: padded to whole blocks).
+#: padded to whole blocks; on a last axis, every length not a multiple of `portable.BLOCK` is).
 LENGTHS = (0, 1, 2, 5, portable.DIRECT_SMALL - 1, portable.DIRECT_SMALL, portable.DIRECT_SMALL + 1, 37, 67, 256,
            portable.BLOCK * portable.DIRECT_SMALL, portable.BLOCK * (portable.DIRECT_SMALL + 1), 1100)
 

@@ -55,7 +55,11 @@ FLOAT32, FLOAT64 = np.dtype(np.float32), np.dtype(np.float64)
 SUMMED_EVERYWHERE = (FLOAT32, np.dtype(np.int32))
 #: Preferred entries per block (re-derive with benchmarks/run.py --only-lowering).
 BLOCK = 16
-#: Block sizes the blocked form may take: a divisor of the scan length (no padding copies), nearest BLOCK.
+#: Block sizes the blocked form may take off the last axis: a divisor of the scan length (no padding copies),
+#: nearest BLOCK. A last axis (rank 1 too) always takes blocks of BLOCK, padded: its blocks are rows transposed to
+#: columns and back, and Caffe2's Transpose (MKL's omatcopy) moves rows of 16 entries faster than rows of 18-32
+#: (lowered nets 0.8-0.9x the time where the length's divisor was 20, 25 or 31; re-derive with
+#: benchmarks/run.py --only-lowering).
 BLOCK_SIZES = range(8, 33)
 #: An axis at most this long is summed as it is (one Add per entry); longer ones in blocks ...
 DIRECT = 64
@@ -79,12 +83,15 @@ def direct_limit(entries: int) -> int:
     return DIRECT if entries >= DIRECT_FROM else DIRECT_SMALL
 
 
-def block_size(length: int) -> int:
-    """The block size for a scan ``length`` long: its divisor in 8..32 nearest `BLOCK` (no padding), else BLOCK.
+def block_size(length: int, last_axis: bool) -> int:
+    """The block size for a scan ``length`` long: BLOCK on a last axis; elsewhere its divisor in `BLOCK_SIZES`
+    nearest `BLOCK` (no padding), else BLOCK.
 
-    >>> block_size(1024), block_size(1100), block_size(37)
-    (16, 20, 16)
+    >>> block_size(1024, False), block_size(1100, False), block_size(37, False), block_size(1100, True)
+    (16, 20, 16, 16)
     """
+    if last_axis:
+        return BLOCK
     divisors = [size for size in BLOCK_SIZES if length % size == 0]
     return min(divisors, key=lambda size: (abs(size - BLOCK), size)) if divisors else BLOCK
 
@@ -138,10 +145,10 @@ def _fill_beside(emitter, blob, axis, rank, size, dtype, value):
 
 
 def _whole_blocks(emitter, blob, axis, rank, length, owned, dtype):
-    """(blob, owned, block size, blocks): ``blob`` padded with zeros along ``axis`` to whole blocks when the
-    length has no divisor in `BLOCK_SIZES` (zeros at the end change no (reverse) running sum of the rest; the
-    Concat is the one op that reads ``blob`` with a gradient)."""
-    size = block_size(length)
+    """(blob, owned, block size, blocks): ``blob`` padded with zeros along ``axis`` to whole blocks of
+    `block_size` (zeros at the end change no (reverse) running sum of the rest; the Concat is the one op that reads
+    ``blob`` with a gradient)."""
+    size = block_size(length, last_axis=axis == rank - 1)
     blocks = -(-length // size)
     if blocks * size != length:
         zeros = _fill_beside(emitter, blob, axis, rank, blocks * size - length, dtype, 0)
@@ -375,7 +382,7 @@ def emit_scan(emitter, scan, spec, blob_in: str, facts, where) -> list:
     if form.blocked and length > 0 and all(facts.shape):  # (Reshape cannot infer a -1 of an empty tensor)
         entries = int(np.prod(facts.shape))
         direct = direct_limit(entries)
-        per_slice = entries // (length if length <= direct else block_size(length))
+        per_slice = entries // (length if length <= direct else block_size(length, last_axis=axis == rank - 1))
         given = dtype if per_slice >= WIDENED_ALONE_FROM else accumulate
         current = _cast(emitter, current, dtype, given)
         current = _sum_scan(emitter, current, axis, rank, length, spec.reverse, spec.exclusive, current != blob_in,
