@@ -21,7 +21,7 @@ from onnx import TensorProto, helper
 
 import pycumsum_op.onnx
 from pycumsum_op import ScanArgumentError
-from pycumsum_op.onnx.backend import CumSumBackend
+from pycumsum_op.onnx.importer import CumSumBackend
 from pycumsum_op.onnx.facts import GraphFacts
 from pycumsum_op.onnx.ops.scan import scan_operator
 from onnx_support import (FLAGS, ONNX_TYPES, TORCH_CASES, LinearSoftmaxCumSum, cumsum_model, onnxruntime_outputs,

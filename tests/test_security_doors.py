@@ -32,7 +32,7 @@ from rnn_support import cumsum_cell, recurrent_netdef
 from test_cli import own_stderr_lines
 
 if onnx_backend_refusal() is None:  # else the ONNX tests are skipped with it (asserted: tests/test_torch_versions.py)
-    from pycumsum_op.onnx.backend import CumSumBackend
+    from pycumsum_op.onnx.importer import CumSumBackend
 
 CLI = os.path.join(os.path.dirname(sys.executable), "pycumsum-op")
 SYSTEM = "{}.system".format(os.system.__module__)

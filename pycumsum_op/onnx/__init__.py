@@ -49,7 +49,7 @@ def _check_onnx() -> None:
 
 _check_onnx()
 
-from .backend import backend, install, prepare, to_caffe2  # noqa: E402 (after the checks above)
+from .importer import backend, install, prepare, to_caffe2  # noqa: E402 (after the checks above)
 from .export import export  # noqa: E402
 from .model_input import load_model  # noqa: E402
 
