@@ -12,6 +12,7 @@ if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself:
 
 import copy
 import glob
+import importlib
 import io
 import os
 import re
@@ -242,3 +243,19 @@ def test_to_caffe2_lowered_nets_load_and_run_without_python_ops(target, tmp_path
     (tmp_path / "predict.pb").write_bytes(predict_net.SerializeToString())
     y = run_saved_nets(tmp_path / "init.pb", tmp_path / "predict.pb", {"x": x.numpy()}, "y")
     np.testing.assert_allclose(y, module(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_import_emits_the_targets_operators_without_a_pycumsum_op(target, monkeypatch):
+    """Imported for a target, a CumSum becomes its C++ operators directly: no PyCumSum op is built, and no
+    builder pickle is read back (both would fail here), and the result is onnxruntime's."""
+    def refused(*args, **kwargs):
+        raise AssertionError("a PyCumSum op was built or read back")
+
+    monkeypatch.setattr(importlib.import_module("pycumsum_op.onnx.ops.scan"), "add_scan_op", refused)
+    monkeypatch.setattr(importlib.import_module("pycumsum_op.lowering.lower"), "inspect_builder", refused)
+    model = cumsum_model(TensorProto.FLOAT, [3, 5], 1, "constant", 13, reverse=1)
+    x = np.array([[1, np.inf, -np.inf, np.nan, 2], [3e38, 3e38, -3e38, -0.0, 1], [0, 1, 2, 3, 4]], np.float32)
+    rep = pycumsum_op.onnx.prepare(model, lower=target)
+    assert python_ops(rep.init_net, rep.predict_net) == []
+    np.testing.assert_array_equal(rep.run({"x": x})[0], onnxruntime_outputs(model, {"x": x})[0])

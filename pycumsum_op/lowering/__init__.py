@@ -5,8 +5,8 @@ registers the gradient of the ATen forms it emits (`aten_gradient`).
 """
 from . import aten_gradient
 from .errors import LoweringError
-from .lower import TARGETS, lower
+from .lower import TARGETS, lower, scan_forward
 
 aten_gradient.install()
 
-__all__ = ["lower", "LoweringError", "TARGETS"]
+__all__ = ["lower", "LoweringError", "TARGETS", "scan_forward"]

@@ -275,6 +275,28 @@ def _backward_pass_ops(scan, spec, op, target, facts, emitter, where) -> List[ca
     return emitter.finish(renamed[str(grads[x])], grad_in, grad_out)
 
 
+class _CallersNames(object):
+    """`FreshNames`' interface over a converter's own maker of fresh names (which knows what its net holds)."""
+
+    def __init__(self, fresh):
+        self._fresh = fresh
+
+    def fresh(self, base: str) -> str:
+        return self._fresh()
+
+
+def scan_forward(scan: str, spec: ScanSpec, blob_in: str, blob_outs, target: str, shape, dtype, fresh,
+                 where: str) -> List[caffe2_pb2.OperatorDef]:
+    """The ops computing ``blob_outs = scan(blob_in)`` in ``target``'s operators, for a converter that emits them
+    directly (ONNX import: no PyCumSum op to read back): it states the input's ``shape`` (None: unknown; lowering
+    fixes the rank and, for "portable", the scan length) and ``dtype``, ``fresh()`` makes blob names its net does not
+    hold, ``where`` names the node in errors (`LoweringError`)."""
+    _check_target(target)
+    emitter = OpEmitter(_CallersNames(fresh), blob_outs[0])
+    return forward_ops(scan, spec, blob_in, list(blob_outs), target, InputFacts(lambda: (shape, dtype)), emitter,
+                       Site(where, blob_in))
+
+
 def _lower_python_op(index, op, target, facts, names, prefix="") -> List[caffe2_pb2.OperatorDef]:
     """The ops replacing Python op ``op`` (index ``index``); ``prefix`` names the nested net holding it, and
     there its outputs are copied into place (`OpEmitter`'s ``copy_outputs``: step nets alias blobs)."""

@@ -55,9 +55,10 @@ _FOLDED = {
 class GraphFacts:
     """The constants, types and value infos of one ONNX graph: ``graph`` (its nodes, initializers and declared
     values) with the value infos of ``inferred``, the graph as ONNX shape inference returned it, when given;
-    ``torch_kernels``: what the import's target allows (`torch_kernels`)."""
+    ``torch_kernels``: what the import's target allows (`torch_kernels`); ``lower``: the lowering target scans are
+    emitted in (None: their Caffe2 op, PyCumSum)."""
 
-    def __init__(self, graph=None, inferred=None, torch_kernels=False):
+    def __init__(self, graph=None, inferred=None, torch_kernels=False, lower=None):
         self._constant_protos: Dict[str, object] = {}
         self._decoded: Dict[str, np.ndarray] = {}
         self._types: Dict[str, Tuple[Optional[int], Dims]] = {}
@@ -67,11 +68,15 @@ class GraphFacts:
         #: whether the translation may run torch's kernels through Caffe2's ATen operator where they are faster
         #: (False for the portable target: builds without ATen)
         self.torch_kernels = torch_kernels
+        self.lower = lower
+        #: the initializers' names (of graph inputs too: their values are defaults a caller may override)
+        self.initialized = set()
         self._nodes = list(graph.node) if graph is not None else []
         self._ranks: Optional[Dict[str, Optional[int]]] = None
         if graph is None:
             return
         self.graph_inputs = {info.name for info in graph.input}
+        self.initialized = {tensor.name for tensor in graph.initializer}
         for tensor in graph.initializer:
             if tensor.name not in self.graph_inputs:
                 self._constant_protos[tensor.name] = tensor

@@ -59,7 +59,7 @@ from onnx import TensorProto, helper
 from onnx.backend.base import Device
 
 from ..input_limits import InputTooLarge
-from ..lowering import TARGETS, LoweringError, lower as _lower
+from ..lowering import TARGETS
 from ..serialization import BUILDER_ARGS, MAX_NET_OPS, PYTHON_OP_TYPES, NetProblem, UnsafeNetError, verify_net
 from .facts import GraphFacts
 from .forms import check_node
@@ -69,11 +69,7 @@ from .run_checks import checked_rep, input_checks
 from .stock_forms import stock_form
 from .ops import DECLARATIONS
 from .ops.contract import OWN, FormRefused, label
-from .ops.scan import SCAN_DTYPES, constant_axis, scan_entry
-
-
-def _node_label(name: str, outputs) -> str:
-    return "ONNX CumSum node {!r}".format(name or ",".join(outputs))
+from .ops.scan import scan_entry
 
 
 def _subgraphs(node):
@@ -108,8 +104,9 @@ def refuse_python_nodes(graph) -> None:
         raise UnsafeNetError(graph.name, problems)
 
 
-def verify_translation(*netdefs) -> None:
-    """`verify_net` each NetDef a translation produced (init and predict nets): `UnsafeNetError` if refused.
+def verify_translation(*netdefs, python_ops: bool = True) -> None:
+    """`verify_net` each NetDef a translation produced (init and predict nets): `UnsafeNetError` if refused
+    (``python_ops``: whether PyCumSum ops may stand in them; not when imported for a lowering target).
 
     What `verify_net` checks of an op is its type and arguments (pickles, nested nets), never its blob names,
     and a translation repeats the same few ops (one PyCumSum per CumSum form): each distinct op is checked
@@ -122,9 +119,9 @@ def verify_translation(*netdefs) -> None:
                 seen.add(key)
                 distinct.op.add().CopyFrom(op)
         try:
-            verify_net(distinct)
+            verify_net(distinct, python_ops=python_ops)
         except UnsafeNetError:
-            verify_net(netdef)  # the same refusal, naming the ops where they are
+            verify_net(netdef, python_ops=python_ops)  # the same refusal, naming the ops where they are
             raise
 
 
@@ -138,7 +135,7 @@ def imported(model, target=None) -> GraphFacts:
     refuse_python_nodes(model.graph)
     budget = check_tensors(model)
     onnx.checker.check_model(model)
-    return GraphFacts(model.graph, inferred(model, budget).graph, torch_kernels=target != "portable")
+    return GraphFacts(model.graph, inferred(model, budget).graph, torch_kernels=target != "portable", lower=target)
 
 
 def _checked_conversion(cls, onnx_model, device, opset_version, include_initializers):
@@ -161,58 +158,6 @@ def _nested_scans(graph):
                       if scan_entry(n.op_type) is not None]
             found += _nested_scans(sub)
     return found
-
-
-def _runtime_axis_source(graph, name: str) -> str:
-    """Where a CumSum axis that is not a constant comes from, in words."""
-    if name in {info.name for info in graph.input}:
-        if any(tensor.name == name for tensor in graph.initializer):
-            return "a graph input (its initializer is only a default that a caller may override)"
-        return "a graph input"
-    producer = next((node for node in graph.node if name in node.output), None)
-    return "not made by any node" if producer is None else "computed by {} node {!r}".format(
-        producer.op_type, producer.name or name)
-
-
-def _lowering_facts(model, facts: GraphFacts, target: str):
-    """``({x: shape}, {x: dtype})`` of every scan input of ``model`` (``facts``: its facts, shapes inferred), for
-    `lower`; a ValueError naming the node for what cannot be lowered."""
-    shapes, dtypes = {}, {}
-    for node in model.graph.node:
-        if scan_entry(node.op_type) is None or len(node.input) != 2:
-            continue  # the translator refuses a malformed node
-        where = "pycumsum_op.onnx.prepare(lower={!r}): {}".format(target, _node_label(node.name, node.output))
-        x, axis_name = node.input
-        axis = constant_axis(facts, axis_name, where)
-        if axis is None:
-            raise ValueError(
-                "{}: its axis {!r} is {}, known only at run time, but the lowered C++ operators fix the axis when "
-                "lowering; make the axis a constant (a Constant node, or an initializer that is not a graph "
-                "input), or use lower=None (PyCumSum reads the axis on every run)".format(
-                    where, axis_name, _runtime_axis_source(model.graph, axis_name)))
-        elem_type, dims = facts.elem_type(x), facts.dims(x)
-        if elem_type == TensorProto.FLOAT16:
-            raise ValueError("{}: input {!r} is FLOAT16, which no lowering target computes on CPU (torch 1.10's "
-                             "cumsum has no Half kernel, Caffe2's CPU fill operators no float16); use lower=None "
-                             "(PyCumSum)".format(where, x))
-        if elem_type in SCAN_DTYPES:
-            dtypes[x] = onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[elem_type]
-        open_axis = dims is None or (bool(dims) and -len(dims) <= axis < len(dims) and dims[axis] is None)
-        if open_axis and target == "portable":
-            raise ValueError("{}: target 'portable' fixes the scan length when lowering, but the model leaves "
-                             "the length of axis {} of input {!r} open (its dims: {}); export the model with that "
-                             "length fixed, or use lower='aten'".format(
-                                 where, axis, x, "unknown" if dims is None else [d or "?" for d in dims]))
-        if dims is not None:  # lowering fixes only the rank and the scan length: other open dims stay free
-            shapes[x] = tuple(1 if dim is None else dim for dim in dims)
-    return shapes, dtypes
-
-
-def _lowered(netdef, target: str, shapes, dtypes):
-    try:
-        return _lower(netdef, target, shapes=shapes, dtypes=dtypes)
-    except LoweringError as error:
-        raise LoweringError("pycumsum_op.onnx.prepare(lower={!r}): {}".format(target, error)) from None
 
 
 def _parsed(serialized_ops) -> list:
@@ -386,11 +331,7 @@ def _nets(cls, model, device, lower):
     opset = _opset(model)
     facts = imported(model, lower)
     init_net, predict_net = translated_nets(cls, model, facts, device, opset, False)
-    verify_translation(init_net, predict_net)
-    if lower is not None:
-        shapes, dtypes = _lowering_facts(model, facts, lower)
-        init_net = _lowered(init_net, lower, shapes, dtypes)
-        predict_net = _lowered(predict_net, lower, shapes, dtypes)
+    verify_translation(init_net, predict_net, python_ops=lower is None)
     return init_net, predict_net
 
 

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 
 from ...input_limits import MAX_RANK, InputTooLarge
 from ..run_checks import COUNTER_LIMIT, as_double, capped_dims, declared, element_cap, make_op, refusal, size_message
-from .contract import FormRefused, given, label
+from .contract import DECLARATIONS, FormRefused, given, label
 
 
 FLOATS = (TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE)
@@ -59,8 +59,10 @@ def int_list(node, opset, facts, position: int, what: str):
 
 
 def node_axes(node, opset, facts, position: int = 1):
-    """The node's axes: from input ``position`` from opset 13 on where the op takes them so, else the attribute."""
-    if opset >= 13 and node.op_type in ("Unsqueeze", "Squeeze", "ReduceSum"):
+    """The node's axes: the attribute where the op's form at ``opset`` has one, else input ``position`` (as its
+    declaration's forms say: Unsqueeze, Squeeze and ReduceSum take them as an input from opset 13)."""
+    form = next(form for form in DECLARATIONS[node.op_type].forms if form.opsets[0] <= opset <= form.opsets[1])
+    if "axes" not in form.attributes:
         return int_list(node, opset, facts, position, "axes")
     axes = attribute(node, "axes")
     return None if axes is None else [int(a) for a in axes]
@@ -112,9 +114,10 @@ def filled_blob(node, shape: str, out: str, dtype: int, value, fresh) -> list:
             make_op("Squeeze", [filled], [out], node.name, dims=[0])]
 
 
-#: ONNX element type -> Caffe2's, of the types Caffe2's Expand and ConstantFill take
-INTEGER_TYPES = {TensorProto.INT32: caffe2_pb2.TensorProto.INT32, TensorProto.INT64: caffe2_pb2.TensorProto.INT64,
-                 TensorProto.FLOAT: caffe2_pb2.TensorProto.FLOAT, TensorProto.DOUBLE: caffe2_pb2.TensorProto.DOUBLE}
+#: ONNX element type -> Caffe2's, of the types Caffe2's ConstantFill makes (its Expand and Range: all but bool)
+CAFFE2_TYPES = {TensorProto.INT32: caffe2_pb2.TensorProto.INT32, TensorProto.INT64: caffe2_pb2.TensorProto.INT64,
+                TensorProto.FLOAT: caffe2_pb2.TensorProto.FLOAT, TensorProto.DOUBLE: caffe2_pb2.TensorProto.DOUBLE,
+                TensorProto.BOOL: caffe2_pb2.TensorProto.BOOL}
 
 
 def counted_by_range(node, opset, length: str, fresh) -> list:

@@ -11,7 +11,7 @@ from ..run_checks import (as_double, capped_dims, capped_scalar, element_cap, ex
                           refusal, size_message, whole_double)
 from .contract import (ANY, AT_MOST_FIRST, BOOL, MOVED, NEWEST, NUMBERS, STOCK, Form, declare, first_known_rank,
                        fixed_rank, given, label, same_rank, shape_length_rank, stock)
-from .helpers import (FLOATS, INTEGER_TYPES, attribute, checked_shape, checked_type, constant_blob, filled_blob,
+from .helpers import (CAFFE2_TYPES, FLOATS, attribute, checked_shape, checked_type, constant_blob, filled_blob,
                       int64_scalar, node_axes, normalized, refuse, type_text, within_rank)
 
 #: Caffe2's CPU Cast has no float16 (nor the types Caffe2 has no tensor for)
@@ -157,7 +157,7 @@ def _expand(node, facts, opset, fresh):
     kernel)."""
     data, shape = node.input
     elem_type = facts.elem_type(data)
-    if elem_type not in INTEGER_TYPES and elem_type != TensorProto.BOOL:
+    if elem_type not in CAFFE2_TYPES:
         raise refuse(node, opset, "input {!r} is {}; Caffe2's Expand takes int32, int64, float, double (and "
                                    "bool, through int32)".format(data, type_text(elem_type)))
     ops, source, target = [], data, node.output[0]
@@ -176,7 +176,7 @@ def _expand(node, facts, opset, fresh):
         ops.append(make_op("Expand", [source, shape], [target], node.name))
     else:
         ones = fresh()
-        c2_type = INTEGER_TYPES.get(elem_type, caffe2_pb2.TensorProto.INT32)
+        c2_type = CAFFE2_TYPES[TensorProto.INT32 if elem_type == TensorProto.BOOL else elem_type]
         ops += filled_blob(node, shape, ones, c2_type, 1.0 if elem_type in FLOATS else 1, fresh)
         ops.append(make_op("ATen", [source, ones], [target], node.name, operator="mul"))
     if elem_type == TensorProto.BOOL:
@@ -268,14 +268,6 @@ def _size(node, facts, opset, fresh):
     return [make_op("Size", [node.input[0]], [node.output[0]], node.name)]
 
 
-#: ONNX element type -> Caffe2's (a ConstantOfShape value's type: the types Caffe2's ConstantFill makes).
-_FILL_TYPES = {
-    TensorProto.FLOAT: caffe2_pb2.TensorProto.FLOAT, TensorProto.DOUBLE: caffe2_pb2.TensorProto.DOUBLE,
-    TensorProto.INT32: caffe2_pb2.TensorProto.INT32, TensorProto.INT64: caffe2_pb2.TensorProto.INT64,
-    TensorProto.BOOL: caffe2_pb2.TensorProto.BOOL,
-}
-
-
 # the C++ converter has no bool
 @declare("ConstantOfShape", Form((9, NEWEST), {"value": ANY}), types=NUMBERS | BOOL, typed=("output", 0),
          shape_input=0, length_is_rank=True, rank=shape_length_rank)
@@ -291,12 +283,12 @@ def _constant_of_shape(node, facts, opset, fresh):
         if number.size != 1:
             raise refuse(node, opset, "the value must hold one element, got {}".format(number.size))
         number = number[0].item()
-    if elem_type not in _FILL_TYPES:
+    if elem_type not in CAFFE2_TYPES:
         raise refuse(node, opset, "value of type {} (Caffe2's ConstantFill makes {})".format(
-            TensorProto.DataType.Name(elem_type), ", ".join(TensorProto.DataType.Name(t) for t in _FILL_TYPES)))
+            TensorProto.DataType.Name(elem_type), ", ".join(TensorProto.DataType.Name(t) for t in CAFFE2_TYPES)))
     number = float(number) if elem_type in FLOATS else int(number)
     inexact = elem_type == TensorProto.DOUBLE and np.isfinite(number) and float(np.float32(number)) != number
-    c2_type, out = _FILL_TYPES[elem_type], node.output[0]
+    c2_type, out = CAFFE2_TYPES[elem_type], node.output[0]
     filled, fill_value = (fresh(), 1.0) if inexact else (out, number)
     length, shape = facts.dims(node.input[0]), facts.constant(node.input[0])
     if shape is not None:  # checked here: Caffe2 multiplies the dims unchecked (a shape [-2, -2] crashed it)
@@ -321,7 +313,7 @@ def _constant_of_shape(node, facts, opset, fresh):
 
 
 #: ONNX element type -> Caffe2's, of the types Caffe2's Range takes
-_RANGE_TYPES = dict(INTEGER_TYPES)
+_RANGE_TYPES = {elem_type: c2_type for elem_type, c2_type in CAFFE2_TYPES.items() if elem_type != TensorProto.BOOL}
 
 
 # Caffe2's Range: a negative integer delta
