@@ -10,7 +10,7 @@ from caffe2.python import core
 from onnx import TensorProto
 
 from ...kernels import ScanArgumentError, ScanSpec
-from ...lowering import scan_forward
+from ...lowering import LoweringError, scan_forward
 from ...ops.net_ops import add_scan_op
 from ...scans import SCANS, Refused
 from .contract import ANY, NEWEST, Form, FormRefused, declare, label, same_rank
@@ -128,6 +128,8 @@ def lowered_scan(node, facts, opset, fresh) -> list:
                             np.dtype(onnx.mapping.TENSOR_TYPE_TO_NP_TYPE[elem_type]), fresh, where)
     except ScanArgumentError as error:
         raise FormRefused("{}: {}".format(where, error)) from None
+    except LoweringError as error:  # the import's one refusal type; the message names the node already
+        raise FormRefused(str(error)) from None
 
 
 def constant_axis(facts, name: str, where: str):
