@@ -58,8 +58,7 @@ BLOCK = 16
 #: Block sizes the blocked form may take off the last axis: a divisor of the scan length (no padding copies),
 #: nearest BLOCK. A last axis (rank 1 too) always takes blocks of BLOCK, padded: its blocks are rows transposed to
 #: columns and back, and Caffe2's Transpose (MKL's omatcopy) moves rows of 16 entries faster than rows of 18-32
-#: (lowered nets 0.8-0.9x the time where the length's divisor was 20, 25 or 31; re-derive with
-#: benchmarks/run.py --only-lowering).
+#: (benchmarks/RESULTS.md; re-derive with benchmarks/run.py --only-lowering).
 BLOCK_SIZES = range(8, 33)
 #: An axis at most this long is summed as it is (one Add per entry); longer ones in blocks ...
 DIRECT = 64
