@@ -182,8 +182,10 @@ def form_cases(op, opset):
     if op == "GatherElements":
         return [({"x": F, "i": i64(-1, 0, 3, 1, 2, -4).reshape(3, 2)}, {}, {"axis": 1}),
                 ({"x": F, "i": i64(2, -3, 0, 1).reshape(1, 4)}, {}, {"axis": -2})]
-    if op == "ArgMax":
-        return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": 0, "keepdims": 0})]
+    if op in ("ArgMax", "ArgMin"):
+        ties = np.array([[1.0, 3.0, 3.0, -1.0], [-1.0, 2.0, -1.0, 0.0], [0.0, 0.0, 0.0, 0.0]], np.float32)
+        return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": 0, "keepdims": 0}),
+                ({"x": ties}, {}, {"axis": -1})]
     if op in CNN_OPS:
         return cnn_cases(op, opset)
     raise AssertionError("no cases for ONNX {}".format(op))

@@ -106,14 +106,20 @@ def _reduce_prod(node, opset, data, axes, rank, keepdims, fresh):
     return ops
 
 
-@declare("ArgMax", Form((1, 11), {"axis": ANY, "keepdims": ZERO_ONE}),
-         Form((12, NEWEST), {"axis": ANY, "keepdims": ZERO_ONE, "select_last_index": frozenset([0])}),
+#: select_last_index=1 has no form: onnxruntime's last index skips a NaN unless it comes first, which no reversal
+#: of Caffe2's first-index scan reproduces
+_ARG = {"axis": ANY, "keepdims": ZERO_ONE}
+
+
+@declare("ArgMax", Form((1, 11), _ARG), Form((12, NEWEST), dict(_ARG, select_last_index=frozenset([0]))),
          types=frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32]), rank=reduced_rank)
-def _arg_max(node, facts, opset, fresh):
-    """Caffe2's ArgMax: the first index of the maximum, as ONNX's select_last_index=0."""
+@declare("ArgMin", Form((1, 11), _ARG), Form((12, NEWEST), dict(_ARG, select_last_index=frozenset([0]))),
+         types=frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32]), rank=reduced_rank)
+def _arg_extremum(node, facts, opset, fresh):
+    """Caffe2's ArgMax / ArgMin: the first index of the extremum, as ONNX's select_last_index=0."""
     (axis,) = normalized(node, opset, [int(attribute(node, "axis", 0))], facts.rank(node.input[0]))
-    return [make_op("ArgMax", [node.input[0]], [node.output[0]], node.name, axis=axis,
-                keepdims=int(attribute(node, "keepdims", 1)))]
+    return [make_op(node.op_type, [node.input[0]], [node.output[0]], node.name, axis=axis,
+                    keepdims=int(attribute(node, "keepdims", 1)))]
 
 
 # Caffe2's TopK is float only; sorted=0 leaves the order to the runtime, so onnxruntime's is no oracle
