@@ -15,7 +15,7 @@ _COORDINATES = frozenset(["asymmetric", "half_pixel", "pytorch_half_pixel", "ali
 _ATTRIBUTES = {"coordinate_transformation_mode": _COORDINATES, "mode": frozenset(["nearest", "linear"]),
                "nearest_mode": frozenset(["floor"]), "cubic_coeff_a": frozenset([-0.75]),
                "exclude_outside": frozenset([0])}
-#: the ranks whose spatial dims are resized as onnxruntime resizes them
+#: the ranks whose spatial dims are resized as onnxruntime resizes them (linear: 4 only)
 _RANKS = (3, 4, 5)
 
 
@@ -41,6 +41,9 @@ def _resize(node, facts, opset, fresh):
     if rank not in _RANKS:
         raise refuse(node, opset, "input 0 {!r} has rank {}; Resize is translated for (N, C, D1, ...) of rank 3 to "
                                    "5".format(data, rank))
+    if mode == "linear" and rank != 4:  # onnxruntime's 1-D and 3-D kernels weigh NaN and inf otherwise
+        raise refuse(node, opset, "input 0 {!r} has rank {}; linear Resize is translated for rank 4 (N, C, H, "
+                                   "W)".format(data, rank))
     scales = node.input[2] if given(node, 2) and not _empty(facts, node.input[2]) else None
     sizes = node.input[3] if given(node, 3) else None
     if (scales is None) == (sizes is None):
