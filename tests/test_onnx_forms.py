@@ -188,6 +188,12 @@ def form_cases(op, opset):
                 ({"x": ties}, {}, {"axis": -1})]
     if op in CNN_OPS:
         return cnn_cases(op, opset)
+    if op == "Resize":
+        return resize_cases(opset)
+    if op == "InstanceNormalization":
+        scale, bias = RNG.standard_normal(4).astype(np.float32), RNG.standard_normal(4).astype(np.float32)
+        return [({"x": IMAGES}, {"scale": scale, "bias": bias}, {}),
+                ({"x": IMAGES[:, :, 0], "scale": scale, "bias": bias}, {}, {"epsilon": 1e-2})]
     raise AssertionError("no cases for ONNX {}".format(op))
 
 
@@ -259,6 +265,23 @@ def cnn_cases(op, opset):
         return [({"x": IMAGES}, {}, {"ratio": 0.5})]
     return [({"x": IMAGES}, {"ratio": np.array(0.3, np.float32), "training": np.array(False)}, {}, {"outputs": 2}),
             ({"x": IMAGES}, {}, {})]
+
+
+def resize_cases(opset):
+    """Resize as torch writes it (nearest with floor, linear with each coordinate mode torch uses) over (2, 4, 5, 6)
+    images: scales constant or fed, sizes constant or fed, up and down (tests/test_onnx_resize_norm.py: the edges)."""
+    torch_attrs = {"cubic_coeff_a": -0.75, "nearest_mode": "floor"}
+    nearest = dict(torch_attrs, mode="nearest", coordinate_transformation_mode="asymmetric")
+    linear = {mode: dict(torch_attrs, mode="linear", coordinate_transformation_mode=mode)
+              for mode in ("pytorch_half_pixel", "half_pixel", "align_corners")}
+    roi, scales, sizes = np.zeros(0, np.float32), np.array([1, 1, 2, 1.5], np.float32), i64(2, 4, 7, 3)
+    sized = ["x", "roi", "scales", "sizes"] if opset < 13 else ["x", "", "", "sizes"]
+    unscaled = {"roi": roi, "scales": roi} if opset < 13 else {}
+    return [({"x": IMAGES}, {"roi": roi, "scales": scales}, nearest),
+            ({"x": IMAGES, "scales": np.array([1, 1, 0.6, 2.5], np.float32)}, {"roi": roi}, linear["half_pixel"],
+             {"order": ["x", "roi", "scales"]}),
+            ({"x": IMAGES, "sizes": sizes}, unscaled, linear["pytorch_half_pixel"], {"order": sized}),
+            ({"x": IMAGES}, dict(unscaled, sizes=i64(2, 4, 3, 8)), linear["align_corners"], {"order": sized})]
 
 
 def _form_params():
@@ -521,7 +544,7 @@ ELEMENT_TYPES = [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, Ten
                  TensorProto.UINT64, TensorProto.BOOL, TensorProto.STRING]
 #: the inputs of `form_cases` that hold indices, axes or shapes: their type is not the form's
 _INDEX_INPUTS = frozenset(["axes", "axis", "shape", "starts", "ends", "steps", "i", "lengths", "pads", "split", "repeats",
-                           "depth", "k"])
+                           "depth", "k", "roi", "scales", "sizes"])
 
 
 def form_opsets(op):

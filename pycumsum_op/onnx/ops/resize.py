@@ -1,0 +1,275 @@
+"""Resize (torch's interpolate: nearest with floor, bilinear with or without align_corners) over the spatial dims of
+an (N, C, D1, ...) input, one axis at a time, with the source positions of each axis computed when the net runs as
+onnxruntime computes them (float32), so that scales and sizes may be constants or values of the graph."""
+from caffe2.proto import caffe2_pb2
+
+from ..run_checks import as_double, capped_dims, element_cap, make_op, refusal, size_message
+from .contract import FLOAT, NEWEST, Form, declare, given, label, same_rank
+from .helpers import attribute, refuse
+
+_FLOAT = caffe2_pb2.TensorProto.FLOAT
+_INT64 = caffe2_pb2.TensorProto.INT64
+
+#: how an output position maps to a source position (ONNX's coordinate_transformation_mode)
+_COORDINATES = frozenset(["asymmetric", "half_pixel", "pytorch_half_pixel", "align_corners"])
+_ATTRIBUTES = {"coordinate_transformation_mode": _COORDINATES, "mode": frozenset(["nearest", "linear"]),
+               "nearest_mode": frozenset(["floor"]), "cubic_coeff_a": frozenset([-0.75]),
+               "exclude_outside": frozenset([0])}
+#: the ranks whose spatial dims are resized as onnxruntime resizes them (linear: 4 only)
+_RANKS = (3, 4, 5)
+
+
+# torch writes cubic_coeff_a and nearest_mode with every mode; cubic, nearest other than floor, tf_crop_and_resize
+# (the one mode roi changes) have no form
+@declare("Resize", Form((11, 12), _ATTRIBUTES), Form((13, NEWEST), _ATTRIBUTES), types=FLOAT,
+         inputs=("X", "roi", "scales", "sizes"), rank=same_rank)
+def _resize(node, facts, opset, fresh):
+    """Each spatial axis in turn: its length L and output length O (scales: int(scale * L) in float32; sizes: O,
+    scale O / L), the source position of each output position (Range, then onnxruntime's float32 formula), then
+    nearest: Gather of its floor (clamped to the axis); linear: the two neighbours' Gathers weighted by distance,
+    both 0.5 where they are one (onnxruntime's weights, so 0 x inf is NaN where it is NaN there). When every scale is
+    1 onnxruntime copies the input (no 0 x inf): where the scales are read at run time, the nearer neighbour is then
+    taken. N and C must keep their lengths. The sizes are checked against the tensor cap before any Gather."""
+    data, out = node.input[0], node.output[0]
+    if not facts.torch_kernels:
+        raise refuse(node, opset, "the portable target has no form of it (it clamps positions with torch's kernels)")
+    mode = attribute(node, "mode", b"nearest").decode()
+    coordinates = attribute(node, "coordinate_transformation_mode", b"half_pixel").decode()
+    if mode == "nearest" and attribute(node, "nearest_mode") is None:
+        raise refuse(node, opset, "nearest_mode round_prefer_floor (the default) has no form; floor has")
+    rank = facts.rank(data)
+    if rank not in _RANKS:
+        raise refuse(node, opset, "input 0 {!r} has rank {}; Resize is translated for (N, C, D1, ...) of rank 3 to "
+                                   "5".format(data, rank))
+    if mode == "linear" and rank != 4:  # onnxruntime's 1-D and 3-D kernels weigh NaN and inf otherwise
+        raise refuse(node, opset, "input 0 {!r} has rank {}; linear Resize is translated for rank 4 (N, C, H, "
+                                   "W)".format(data, rank))
+    scales = node.input[2] if given(node, 2) and not _empty(facts, node.input[2]) else None
+    sizes = node.input[3] if given(node, 3) else None
+    if (scales is None) == (sizes is None):
+        raise refuse(node, opset, "exactly one of input 2 (scales) and input 3 (sizes) must be given")
+    given_values = facts.constant(scales or sizes)
+    if given_values is not None and given_values.size != rank:
+        raise refuse(node, opset, "input {} ({}) has {} entries for input 0 of rank {}".format(
+            2 if scales else 3, "scales" if scales else "sizes", given_values.size, rank))
+    if scales and given_values is not None and not (given_values > 0).all():
+        raise refuse(node, opset, "input 2 (scales) {} holds a scale that is not positive".format(
+            given_values.tolist()))
+    if mode == "linear" and scales and given_values is not None and (given_values == 1).all():
+        return [make_op("Copy", [data], [out], node.name)]  # onnxruntime copies: no 0 x inf of a neighbour
+    where = label(node, opset)
+    ops, dims = [], fresh()
+    ops.append(make_op("Shape", [data], [dims], node.name))
+    ops += _outer_kept(node, opset, scales, sizes, given_values, dims, fresh)
+    axes = [_axis_lengths(node, where, scales, sizes, dims, axis, fresh) for axis in range(2, rank)]
+    for more, *_ in axes:
+        ops += more
+    ops += _bounded(node, where, dims, [(length, size) for _, length, size, _ in axes], fresh)
+    copied = None
+    if mode == "linear" and not (scales and given_values is not None):  # whether every scale is 1, read at run time
+        more, copied = _all_ones(node, [scale for *_, scale in axes], fresh)
+        ops += more
+    blob = data
+    for axis, (_, length, size, scale) in enumerate(axes, start=2):
+        target = out if axis == rank - 1 else fresh()
+        positions, more = _positions(node, coordinates, length, size, scale, fresh)
+        ops += more
+        if mode == "nearest":
+            ops += _nearest(node, blob, target, axis, positions, length, fresh)
+        else:
+            ops += _linear(node, blob, target, axis, rank, positions, length, copied, fresh)
+        blob = target
+    return ops
+
+
+def _empty(facts, name: str) -> bool:
+    """Whether blob ``name`` is stated empty (opset 11 and 12 name an empty scales where sizes are given)."""
+    value = facts.constant(name)
+    return facts.dims(name) == [0] if value is None else value.size == 0
+
+
+def _outer_kept(node, opset, scales, sizes, values, dims: str, fresh) -> list:
+    """Ops stopping the net unless N and C keep their lengths (scales 1, sizes the input's), refused at import where
+    the scales are constants: the translation resizes the spatial dims only."""
+    if values is not None and scales:
+        if values[:2].tolist() != [1, 1]:
+            raise refuse(node, opset, "input 2 (scales) {} resizes N or C; only the spatial dims are "
+                                       "translated".format(values.tolist()))
+        return []
+    named, outer, wanted, same = scales or sizes, fresh(), fresh(), fresh()
+    ops = [make_op("Slice", [named], [outer], node.name, starts=[0], ends=[2])]
+    if scales:
+        ops.append(make_op("ConstantFill", [], [wanted], node.name, shape=[2], dtype=_FLOAT, value=1.0))
+    else:
+        ops.append(make_op("Slice", [dims], [wanted], node.name, starts=[0], ends=[2]))
+    return ops + [make_op("EQ", [outer, wanted], [same], node.name),
+                  refusal(node.name, same, "{}: input {} ({}) {!r} resizes N or C; only the spatial dims are "
+                                           "translated".format(label(node, opset), 2 if scales else 3,
+                                                               "scales" if scales else "sizes", named), outer)]
+
+
+def _float(node, value: float, fresh) -> tuple:
+    """(op, blob): a (1,) float32 constant."""
+    blob = fresh()
+    return make_op("ConstantFill", [], [blob], node.name, shape=[1], dtype=_FLOAT, value=value), blob
+
+
+def _axis_lengths(node, where: str, scales, sizes, dims: str, axis: int, fresh) -> tuple:
+    """(ops, L, O, scale) of spatial ``axis``: its length as a (1,) float32 blob, its output length as a (1,) int64
+    blob and its scale as a (1,) float32 blob, as onnxruntime computes them: from a scale, O = int(scale * L) in
+    float32 (checked within the cap before the cast); from a size, scale = O / L, and L = 0 only with O = 0."""
+    length, length_float, scale, size = fresh(), fresh(), fresh(), fresh()
+    ops = [make_op("Slice", [dims], [length], node.name, starts=[axis], ends=[axis + 1]),
+           make_op("Cast", [length], [length_float], node.name, to=_FLOAT)]
+    cap = element_cap(4, counter=True)
+    if scales:
+        product, zero_op, zero, positive = fresh(), *_float(node, 0.0, fresh), fresh()
+        ops += [make_op("Slice", [scales], [scale], node.name, starts=[axis], ends=[axis + 1]), zero_op,
+                make_op("GT", [scale, zero], [positive], node.name),
+                refusal(node.name, positive, "{}: input 2 (scales) {!r} holds a scale that is not positive".format(
+                    where, scales), scale),
+                make_op("Mul", [scale, length_float], [product], node.name)]
+        more, double = as_double(node.name, product, fresh)
+        ops += more + capped_dims(node.name, double, cap, size_message(
+            where, "dim {} of input 0 {!r} times its scale".format(axis, node.input[0]), 4, counter=True), fresh,
+            checked=double)
+        return ops + [make_op("Cast", [product], [size], node.name, to=_INT64)], length_float, size, scale
+    size_float, filled, nonempty, kept, zero = fresh(), fresh(), fresh(), fresh(), fresh()
+    ops += [make_op("Slice", [sizes], [size], node.name, starts=[axis], ends=[axis + 1]),
+            make_op("Cast", [size], [size_float], node.name, to=_FLOAT),
+            make_op("Div", [size_float, length_float], [scale], node.name),
+            make_op("ConstantFill", [], [zero], node.name, shape=[1], dtype=_INT64, value=0),
+            make_op("GT", [length, zero], [filled], node.name), make_op("GT", [size, zero], [nonempty], node.name),
+            make_op("EQ", [filled, nonempty], [kept], node.name),
+            refusal(node.name, kept, "{}: input 3 (sizes) {!r} makes dim {} of input 0 {!r} empty or an empty one "
+                                     "not (a scale of 0 or infinity)".format(where, sizes, axis, node.input[0]), size)]
+    return ops, length_float, size, scale
+
+
+def _bounded(node, where: str, dims: str, lengths, fresh) -> list:
+    """Ops stopping the net unless N x C x the larger of the input and output length of each spatial axis (which
+    bounds the output and each axis' intermediate result) is within the cap, every output length in [0, 2**31)
+    (Caffe2's Range counts the positions in 32 bits)."""
+    more, outer = as_double(node.name, dims, fresh)
+    first = fresh()
+    ops = more + [make_op("Slice", [outer], [first], node.name, starts=[0], ends=[2])]
+    parts = [first]
+    for length, size in lengths:
+        longer, size_double, length_double = fresh(), fresh(), fresh()
+        ops += [make_op("Cast", [size], [size_double], node.name, to=caffe2_pb2.TensorProto.DOUBLE),
+                make_op("Cast", [length], [length_double], node.name, to=caffe2_pb2.TensorProto.DOUBLE),
+                make_op("ATen", [size_double, length_double], [longer], node.name, operator="maximum")]
+        parts.append(longer)
+    joined = fresh()
+    ops.append(make_op("Concat", parts, [joined, fresh()], node.name, axis=0))
+    return ops + capped_dims(node.name, joined, element_cap(4, counter=True), size_message(
+        where, "its output (N, C and the larger of each spatial dim and its output length)", 4, counter=True),
+        fresh, checked=joined)
+
+
+def _all_ones(node, scales, fresh) -> tuple:
+    """(ops, blob): a (1,) bool, whether every spatial scale is 1 (onnxruntime then copies the input)."""
+    one_op, one = _float(node, 1.0, fresh)
+    ops, flag = [one_op], None
+    for scale in scales:
+        same = fresh()
+        ops.append(make_op("EQ", [scale, one], [same], node.name))
+        if flag is not None:
+            both = fresh()
+            ops.append(make_op("And", [flag, same], [both], node.name))
+            same = both
+        flag = same
+    return ops, flag
+
+
+def _positions(node, coordinates: str, length: str, size: str, scale: str, fresh) -> tuple:
+    """(blob, ops): the source position of each output position of an axis (float32, onnxruntime's formulas and
+    order of operations: asymmetric x / s, half_pixel (x + 0.5) / s - 0.5, pytorch_half_pixel that or 0 where O is
+    1, align_corners x * (L - 1) / (O - 1) or 0 where O is 1)."""
+    counted, index = fresh(), fresh()
+    ops = [make_op("Range", [size], [counted], node.name), make_op("Cast", [counted], [index], node.name, to=_FLOAT)]
+    if coordinates == "asymmetric":
+        position = fresh()
+        return position, ops + [make_op("Div", [index, scale], [position], node.name)]
+    if coordinates == "align_corners":
+        one_op, one = _float(node, 1.0, fresh)
+        size_float, reach, span, stretched, position = (fresh() for _ in range(5))
+        ops += [one_op, make_op("Cast", [size], [size_float], node.name, to=_FLOAT),
+                make_op("Sub", [length, one], [reach], node.name), make_op("Sub", [size_float, one], [span], node.name),
+                make_op("Mul", [index, reach], [stretched], node.name),
+                make_op("Div", [stretched, span], [position], node.name)]
+        return _zero_unless_longer(node, position, size, ops, fresh)
+    half_op, half = _float(node, 0.5, fresh)
+    shifted, scaled, position = fresh(), fresh(), fresh()
+    ops += [half_op, make_op("Add", [index, half], [shifted], node.name),
+            make_op("Div", [shifted, scale], [scaled], node.name),
+            make_op("Sub", [scaled, half], [position], node.name)]
+    if coordinates == "half_pixel":
+        return position, ops
+    return _zero_unless_longer(node, position, size, ops, fresh)
+
+
+def _zero_unless_longer(node, position: str, size: str, ops: list, fresh) -> tuple:
+    """(blob, ops): ``position`` where the output length is above 1, else 0."""
+    one, longer, zero_op, zero = fresh(), fresh(), *_float(node, 0.0, fresh)
+    chosen = fresh()
+    return chosen, ops + [make_op("ConstantFill", [], [one], node.name, shape=[1], dtype=_INT64, value=1),
+                          make_op("GT", [size, one], [longer], node.name), zero_op,
+                          make_op("ATen", [longer, position, zero], [chosen], node.name, operator="where")]
+
+
+def _clamped(node, position: str, length: str, fresh) -> tuple:
+    """(ops, blob, last): ``position`` held to [0, L - 1] as onnxruntime holds it (the upper bound first); ``last``
+    is L - 1."""
+    one_op, one = _float(node, 1.0, fresh)
+    zero_op, zero = _float(node, 0.0, fresh)
+    last, below, clamped = fresh(), fresh(), fresh()
+    return [one_op, zero_op, make_op("Sub", [length, one], [last], node.name),
+            make_op("ATen", [position, last], [below], node.name, operator="minimum"),
+            make_op("ATen", [below, zero], [clamped], node.name, operator="maximum")], clamped, last
+
+
+def _nearest(node, data: str, out: str, axis: int, position: str, length: str, fresh) -> list:
+    """The input at the floor of each position, held to the axis."""
+    floored, index = fresh(), fresh()
+    ops, clamped, _ = _clamped(node, floored, length, fresh)
+    return [make_op("Floor", [position], [floored], node.name)] + ops + [
+        make_op("Cast", [clamped], [index], node.name, to=_INT64),
+        make_op("Gather", [data, index], [out], node.name, axis=axis)]
+
+
+def _linear(node, data: str, out: str, axis: int, rank: int, position: str, length: str, copied, fresh) -> list:
+    """onnxruntime's linear interpolation along ``axis``: the position held to [0, L - 1], its neighbours i0 =
+    floor and i1 = min(i0 + 1, L - 1), weighted by i1 - x and x - i0 (0.5 each where i0 = i1); the term of i1 is
+    replaced by the input at i0 where ``copied`` (every scale 1: onnxruntime copies the input)."""
+    ops, clamped, last = _clamped(node, position, length, fresh)
+    one_op, one = _float(node, 1.0, fresh)
+    half_op, half = _float(node, 0.5, fresh)
+    low, next_float, high, near, far, same, same_float, halves, low_weight, high_weight = (fresh() for _ in range(10))
+    ops += [one_op, half_op, make_op("Floor", [clamped], [low], node.name),
+            make_op("Add", [low, one], [next_float], node.name),
+            make_op("ATen", [next_float, last], [high], node.name, operator="minimum"),
+            make_op("Sub", [high, clamped], [near], node.name), make_op("Sub", [clamped, low], [far], node.name),
+            make_op("EQ", [low, high], [same], node.name),
+            make_op("Cast", [same], [same_float], node.name, to=_FLOAT),
+            make_op("Mul", [same_float, half], [halves], node.name),
+            make_op("Add", [near, halves], [low_weight], node.name),
+            make_op("Add", [far, halves], [high_weight], node.name)]
+    terms, first = [], None
+    for neighbour, weight in ((low, low_weight), (high, high_weight)):
+        index, term = fresh(), fresh()
+        taken = fresh()
+        ops += [make_op("Cast", [neighbour], [index], node.name, to=_INT64),
+                make_op("Gather", [data, index], [taken], node.name, axis=axis)]
+        if axis < rank - 1:  # the weights lie along the axis: trailing dims of 1 broadcast them
+            spread = fresh()
+            ops.append(make_op("ExpandDims", [weight], [spread], node.name, dims=list(range(1, rank - axis))))
+            weight = spread
+        ops.append(make_op("Mul", [taken, weight], [term], node.name))
+        terms.append(term)
+        first = first or taken
+    if copied is None:
+        return ops + [make_op("Add", terms, [out], node.name)]
+    blended = fresh()  # every position is then its own i0: the input itself, as onnxruntime copies it
+    return ops + [make_op("Add", terms, [blended], node.name),
+                  make_op("ATen", [copied, first, blended], [out], node.name, operator="where")]
