@@ -199,8 +199,7 @@ def instance_model(x, scale, bias, epsilon=None, dynamic=False, opset=13):
 @pytest.mark.parametrize("dynamic", [False, True])
 def test_instance_normalization_at_the_edges_equals_onnxruntime(shape, epsilon, dynamic):
     """Ranks 3 to 5, instances of one element (variance 0) and of ±inf and NaN, constant instances with epsilon 0,
-    dims stated and symbolic. (An instance whose squares overflow float32, |x| past 1.8e19, differs: Caffe2 gives
-    NaN, onnxruntime 0.)"""
+    dims stated and symbolic."""
     rng = np.random.default_rng(len(shape))
     x = images(shape, rng)
     if x.shape[-1] > 2:
@@ -221,14 +220,26 @@ def test_instance_normalization_property(data):
     assert outcome(model, {"x": x}) == ("match", None), shape
 
 
+@pytest.mark.parametrize("values", [[1000.0, 1000.01, 999.99, 1000.02], [2e19, 1.0, 1.0, 1.0], [3e38, 1.0, 2.0, 3.0],
+                                    [5e18, 5e18, 5e18, 5.00001e18], [1e19, 2e19, -1e19, 3e19]])
+def test_instance_normalization_subtracts_the_mean_first(values):
+    """A small deviation about a large mean, and squares that overflow float32: the variance of the centred values,
+    as onnxruntime computes it (E[x**2] - E[x]**2, Caffe2's InstanceNorm's, cancels to far other numbers)."""
+    rng = np.random.default_rng(1)
+    x = np.array(values, np.float32)[rng.permutation(4)].reshape(1, 1, 4)
+    x = np.concatenate([x, x * -1.0, x + 1.0]).reshape(3, 1, 4)
+    model = instance_model(x, np.array([1.5], np.float32), np.array([0.25], np.float32))
+    assert outcome(model, {"x": x}) == ("match", None)
+
+
 @pytest.mark.parametrize("shape", [(0, 3, 4), (2, 3, 0), (2, 0, 4)])
 def test_instance_normalization_of_an_empty_dim_is_refused_or_stops_the_run(shape):
-    """Caffe2's InstanceNorm dies (SIGFPE, SIGSEGV) on an empty batch or spatial dim: refused where the model states
-    the dims, an Assert naming the node where they are symbolic."""
+    """An empty dim leaves an instance without a mean (and Caffe2's InstanceNorm died of it): refused where the model
+    states the dims, an Assert naming the node where they are symbolic."""
     x = np.zeros(shape, np.float32)
     scale, bias = np.ones(shape[1], np.float32), np.zeros(shape[1], np.float32)
     with pytest.raises(FormRefused, match=r"^ONNX InstanceNormalization node 'out0' \(opset 13\): input 0 'x' has "
-                                          r"dims .*; Caffe2's InstanceNorm dies on an empty dim$"):
+                                          r"dims .*; an empty dim leaves an instance without a mean$"):
         pycumsum_op.onnx.prepare(instance_model(x, scale, bias))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
