@@ -4,11 +4,10 @@ from caffe2.proto import caffe2_pb2
 from onnx import TensorProto
 
 from ..run_checks import declared, make_op, refusal
-from .contract import ANY, DECLARATIONS, NEWEST, Form, declare, given, label
+from .contract import ANY, DECLARATIONS, FLOAT, NEWEST, Form, declare, given, label
 from .helpers import attribute, checked_type, constant_blob, int64_scalar, rank_checked, refuse
 
 _LOSS = {"reduction": frozenset(["none", "sum", "mean"]), "ignore_index": ANY}
-_LOSS_TYPES = frozenset([TensorProto.FLOAT, TensorProto.DOUBLE])
 _TARGETS = frozenset([TensorProto.INT32, TensorProto.INT64])
 #: ``reduction`` -> torch's: "none" is 0, "sum" 2; "mean" is the sum over the kernel's total weight, divided here
 #: (torch's kernel leaves the sum undivided where the total weight is 0, ONNX divides: 0 / 0 is NaN)
@@ -31,10 +30,12 @@ def _loss_rank(node, known, facts):
     return None if rank is None else rank - 1
 
 
-@declare("NegativeLogLikelihoodLoss", Form((12, NEWEST), _LOSS), types=_LOSS_TYPES,
-         inputs=("input", "target", "weight"), rank=_loss_rank)
-@declare("SoftmaxCrossEntropyLoss", Form((12, NEWEST), _LOSS), types=_LOSS_TYPES,
-         inputs=("scores", "labels", "weights"), rank=_loss_rank)
+@declare("NegativeLogLikelihoodLoss", Form((12, NEWEST), _LOSS),
+         types=frozenset([TensorProto.FLOAT, TensorProto.DOUBLE]), inputs=("input", "target", "weight"),
+         rank=_loss_rank)
+# Double, as LogSoftmax: onnxruntime's double log_softmax gives -46.05 where a NaN should make NaN; no oracle
+@declare("SoftmaxCrossEntropyLoss", Form((12, NEWEST), _LOSS), types=FLOAT, inputs=("scores", "labels", "weights"),
+         rank=_loss_rank)
 def _loss(node, facts, opset, fresh):
     """torch's ``nll_loss_forward`` (input of rank 2) or ``nll_loss2d_forward`` (rank 4; any other rank reshaped to
     (N, C, d1 * ... * dk, 1) and its target to (N, d1 * ... * dk, 1), the "none" loss reshaped back to the
