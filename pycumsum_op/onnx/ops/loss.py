@@ -1,4 +1,4 @@
-"""The losses: NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (the former of torch's log_softmax over axis 1),
+"""The losses: NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss (the latter of torch's log_softmax over axis 1),
 by torch's ``nll_loss_forward`` / ``nll_loss2d_forward`` kernels through the ATen op."""
 from caffe2.proto import caffe2_pb2
 from onnx import TensorProto
