@@ -194,6 +194,8 @@ def form_cases(op, opset):
         scale, bias = RNG.standard_normal(4).astype(np.float32), RNG.standard_normal(4).astype(np.float32)
         return [({"x": IMAGES}, {"scale": scale, "bias": bias}, {}),
                 ({"x": IMAGES[:, :, 0], "scale": scale, "bias": bias}, {}, {"epsilon": 1e-2})]
+    if op in ("NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"):
+        return loss_cases(op)
     raise AssertionError("no cases for ONNX {}".format(op))
 
 
@@ -282,6 +284,21 @@ def resize_cases(opset):
              {"order": ["x", "roi", "scales"]}),
             ({"x": IMAGES, "sizes": sizes}, unscaled, linear["pytorch_half_pixel"], {"order": sized}),
             ({"x": IMAGES}, dict(unscaled, sizes=i64(2, 4, 3, 8)), linear["align_corners"], {"order": sized})]
+
+
+def loss_cases(op):
+    """Loss cases (C = 4): rank 2, 4 (torch's 2-D kernel) and 3; weights constant, fed or absent; every reduction;
+    ignore_index in range, negative or absent; int64 and int32 targets; SoftmaxCrossEntropyLoss's log_prob read
+    (tests/test_onnx_loss.py: their edges)."""
+    log_prob = {"outputs": 2} if op == "SoftmaxCrossEntropyLoss" else {}
+    weights = np.array([0.5, 2.0, 1.0, 3.0], np.float32)
+    image_targets = (np.arange(60) % 4).reshape(2, 5, 6)
+    return [({"x": F, "t": i64(1, 0, 3)}, {}, {}, log_prob),
+            ({"x": IMAGES, "t": image_targets}, {"w": weights}, {"reduction": "sum", "ignore_index": 1}, log_prob),
+            ({"x": IMAGES[..., 0], "t": i64(-1, 2, 3, 0, 1, -1, 3, 3, 2, 0).reshape(2, 5), "w": weights}, {},
+             {"reduction": "none", "ignore_index": -1}, log_prob),
+            ({"x": F, "t": np.array([2, 2, 1], np.int32)}, {"w": weights}, {"reduction": "mean", "ignore_index": 2},
+             log_prob)]
 
 
 def _form_params():

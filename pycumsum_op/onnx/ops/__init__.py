@@ -1,6 +1,6 @@
 """The ONNX ops the import accepts, one declaration each (`contract.declare`), by family: `arithmetic`, `unary`,
 `softmax`, `reduce`, `shape`, `slicing`, `indexing`, `matmul`, `cnn`, `normalization` (InstanceNormalization),
-`resize`, `recurrent`, `scan`; `helpers` holds what their translations share.
+`resize`, `recurrent`, `scan`, `loss`; `helpers` holds what their translations share.
 
 A translation takes the node (a NodeProto), the model's `GraphFacts`, the opset and a maker of fresh blob names,
 and returns the Caffe2 OperatorDefs; a value it cannot express faithfully (a Slice step over a dimension the model
@@ -13,8 +13,8 @@ first clamped to the range that kernel computes in (``Range`` counts its length 
 """
 from typing import Iterator, Mapping, Tuple
 
-from . import (arithmetic, cnn, indexing, matmul, normalization, recurrent, reduce, resize, scan, shape,  # noqa: F401
-               slicing, softmax, unary)
+from . import (arithmetic, cnn, indexing, loss, matmul, normalization, recurrent, reduce, resize, scan,  # noqa: F401
+               shape, slicing, softmax, unary)
 from .contract import DECLARATIONS, Declaration, Form
 
 
