@@ -469,7 +469,7 @@ def test_reshape_property(dims, data, dynamic, opset, runtime):
         model = node_model("Reshape", feeds, opset=opset, dynamic=dynamic)
     else:
         model = node_model("Reshape", feeds, {"shape": i64(*written)}, opset=opset, dynamic=dynamic)
-    _run(model, feeds, static=not (dynamic and runtime))  # a shape of unknown length with a 0 may be refused
+    _run(model, feeds, static=True)
 
 
 @SETTINGS

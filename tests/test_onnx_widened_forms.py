@@ -1,0 +1,133 @@
+"""The forms widened past what the exports of the first families needed, each against onnxruntime (graph
+optimizations off) at its edges: Reshape to a shape whose length is known only when the net runs, Pad with pads
+fed or computed and in modes reflect and edge, EyeLike, BatchNormalization of an input of unknown rank; static and
+symbolic dims, empty and size-1 dims, NaN and the infinities. A form either matches onnxruntime or is refused in
+one line naming the op; where onnxruntime fails a run, the net's checks stop it too.
+"""
+import pytest
+from onnx_support import onnx_backend_refusal
+
+if onnx_backend_refusal():  # torch < 1.10 with onnx >= 1.9; the refusal itself: tests/test_torch_versions.py
+    pytest.skip(onnx_backend_refusal(), allow_module_level=True)
+
+import numpy as np
+import onnx
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper
+
+import pycumsum_op.onnx
+from pycumsum_op.onnx.ops.contract import FormRefused
+from pycumsum_op.onnx.run_checks import RunRefused
+from onnx_forms_support import edge_arrays, edge_shapes, node_model, outcome
+from onnx_support import onnxruntime_outputs
+
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: ordinary values with NaN, the infinities and signed zeros
+SPECIAL = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.5, -2.5, 3.0], np.float32)
+
+
+def i64(*values):
+    return np.array(values, np.int64)
+
+
+def _special(shape):
+    """A float32 array of ``shape`` cycling through `SPECIAL`."""
+    count = int(np.prod(shape, dtype=np.int64))
+    return np.resize(SPECIAL, count).reshape(shape)
+
+
+def _agrees(model, feeds):
+    """The model's outputs equal onnxruntime's; where onnxruntime fails the run, the net fails it too (refused when
+    it runs), never returning a value."""
+    try:
+        expected = onnxruntime_outputs(model, feeds)
+    except Exception:  # onnxruntime refuses these values
+        rep = pycumsum_op.onnx.prepare(model)
+        with pytest.raises((RunRefused, RuntimeError)):
+            rep.run(feeds)
+        return
+    assert outcome(model, feeds, expected) == ("match", None)
+
+
+# Reshape to a shape whose length is unknown at import
+
+@pytest.mark.parametrize("dims, shape", [
+    ((3, 4), (0, 2, -1)), ((3, 4), (12,)), ((3, 4), (-1,)), ((2, 3, 4), (0, 0, 2, 2)), ((1,), ()), ((1, 1), ()),
+    ((0, 4), (0, -1)), ((0, 4), (0, 2, 2)), ((0,), (3,)), ((0, 3), (2, 3)), ((0,), ()), ((2, 0), (-1,)), ((2, 0), (0, 3, 0)), ((3, 4), (1, 1, 1, 12)), ((3, 4), (0, 5)),
+    ((3, 4), (7, -1)), ((4,), (0, 0)),
+])
+def test_reshape_to_a_shape_of_unknown_length(dims, shape):
+    x = _special(dims)
+    model = node_model("Reshape", {"x": x, "shape": i64(*shape)}, dynamic=True, opset=13)
+    assert model.graph.input[1].type.tensor_type.shape.dim[0].dim_param  # its length is symbolic
+    _agrees(model, {"x": x, "shape": i64(*shape)})
+
+
+def _computed_shape_model(downstream=None):
+    """x (float, (n,)) expanded to the fed ``dims`` (a rank the model leaves unknown) -> Reshape to its own shape
+    with the last dim split in 2 (torch's ``view(*x.shape[:-1], 2, -1)``: Concat of a Slice of Shape and a
+    constant), a shape whose length inference cannot follow -> ``downstream`` (an op name) or nothing."""
+    nodes = [helper.make_node("Expand", ["x", "dims"], ["e"]),
+             helper.make_node("Shape", ["e"], ["s"]),
+             helper.make_node("Slice", ["s", "zero", "minus_one"], ["head"]),
+             helper.make_node("Concat", ["head", "tail"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["e", "shape"], ["r"])]
+    out = "r"
+    if downstream:
+        nodes.append(helper.make_node(downstream, ["r"], ["y"]))
+        out = "y"
+    constants = [onnx.numpy_helper.from_array(value, name) for name, value in
+                 [("zero", i64(0)), ("minus_one", i64(-1)), ("tail", i64(2, -1))]]
+    graph = helper.make_graph(nodes, "computed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"]),
+                                                  helper.make_tensor_value_info("dims", TensorProto.INT64, ["k"])],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, ["a", "b"])], constants)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("dims", [(4,), (3, 4), (2, 3, 6), (1, 0, 4), (0, 2), (1, 1, 1, 2)])
+@pytest.mark.parametrize("downstream", [None, "Relu"])
+def test_reshape_to_a_computed_shape_runs_whatever_the_rank(dims, downstream):
+    model = _computed_shape_model(downstream)
+    _agrees(model, {"x": _special(dims[-1:]), "dims": i64(*dims)})
+
+
+def test_reshape_of_unknown_rank_then_an_op_needing_the_rank_is_refused_in_one_line():
+    model = _computed_shape_model("Squeeze")  # no axes: the dims of size 1, which needs them at import
+    with pytest.raises(FormRefused, match=r"^ONNX Squeeze node 'y' \(opset 13\): no axes, and the dims of input "
+                                          r"'r' are not all known"):
+        pycumsum_op.onnx.prepare(model)
+
+
+def test_reshape_to_a_fed_shape_longer_than_a_shape_may_be_stops_the_net():
+    model = node_model("Reshape", {"x": np.ones(1, np.float32), "shape": np.ones(40, np.int64)}, dynamic=True)
+    with pytest.raises(RunRefused, match=r"ONNX Reshape node 'out0' \(opset 13\): the shape 'shape' has more than "
+                                         r"the 32 dimensions"):
+        pycumsum_op.onnx.prepare(model).run({"x": np.ones(1, np.float32), "shape": np.ones(40, np.int64)})
+
+
+@SETTINGS
+@given(st.data(), edge_shapes(1, 3), st.booleans())
+def test_reshape_fed_shape_property(data, dims, dynamic):
+    x = data.draw(edge_arrays(np.float32, dims))
+    rank = data.draw(st.integers(0, 4))
+    shape = i64(*data.draw(st.lists(st.sampled_from([-1, 0, 1, 2, 3, 4]), min_size=rank, max_size=rank)))
+    model = node_model("Reshape", {"x": x, "shape": shape}, dynamic=dynamic)
+    _agrees(model, {"x": x, "shape": shape})
+
+
+@pytest.mark.parametrize("dims, shape", [((0,), (3,)), ((0, 3), (2, 3)), ((0, 2), (0, 5)), ((2, 0), (0, -1)),
+                                         ((0,), (0,)), ((0, 4), (-1, 2)), ((3, 4), (0, -1)), ((3, 4), (2, 6))])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_reshape_to_a_constant_shape_holds_the_count_of_an_empty_input(dims, shape, dynamic):
+    """Caffe2's Reshape takes any shape for an empty input (its elements read from memory it does not own): the
+    count is checked, at import or when the net runs."""
+    x = _special(dims)
+    model = node_model("Reshape", {"x": x}, {"shape": i64(*shape)}, dynamic=dynamic)
+    try:
+        expected = onnxruntime_outputs(model, {"x": x})
+    except Exception:  # onnxruntime refuses these values: so does the import, or the net's checks
+        with pytest.raises((FormRefused, RunRefused)):
+            pycumsum_op.onnx.prepare(model).run({"x": x})
+        return
+    assert outcome(model, {"x": x}, expected) == ("match", None)
