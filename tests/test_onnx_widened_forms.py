@@ -131,3 +131,35 @@ def test_reshape_to_a_constant_shape_holds_the_count_of_an_empty_input(dims, sha
             pycumsum_op.onnx.prepare(model).run({"x": x})
         return
     assert outcome(model, {"x": x}, expected) == ("match", None)
+
+
+# BatchNormalization of an input of unknown rank
+
+def _unranked_batch_norm(epsilon, opset=14):
+    """x (float, (n,)) expanded to the fed ``dims`` (a rank the model leaves unknown) -> BatchNormalization over 3
+    channels, statistics constant."""
+    statistics = {"scale": np.array([1.0, -2.0, 0.5], np.float32), "bias": np.array([0.0, 1.0, np.inf], np.float32),
+                  "mean": np.array([0.0, 0.5, -1.0], np.float32), "var": np.array([0.0, 1.0, 2.0], np.float32)}
+    nodes = [helper.make_node("Expand", ["x", "dims"], ["e"]),
+             helper.make_node("BatchNormalization", ["e"] + list(statistics), ["y"], epsilon=epsilon)]
+    graph = helper.make_graph(nodes, "unranked_bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"]),
+                                                     helper.make_tensor_value_info("dims", TensorProto.INT64, ["k"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])],
+                              [onnx.numpy_helper.from_array(value, name) for name, value in statistics.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.mark.parametrize("dims", [(2, 3), (1, 3), (0, 3), (2, 3, 4), (2, 3, 1, 5), (1, 3, 2, 2, 2), (2, 3, 0, 4),
+                                  (1, 3, 1, 1, 1, 1, 2)])
+@pytest.mark.parametrize("epsilon, opset", [(1e-5, 14), (1e-3, 9), (0.0, 14)])
+def test_batch_norm_of_unknown_rank(dims, epsilon, opset):
+    model = _unranked_batch_norm(epsilon, opset)
+    _agrees(model, {"x": _special(dims[-1:]), "dims": i64(*dims)})
+
+
+@pytest.mark.parametrize("dims", [(3,), ()])
+def test_batch_norm_of_unknown_rank_stops_the_net_below_rank_2(dims):
+    rep = pycumsum_op.onnx.prepare(_unranked_batch_norm(1e-5))
+    with pytest.raises(RunRefused, match=r"ONNX BatchNormalization node 'y' \(opset 14\): input 0 'e' does not have "
+                                         r"rank at least 2, as ONNX's BatchNormalization needs \(N, C, \.\.\.\)"):
+        rep.run({"x": _special(dims[-1:] or (1,)), "dims": i64(*dims)})

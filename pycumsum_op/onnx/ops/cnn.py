@@ -239,20 +239,24 @@ def _nan_max(node, data, out, args, name, fresh, three_dims: bool) -> list:
          Form((9, 13), {"epsilon": ANY, "momentum": ANY}),
          Form((14, NEWEST), {"epsilon": ANY, "momentum": ANY, "training_mode": frozenset([0])}), types=FLOAT)
 def _batch_norm(node, facts, opset, fresh):
-    """Caffe2's SpatialBN in inference (``is_test``): the running mean and variance outputs are training's."""
+    """Caffe2's SpatialBN in inference (``is_test``): the running mean and variance outputs are training's. It reads
+    the rank when it runs (N, C, then any spatial dims): an input of a rank the model does not state is checked to
+    have 2 dims at least when the net runs."""
     if len([name for name in node.output if name]) > 1:
         raise refuse(node, opset, "outputs past Y (the running statistics) are training's; only Y is translated")
     if any(facts.elem_type(name) != TensorProto.FLOAT for name in node.input[1:]):
         raise refuse(node, opset, "scale, B, mean and var must be float as X (Caffe2's SpatialBN is float)")
     rank = facts.rank(node.input[0])
-    if rank is None or rank < 2:
+    if rank is not None and rank < 2:
         raise refuse(node, opset, "input 0 {!r} has rank {}; Caffe2's SpatialBN needs (N, C, ...)".format(
-            node.input[0], rank if rank is not None else "unknown"))
+            node.input[0], rank))
+    ops = [] if rank is not None else rank_checked(node, opset, 0, node.input[0], facts, fresh, 2, exact=False,
+                                                   why="as ONNX's BatchNormalization needs (N, C, ...)")
     epsilon = float(attribute(node, "epsilon", 1e-5))
     if not epsilon > 0:  # Caffe2's SpatialBN enforces epsilon > 0; torch's batch_norm computes the formula with it
-        return [make_op("ATen", list(node.input), [node.output[0]], node.name, operator="batch_norm", training=False,
-                    momentum=0.0, eps=epsilon, cudnn_enabled=False)]
-    return _guard_filled(node, opset, facts, fresh, "SpatialBN", spatial=False) + [
+        return ops + [make_op("ATen", list(node.input), [node.output[0]], node.name, operator="batch_norm",
+                              training=False, momentum=0.0, eps=epsilon, cudnn_enabled=False)]
+    return ops + _guard_filled(node, opset, facts, fresh, "SpatialBN", spatial=False) + [
         make_op("SpatialBN", list(node.input), [node.output[0]], node.name, is_test=1, epsilon=epsilon)]
 
 
