@@ -184,6 +184,10 @@ def form_cases(op, opset):
                 ({"x": F, "i": i64(2, -3, 0, 1).reshape(1, 4)}, {}, {"axis": -2})]
     if op == "ArgMax":
         return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": 0, "keepdims": 0})]
+    if op == "EyeLike":  # k above, below and past the diagonal; dtype absent (the input's) or another type
+        return [({"x": F}, {}, {}), ({"x": F}, {}, {"k": 1, "dtype": TensorProto.INT64}),
+                ({"x": F.T.copy()}, {}, {"k": -2, "dtype": TensorProto.DOUBLE}), ({"x": F}, {}, {"k": 9}),
+                ({"x": F[:0]}, {}, {"dtype": TensorProto.INT32})]
     if op in CNN_OPS:
         return cnn_cases(op, opset)
     raise AssertionError("no cases for ONNX {}".format(op))

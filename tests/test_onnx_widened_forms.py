@@ -163,3 +163,43 @@ def test_batch_norm_of_unknown_rank_stops_the_net_below_rank_2(dims):
     with pytest.raises(RunRefused, match=r"ONNX BatchNormalization node 'y' \(opset 14\): input 0 'e' does not have "
                                          r"rank at least 2, as ONNX's BatchNormalization needs \(N, C, \.\.\.\)"):
         rep.run({"x": _special(dims[-1:] or (1,)), "dims": i64(*dims)})
+
+
+# EyeLike
+
+@pytest.mark.parametrize("dims", [(3, 4), (4, 3), (1, 1), (0, 0), (0, 3), (3, 0), (1, 5), (6, 1)])
+@pytest.mark.parametrize("k", [0, 1, -1, 3, -4, 2 ** 62, -2 ** 63, 2 ** 63 - 1])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_eye_like_at_its_edges(dims, k, dynamic):
+    x = _special(dims)
+    model = node_model("EyeLike", {"x": x}, attrs={"k": k}, dynamic=dynamic, opset=9 if dynamic else 15)
+    _agrees(model, {"x": x})
+
+
+@pytest.mark.parametrize("dtype, source", [(TensorProto.FLOAT, np.int64), (TensorProto.INT32, np.float64),
+                                           (TensorProto.DOUBLE, np.int32), (TensorProto.INT64, np.float32)])
+def test_eye_like_of_another_type(dtype, source):
+    x = np.arange(12).reshape(3, 4).astype(source)
+    _agrees(node_model("EyeLike", {"x": x}, attrs={"k": -1, "dtype": dtype}, dynamic=True), {"x": x})
+
+
+def test_eye_like_of_an_input_of_another_rank_is_refused():
+    x = np.ones((2, 3, 4), np.float32)
+    with pytest.raises(FormRefused, match=r"^ONNX EyeLike node 'out0' \(opset 13\): input 0 'x' has rank 3; EyeLike "
+                                          r"takes rank 2"):
+        pycumsum_op.onnx.prepare(node_model("EyeLike", {"x": x}))
+
+
+def test_eye_like_of_a_computed_input_of_another_rank_stops_the_net():
+    """The rank ONNX infers from a value info is no proof: EyeLike of an Expand to a fed shape."""
+    graph = helper.make_graph([helper.make_node("Expand", ["x", "dims"], ["e"]),
+                               helper.make_node("EyeLike", ["e"], ["y"])], "eye",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"]),
+                               helper.make_tensor_value_info("dims", TensorProto.INT64, ["k"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])])
+    graph_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    rep = pycumsum_op.onnx.prepare(graph_model)
+    feeds = {"x": np.ones(3, np.float32), "dims": i64(2, 3)}
+    np.testing.assert_array_equal(rep.run(feeds)[0], onnxruntime_outputs(graph_model, feeds)[0])
+    with pytest.raises(RunRefused, match=r"ONNX EyeLike node 'y' \(opset 13\): input 0 'e' does not have rank 2"):
+        rep.run({"x": np.ones(3, np.float32), "dims": i64(2, 2, 3)})
