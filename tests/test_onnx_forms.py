@@ -248,12 +248,17 @@ def cnn_cases(op, opset):
         stats = {name: (RNG.standard_normal(4) if name != "var" else RNG.random(4) + 0.5).astype(np.float32)
                  for name in ("scale", "bias", "mean", "var")}
         return [({"x": IMAGES}, stats, {"epsilon": 1e-3}), ({"x": IMAGES[:, :, 0, 0]}, stats, {})]
-    if op == "Pad":
+    if op == "Pad":  # constant, reflect and edge modes; pads constant or (from opset 11) fed
         if opset < 11:
             return [({"x": IMAGES}, {}, {"pads": [0, 1, -1, 2, 1, 0, 2, -3], "value": 1.5}),
-                    ({"x": F}, {}, {"pads": [0] * 4})]
+                    ({"x": F}, {}, {"pads": [0] * 4}),
+                    ({"x": IMAGES}, {}, {"pads": [0, 0, 1, 2, 0, 0, 2, 1], "mode": "reflect"}),
+                    ({"x": IMAGES}, {}, {"pads": [1, 0, 0, 3, 0, 2, 4, 0], "mode": "edge"})]
         return [({"x": IMAGES}, {"pads": i64(0, 1, -1, 2, 1, 0, 2, -3), "value": np.array(1.5, np.float32)}, {}),
-                ({"x": F}, {"pads": i64(1, 0, 0, 2)}, {})]
+                ({"x": F}, {"pads": i64(1, 0, 0, 2)}, {}),
+                ({"x": IMAGES, "pads": i64(0, 1, 0, 2, 1, 0, 2, 0)}, {"value": np.array(1.5, np.float32)}, {}),
+                ({"x": IMAGES}, {"pads": i64(0, 0, 1, 2, 0, 0, 2, 1)}, {"mode": "reflect"}),
+                ({"x": IMAGES, "pads": i64(1, 0, 0, 3, 0, 2, 4, 0)}, {}, {"mode": "edge"})]
     if op == "Flatten":
         return [({"x": IMAGES}, {}, {"axis": 2}), ({"x": IMAGES}, {}, {"axis": -1 if opset >= 11 else 3}),
                 ({"x": IMAGES}, {}, {"axis": 0})]

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper
 import pycumsum_op.onnx
 from pycumsum_op.onnx.ops.contract import FormRefused
 from pycumsum_op.onnx.run_checks import RunRefused
-from onnx_forms_support import edge_arrays, edge_shapes, node_model, outcome
+from onnx_forms_support import EDGE_FLOATS, edge_arrays, edge_shapes, node_model, outcome, pad_reference
 from onnx_support import onnxruntime_outputs
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -203,3 +203,105 @@ def test_eye_like_of_a_computed_input_of_another_rank_stops_the_net():
     np.testing.assert_array_equal(rep.run(feeds)[0], onnxruntime_outputs(graph_model, feeds)[0])
     with pytest.raises(RunRefused, match=r"ONNX EyeLike node 'y' \(opset 13\): input 0 'e' does not have rank 2"):
         rep.run({"x": np.ones(3, np.float32), "dims": i64(2, 2, 3)})
+
+
+# Pad with pads fed or computed, and in modes reflect and edge
+
+def _pads_allowed(shape, pads, mode):
+    """Whether each axis, cropped by its negative pads, allows its positive ones: reflect needs them shorter than
+    it, edge needs it not empty (onnxruntime reads memory it does not own otherwise)."""
+    rank = len(shape)
+    for axis, dim in enumerate(shape):
+        begin, end = pads[axis], pads[axis + rank]
+        kept = dim - max(-begin, 0) - max(-end, 0)
+        widest = max(begin, end, 0)
+        if widest and (mode == "reflect" and widest >= kept or mode == "edge" and kept == 0):
+            return False
+    return True
+
+
+def _pad_model(x, pads, mode, value, opset, fed, dynamic):
+    """(model, feeds) of a Pad of ``x``: pads an attribute (before opset 11), a constant, or fed (``fed``)."""
+    attrs = {} if mode == "constant" and opset >= 11 else {"mode": mode}
+    if opset < 11:
+        attrs.update(pads=list(pads), **({"value": float(value)} if mode == "constant" else {}))
+        return node_model("Pad", {"x": x}, {}, attrs, opset=opset, dynamic=dynamic), {"x": x}
+    feeds, constants = {"x": x}, {}
+    (feeds if fed else constants)["pads"] = i64(*pads)
+    if mode == "constant":
+        constants["value"] = np.array(value, x.dtype)
+    return node_model("Pad", feeds, constants, attrs, opset=opset, dynamic=dynamic,
+                      order=["x", "pads"] + (["value"] if mode == "constant" else [])), feeds
+
+
+@SETTINGS
+@given(data=st.data(), shape=st.lists(st.integers(0, 3), min_size=1, max_size=3), dynamic=st.booleans(),
+       fed=st.booleans(), mode=st.sampled_from(["constant", "reflect", "edge"]),
+       opset=st.sampled_from([10, 11, 13, 15]), kind=st.sampled_from([np.float32, np.float64, np.int64]))
+def test_pad_property(data, shape, dynamic, fed, mode, opset, kind):
+    """Pads of every sign (a negative one crops first), fed or constant, in every mode, over empty and size-1 dims
+    and NaN, the infinities and -0.0: held to ONNX's definition (numpy), itself checked against onnxruntime where
+    no pad is negative (onnxruntime's Pad with a negative pad next to a positive one may return uninitialized
+    memory). Pads a mode cannot take stop the net."""
+    if opset < 11:  # Pad-2 takes floats, and its pads are an attribute
+        kind, fed = np.float32, False
+    x = data.draw(edge_arrays(kind, tuple(shape), EDGE_FLOATS))
+    rank = len(shape)
+    pads = [0] * 2 * rank
+    for axis, dim in enumerate(shape):
+        pads[axis] = data.draw(st.integers(-dim, 3))
+        pads[axis + rank] = data.draw(st.integers(-(dim + min(pads[axis], 0)), 3))
+    value = data.draw(st.sampled_from([0.0, -0.0, 1.5, np.inf, np.nan] if kind != np.int64 else [0, -3, 7]))
+    model, feeds = _pad_model(x, pads, mode, value, opset, fed, dynamic)
+    if not _pads_allowed(shape, pads, mode):
+        with pytest.raises(RunRefused, match=r"ONNX Pad node 'out0' \(opset {}\): a pad of axis \d of input 0 'x' is "
+                                             r"".format(opset)):
+            pycumsum_op.onnx.prepare(model).run(feeds)
+        return
+    expected = pad_reference(x, pads, value, mode)
+    if min(pads) >= 0:
+        np.testing.assert_array_equal(onnxruntime_outputs(model, feeds)[0], expected)
+    assert outcome(model, feeds, [expected]) == ("match", None)
+
+
+def test_pad_fed_in_every_mode_against_onnxruntime():
+    """Images (N, C, H, W) padded on H and W as Swin and Funnel pad them, pads computed from the input's dims."""
+    x = _special((2, 3, 5, 6))
+    for mode in ("constant", "reflect", "edge"):
+        for pads in ([0, 0, 1, 2, 0, 0, 3, 1], [0, 0, 0, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 1, 2, 5]):
+            model, feeds = _pad_model(x, pads, mode, -1.5, 13, fed=True, dynamic=True)
+            assert outcome(model, feeds) == ("match", None), (mode, pads)
+
+
+@pytest.mark.parametrize("pads, message", [
+    ([1, 1], r"the pads 'pads' do not hold 2 entries per dim of input 0 'x' \(rank 2\)"),
+    ([0, 0, 2 ** 27, 0], r"asks for a tensor of more than"),
+    ([0, 0, 2 ** 62, -2 ** 62], r"the pads 'pads' reach outside"),
+    ([0, 0, -5, 0], r"holds a dim outside \[0, "),
+])
+def test_pad_fed_pads_out_of_their_range_stop_the_net(pads, message):
+    x = np.ones((2, 3), np.float32)
+    model, feeds = _pad_model(x, [0, 0, 0, 0], "constant", 0.0, 13, fed=True, dynamic=True)
+    feeds["pads"] = i64(*pads)
+    with pytest.raises(RunRefused, match=r"ONNX Pad node 'out0' \(opset 13\): .*" + message):
+        pycumsum_op.onnx.prepare(model).run(feeds)
+
+
+def test_pad_reflect_past_the_axis_stops_the_net_where_onnxruntime_reads_past_it():
+    x = np.arange(4, dtype=np.float32)
+    model, feeds = _pad_model(x, [4, 0], "reflect", 0.0, 13, fed=False, dynamic=False)
+    with pytest.raises(RunRefused, match=r"ONNX Pad node 'out0' \(opset 13\): a pad of axis 0 of input 0 'x' is not "
+                                         r"shorter than the axis \(after its crops\), which mode reflect needs"):
+        pycumsum_op.onnx.prepare(model).run(feeds)
+
+
+def test_pad_of_unknown_rank_is_refused_in_one_line():
+    graph = helper.make_graph([helper.make_node("Expand", ["x", "dims"], ["e"]),
+                               helper.make_node("Pad", ["e", "pads"], ["y"], mode="reflect")], "pad",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"]),
+                               helper.make_tensor_value_info("dims", TensorProto.INT64, ["k"]),
+                               helper.make_tensor_value_info("pads", TensorProto.INT64, ["p"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["a", "b"])])
+    with pytest.raises(FormRefused, match=r"^ONNX Pad node 'y' \(opset 13\): pads fed at run time do not fit input 0 "
+                                          r"'e' of rank unknown$"):
+        pycumsum_op.onnx.prepare(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
