@@ -258,7 +258,9 @@ def cnn_cases(op, opset):
                 ({"x": F}, {"pads": i64(1, 0, 0, 2)}, {}),
                 ({"x": IMAGES, "pads": i64(0, 1, 0, 2, 1, 0, 2, 0)}, {"value": np.array(1.5, np.float32)}, {}),
                 ({"x": IMAGES}, {"pads": i64(0, 0, 1, 2, 0, 0, 2, 1)}, {"mode": "reflect"}),
-                ({"x": IMAGES, "pads": i64(1, 0, 0, 3, 0, 2, 4, 0)}, {}, {"mode": "edge"})]
+                ({"x": IMAGES, "pads": i64(1, 0, 0, 3, 0, 2, 4, 0)}, {}, {"mode": "edge"}),
+                ({"x": F, "value": np.array(-2.5, np.float32)}, {"pads": i64(1, 0, 0, 2)}, {},
+                 {"order": ["x", "pads", "value"]})]
     if op == "Flatten":
         return [({"x": IMAGES}, {}, {"axis": 2}), ({"x": IMAGES}, {}, {"axis": -1 if opset >= 11 else 3}),
                 ({"x": IMAGES}, {}, {"axis": 0})]

@@ -220,8 +220,9 @@ def _pads_allowed(shape, pads, mode):
     return True
 
 
-def _pad_model(x, pads, mode, value, opset, fed, dynamic):
-    """(model, feeds) of a Pad of ``x``: pads an attribute (before opset 11), a constant, or fed (``fed``)."""
+def _pad_model(x, pads, mode, value, opset, fed, dynamic, fed_value=False):
+    """(model, feeds) of a Pad of ``x``: pads an attribute (before opset 11), a constant, or fed (``fed``); the
+    value a constant or fed (``fed_value``)."""
     attrs = {} if mode == "constant" and opset >= 11 else {"mode": mode}
     if opset < 11:
         attrs.update(pads=list(pads), **({"value": float(value)} if mode == "constant" else {}))
@@ -229,20 +230,20 @@ def _pad_model(x, pads, mode, value, opset, fed, dynamic):
     feeds, constants = {"x": x}, {}
     (feeds if fed else constants)["pads"] = i64(*pads)
     if mode == "constant":
-        constants["value"] = np.array(value, x.dtype)
+        (feeds if fed_value else constants)["value"] = np.array(value, x.dtype)
     return node_model("Pad", feeds, constants, attrs, opset=opset, dynamic=dynamic,
                       order=["x", "pads"] + (["value"] if mode == "constant" else [])), feeds
 
 
 @SETTINGS
 @given(data=st.data(), shape=st.lists(st.integers(0, 3), min_size=1, max_size=3), dynamic=st.booleans(),
-       fed=st.booleans(), mode=st.sampled_from(["constant", "reflect", "edge"]),
+       fed=st.booleans(), fed_value=st.booleans(), mode=st.sampled_from(["constant", "reflect", "edge"]),
        opset=st.sampled_from([10, 11, 13, 15]), kind=st.sampled_from([np.float32, np.float64, np.int64]))
-def test_pad_property(data, shape, dynamic, fed, mode, opset, kind):
-    """Pads of every sign (a negative one crops first), fed or constant, in every mode, over empty and size-1 dims
-    and NaN, the infinities and -0.0: held to ONNX's definition (numpy), itself checked against onnxruntime where
-    no pad is negative (onnxruntime's Pad with a negative pad next to a positive one may return uninitialized
-    memory). Pads a mode cannot take stop the net."""
+def test_pad_property(data, shape, dynamic, fed, fed_value, mode, opset, kind):
+    """Pads of every sign (a negative one crops first) and the value, fed or constant, in every mode, over empty and
+    size-1 dims and NaN, the infinities and -0.0: held to ONNX's definition (numpy), itself checked against
+    onnxruntime where no pad is negative (onnxruntime's Pad with a negative pad next to a positive one may return
+    uninitialized memory). Pads a mode cannot take stop the net."""
     if opset < 11:  # Pad-2 takes floats, and its pads are an attribute
         kind, fed = np.float32, False
     x = data.draw(edge_arrays(kind, tuple(shape), EDGE_FLOATS))
@@ -252,7 +253,7 @@ def test_pad_property(data, shape, dynamic, fed, mode, opset, kind):
         pads[axis] = data.draw(st.integers(-dim, 3))
         pads[axis + rank] = data.draw(st.integers(-(dim + min(pads[axis], 0)), 3))
     value = data.draw(st.sampled_from([0.0, -0.0, 1.5, np.inf, np.nan] if kind != np.int64 else [0, -3, 7]))
-    model, feeds = _pad_model(x, pads, mode, value, opset, fed, dynamic)
+    model, feeds = _pad_model(x, pads, mode, value, opset, fed, dynamic, fed_value)
     if not _pads_allowed(shape, pads, mode):
         with pytest.raises(RunRefused, match=r"ONNX Pad node 'out0' \(opset {}\): a pad of axis \d of input 0 'x' is "
                                              r"".format(opset)):
@@ -284,6 +285,14 @@ def test_pad_fed_pads_out_of_their_range_stop_the_net(pads, message):
     model, feeds = _pad_model(x, [0, 0, 0, 0], "constant", 0.0, 13, fed=True, dynamic=True)
     feeds["pads"] = i64(*pads)
     with pytest.raises(RunRefused, match=r"ONNX Pad node 'out0' \(opset 13\): .*" + message):
+        pycumsum_op.onnx.prepare(model).run(feeds)
+
+
+def test_pad_fed_value_of_more_than_one_element_stops_the_net():
+    x = np.ones((2, 3), np.float32)
+    model, feeds = _pad_model(x, [0, 1, 0, 0], "constant", np.ones(2), 13, fed=False, dynamic=True, fed_value=True)
+    with pytest.raises(RunRefused, match=r"ONNX Pad node 'out0' \(opset 13\): input 2 \(constant_value\) 'value' does "
+                                         r"not hold one element"):
         pycumsum_op.onnx.prepare(model).run(feeds)
 
 

@@ -265,15 +265,15 @@ _PAD_MODES = frozenset(["constant", "reflect", "edge"])
 
 # torch writes a Pad of zeros before its AveragePool; reflect and edge pads of F.pad
 @declare("Pad", Form((2, 10), {"mode": _PAD_MODES, "pads": ANY, "value": ANY}),
-         Form((11, NEWEST), {"mode": _PAD_MODES}, constants=(2,)),
+         Form((11, NEWEST), {"mode": _PAD_MODES}),
          types=frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.INT8,
                           TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8, TensorProto.BOOL]),
          inputs=("data", "pads", "constant_value"), rank=same_rank)
 def _pad(node, facts, opset, fresh):
-    """Constant padding by constant pads is torch's ``constant_pad_nd`` (`_constant_pad`); pads fed or computed at
-    run time, and modes reflect and edge, are one gather per axis (`_gathered_pad`). Zero pads are a Copy. Its
-    ``value`` travels in a float32 op argument, so a value float32 cannot hold exactly (a double 0.1, a large
-    integer) is refused."""
+    """Constant padding by constant pads and value is torch's ``constant_pad_nd`` (`_constant_pad`); pads or a value
+    fed or computed at run time, and modes reflect and edge, are one gather per axis (`_gathered_pad`). Zero pads
+    are a Copy. A constant ``value`` travels in a float32 op argument, so one float32 cannot hold exactly (a double
+    0.1, a large integer) is refused."""
     data = node.input[0]
     mode = attribute(node, "mode", b"constant").decode()
     pads = None  # fed or computed: read when the net runs
@@ -283,24 +283,28 @@ def _pad(node, facts, opset, fresh):
         if facts.constant(node.input[1]) is not None:
             pads = int_list(node, opset, facts, 1, "pads") or []
         value = 0.0
-        if given(node, 2):
+        if given(node, 2) and mode == "constant":
             constant = facts.constant(node.input[2])
-            if constant is None or constant.size != 1:
-                raise refuse(node, opset, "input 2 (constant_value) is not a constant scalar")
-            value = constant.reshape(()).item()
+            if constant is None:
+                value = node.input[2]  # fed or computed: a blob
+            elif constant.size != 1:
+                raise refuse(node, opset, "input 2 (constant_value) holds {} values, not one".format(constant.size))
+            else:
+                value = constant.reshape(()).item()
     rank = facts.rank(data)
     if rank is None or (pads is not None and len(pads) != 2 * rank):
         raise refuse(node, opset, "pads {} do not fit input 0 {!r} of rank {}".format(
             "fed at run time" if pads is None else pads, data, rank if rank is not None else "unknown"))
     if pads is not None and not any(pads):
         return [make_op("Copy", [data], [node.output[0]], node.name)]
-    if mode == "constant" and not (np.isnan(value) or float(np.float32(value)) == value):
+    fed_value = isinstance(value, str)
+    if mode == "constant" and not fed_value and not (np.isnan(value) or float(np.float32(value)) == value):
         raise refuse(node, opset, "constant_value {!r} is not a float32 value (Caffe2 passes it as one)".format(value))
     size = itemsize(facts.elem_type(data))
     if pads is not None and max(abs(pad) for pad in pads) > element_cap(size):  # a dim plus its pads stays in int64
         raise InputTooLarge("{}: pads {} reach past the {} elements a tensor may have (PYCUMSUM_OP_MAX_TENSOR_BYTES)"
                             .format(label(node, opset), shape_text(pads), element_cap(size)))
-    if mode == "constant" and pads is not None:
+    if mode == "constant" and pads is not None and not fed_value:
         return _constant_pad(node, opset, facts, rank, pads, value, fresh)
     return _gathered_pad(node, opset, facts, rank, mode, pads, value, fresh)
 
@@ -382,9 +386,10 @@ def _gathered_pad(node, opset, facts, rank: int, mode: str, pads, value, fresh) 
             for blob, number in ((zero, 0), (one, 1), (minus_one, -1))]
     source = data
     if mode == "constant":
-        source = fresh()
-        ops.append(make_op("ATen", [data], [source], node.name, operator="constant_pad_nd", pad=[1] * 2 * rank,
-                           value=float(value)))
+        more, source = _bordered(node, opset, rank, value, fresh)
+        ops += more
+    if not axes:  # rank 0: no pads
+        return ops + [make_op("Copy", [data], [out], node.name)]
     for number, axis in enumerate(axes):
         length, begin, end, wide, count, positions, read = (fresh() for _ in range(7))
         ops += [make_op("Shape", [data], [length], node.name, axes=[axis]),
@@ -406,6 +411,26 @@ def _gathered_pad(node, opset, facts, rank: int, mode: str, pads, value, fresh) 
         ops.append(make_op("Gather", [source, indices], [target], node.name, axis=axis))
         source = target
     return ops
+
+
+def _bordered(node, opset, rank: int, value, fresh) -> tuple:
+    """(ops, blob): input 0 with one ``value`` (a number, or a blob holding one) on each side of every axis, by
+    torch's constant_pad_nd (no dim comes out empty); a value blob is written where a border of ones, padded
+    around zeros of the input's shape, is true, after the check that it holds one element."""
+    data, bordered = node.input[0], fresh()
+    if not isinstance(value, str):
+        return [make_op("ATen", [data], [bordered], node.name, operator="constant_pad_nd", pad=[1] * 2 * rank,
+                        value=float(value))], bordered
+    count, one, single, padded, inside, border = (fresh() for _ in range(6))
+    return [make_op("Size", [value], [count], node.name), int64_scalar(node, one, 1),
+            make_op("EQ", [count, one], [single], node.name),
+            refusal(node.name, single, "{}: input 2 (constant_value) {!r} does not hold one element".format(
+                label(node, opset), value), count),
+            make_op("ATen", [data], [padded], node.name, operator="constant_pad_nd", pad=[1] * 2 * rank, value=0.0),
+            make_op("ConstantFill", [data], [inside], node.name, dtype=caffe2_pb2.TensorProto.BOOL, value=False),
+            make_op("ATen", [inside], [border], node.name, operator="constant_pad_nd", pad=[1] * 2 * rank,
+                    value=1.0),
+            make_op("ATen", [border, value, padded], [bordered], node.name, operator="where")], bordered
 
 
 def _clamped(node, values: str, low: str, high: str, fresh) -> tuple:
