@@ -100,8 +100,9 @@ def _reshape(node, facts, opset, fresh):
 
 
 def _count_refused(node, opset, data: str, shape: str) -> str:
-    return "{}: the shape {!r} does not hold the elements of input 0 {!r} (with a -1: none of its other dims may be 0)" \
-        .format(label(node, opset), shape, data)
+    """The message of a Reshape's count check."""
+    return ("{}: the shape {!r} does not hold the elements of input 0 {!r} (with a -1: none of its other dims may "
+            "be 0)".format(label(node, opset), shape, data))
 
 
 def _count_fixed(node, opset, facts, written, fresh) -> list:
