@@ -76,6 +76,17 @@ def outcome(model, feeds, expected=None, lower=None):
     return "match", None
 
 
+def pad_reference(x, pads, value=0, mode="constant"):
+    """ONNX's Pad: negative pads crop first, positive ones then pad what is left (``value`` in constant mode; numpy's
+    reflect and edge are ONNX's)."""
+    rank = x.ndim
+    cropped = x[tuple(slice(max(-pads[axis], 0), x.shape[axis] - max(-pads[axis + rank], 0)) for axis in range(rank))]
+    widths = [(max(pads[axis], 0), max(pads[axis + rank], 0)) for axis in range(rank)]
+    if mode == "constant":
+        return np.pad(cropped, widths, constant_values=value).astype(x.dtype)
+    return np.pad(cropped, widths, mode=mode).astype(x.dtype)
+
+
 #: float values that break translations: signed zeros, the infinities, NaN, values whose sums overflow float32,
 #: the smallest subnormal, and ordinary ones
 EDGE_FLOATS = (0.0, -0.0, 1.0, -2.5, np.inf, -np.inf, np.nan, 3e38, -3e38, 1e-45)

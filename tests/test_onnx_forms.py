@@ -186,6 +186,10 @@ def form_cases(op, opset):
         ties = np.array([[1.0, 3.0, 3.0, -1.0], [-1.0, 2.0, -1.0, 0.0], [0.0, 0.0, 0.0, 0.0]], np.float32)
         return [({"x": F}, {}, {"axis": 1}), ({"x": np.stack([F, F])}, {}, {"axis": 0, "keepdims": 0}),
                 ({"x": ties}, {}, {"axis": -1})]
+    if op == "EyeLike":  # k above, below and past the diagonal; dtype absent (the input's) or another type
+        return [({"x": F}, {}, {}), ({"x": F}, {}, {"k": 1, "dtype": TensorProto.INT64}),
+                ({"x": F.T.copy()}, {}, {"k": -2, "dtype": TensorProto.DOUBLE}), ({"x": F}, {}, {"k": 9}),
+                ({"x": F[:0]}, {}, {"dtype": TensorProto.INT32})]
     if op in CNN_OPS:
         return cnn_cases(op, opset)
     if op == "Resize":
@@ -254,12 +258,19 @@ def cnn_cases(op, opset):
         stats = {name: (RNG.standard_normal(4) if name != "var" else RNG.random(4) + 0.5).astype(np.float32)
                  for name in ("scale", "bias", "mean", "var")}
         return [({"x": IMAGES}, stats, {"epsilon": 1e-3}), ({"x": IMAGES[:, :, 0, 0]}, stats, {})]
-    if op == "Pad":
+    if op == "Pad":  # constant, reflect and edge modes; pads constant or (from opset 11) fed
         if opset < 11:
             return [({"x": IMAGES}, {}, {"pads": [0, 1, -1, 2, 1, 0, 2, -3], "value": 1.5}),
-                    ({"x": F}, {}, {"pads": [0] * 4})]
+                    ({"x": F}, {}, {"pads": [0] * 4}),
+                    ({"x": IMAGES}, {}, {"pads": [0, 0, 1, 2, 0, 0, 2, 1], "mode": "reflect"}),
+                    ({"x": IMAGES}, {}, {"pads": [1, 0, 0, 3, 0, 2, 4, 0], "mode": "edge"})]
         return [({"x": IMAGES}, {"pads": i64(0, 1, -1, 2, 1, 0, 2, -3), "value": np.array(1.5, np.float32)}, {}),
-                ({"x": F}, {"pads": i64(1, 0, 0, 2)}, {})]
+                ({"x": F}, {"pads": i64(1, 0, 0, 2)}, {}),
+                ({"x": IMAGES, "pads": i64(0, 1, 0, 2, 1, 0, 2, 0)}, {"value": np.array(1.5, np.float32)}, {}),
+                ({"x": IMAGES}, {"pads": i64(0, 0, 1, 2, 0, 0, 2, 1)}, {"mode": "reflect"}),
+                ({"x": IMAGES, "pads": i64(1, 0, 0, 3, 0, 2, 4, 0)}, {}, {"mode": "edge"}),
+                ({"x": F, "value": np.array(-2.5, np.float32)}, {"pads": i64(1, 0, 0, 2)}, {},
+                 {"order": ["x", "pads", "value"]})]
     if op == "Flatten":
         return [({"x": IMAGES}, {}, {"axis": 2}), ({"x": IMAGES}, {}, {"axis": -1 if opset >= 11 else 3}),
                 ({"x": IMAGES}, {}, {"axis": 0})]
@@ -511,7 +522,7 @@ def test_reshape_property(dims, data, dynamic, opset, runtime):
         model = node_model("Reshape", feeds, opset=opset, dynamic=dynamic)
     else:
         model = node_model("Reshape", feeds, {"shape": i64(*written)}, opset=opset, dynamic=dynamic)
-    _run(model, feeds, static=not (dynamic and runtime))  # a shape of unknown length with a 0 may be refused
+    _run(model, feeds, static=True)
 
 
 @SETTINGS

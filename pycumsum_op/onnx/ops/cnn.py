@@ -5,8 +5,8 @@ from caffe2.proto import caffe2_pb2
 from onnx import TensorProto
 
 from ...input_limits import InputTooLarge, check_tensor, shape_text
-from ..run_checks import (as_double, capped_dims, declared, element_cap, itemsize, make_op, refusal, size_message,
-                          whole_double)
+from ..run_checks import (as_double, capped_dims, capped_scalar, declared, element_cap, itemsize, make_op, refusal,
+                          size_message, whole_double)
 from .contract import ANY, FLOAT, NEWEST, ZERO_ONE, Form, declare, given, label, same_rank
 from .helpers import attribute, constant_blob, constant_or, int64_scalar, int_list, rank_checked, refuse
 
@@ -239,57 +239,81 @@ def _nan_max(node, data, out, args, name, fresh, three_dims: bool) -> list:
          Form((9, 13), {"epsilon": ANY, "momentum": ANY}),
          Form((14, NEWEST), {"epsilon": ANY, "momentum": ANY, "training_mode": frozenset([0])}), types=FLOAT)
 def _batch_norm(node, facts, opset, fresh):
-    """Caffe2's SpatialBN in inference (``is_test``): the running mean and variance outputs are training's."""
+    """Caffe2's SpatialBN in inference (``is_test``): the running mean and variance outputs are training's. It reads
+    the rank when it runs (N, C, then any spatial dims): an input of a rank the model does not state is checked to
+    have 2 dims at least when the net runs."""
     if len([name for name in node.output if name]) > 1:
         raise refuse(node, opset, "outputs past Y (the running statistics) are training's; only Y is translated")
     if any(facts.elem_type(name) != TensorProto.FLOAT for name in node.input[1:]):
         raise refuse(node, opset, "scale, B, mean and var must be float as X (Caffe2's SpatialBN is float)")
     rank = facts.rank(node.input[0])
-    if rank is None or rank < 2:
+    if rank is not None and rank < 2:
         raise refuse(node, opset, "input 0 {!r} has rank {}; Caffe2's SpatialBN needs (N, C, ...)".format(
-            node.input[0], rank if rank is not None else "unknown"))
+            node.input[0], rank))
+    ops = [] if rank is not None else rank_checked(node, opset, 0, node.input[0], facts, fresh, 2, exact=False,
+                                                   why="as ONNX's BatchNormalization needs (N, C, ...)")
     epsilon = float(attribute(node, "epsilon", 1e-5))
     if not epsilon > 0:  # Caffe2's SpatialBN enforces epsilon > 0; torch's batch_norm computes the formula with it
-        return [make_op("ATen", list(node.input), [node.output[0]], node.name, operator="batch_norm", training=False,
-                    momentum=0.0, eps=epsilon, cudnn_enabled=False)]
-    return _guard_filled(node, opset, facts, fresh, "SpatialBN", spatial=False) + [
+        return ops + [make_op("ATen", list(node.input), [node.output[0]], node.name, operator="batch_norm",
+                              training=False, momentum=0.0, eps=epsilon, cudnn_enabled=False)]
+    return ops + _guard_filled(node, opset, facts, fresh, "SpatialBN", spatial=False) + [
         make_op("SpatialBN", list(node.input), [node.output[0]], node.name, is_test=1, epsilon=epsilon)]
 
 
-# constant mode only (reflect and edge have no form); torch writes a Pad of zeros before its AveragePool
-@declare("Pad", Form((2, 10), {"mode": frozenset(["constant"]), "pads": ANY, "value": ANY}),
-         Form((11, NEWEST), {"mode": frozenset(["constant"])}, constants=(1, 2)),
+_PAD_MODES = frozenset(["constant", "reflect", "edge"])
+
+
+# torch writes a Pad of zeros before its AveragePool; reflect and edge pads of F.pad
+@declare("Pad", Form((2, 10), {"mode": _PAD_MODES, "pads": ANY, "value": ANY}),
+         Form((11, NEWEST), {"mode": _PAD_MODES}),
          types=frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.INT8,
                           TensorProto.INT32, TensorProto.INT64, TensorProto.UINT8, TensorProto.BOOL]),
          inputs=("data", "pads", "constant_value"), rank=same_rank)
 def _pad(node, facts, opset, fresh):
-    """Constant padding by torch's ``constant_pad_nd`` (the ATen op: any rank, and negative pads crop as ONNX's
-    do); zero pads are a Copy. An empty output dim it fails on is refused, or checked by an Assert where symbolic.
-    Its ``value`` travels in a float32 op argument, so a value float32 cannot hold exactly (a double 0.1, a large
-    integer) is refused."""
+    """Constant padding by constant pads and value is torch's ``constant_pad_nd`` (`_constant_pad`); pads or a value
+    fed or computed at run time, and modes reflect and edge, are one gather per axis (`_gathered_pad`). Zero pads
+    are a Copy. A constant ``value`` travels in a float32 op argument, so one float32 cannot hold exactly (a double
+    0.1, a large integer) is refused."""
     data = node.input[0]
+    mode = attribute(node, "mode", b"constant").decode()
+    pads = None  # fed or computed: read when the net runs
     if opset < 11:
         pads, value = [int(v) for v in attribute(node, "pads", [])], float(attribute(node, "value", 0.0))
     else:
-        pads = int_list(node, opset, facts, 1, "pads") or []
+        if facts.constant(node.input[1]) is not None:
+            pads = int_list(node, opset, facts, 1, "pads") or []
         value = 0.0
-        if given(node, 2):
+        if given(node, 2) and mode == "constant":
             constant = facts.constant(node.input[2])
-            if constant is None or constant.size != 1:
-                raise refuse(node, opset, "input 2 (constant_value) is not a constant scalar")
-            value = constant.reshape(()).item()
+            if constant is None:
+                value = node.input[2]  # fed or computed: a blob
+            elif constant.size != 1:
+                raise refuse(node, opset, "input 2 (constant_value) holds {} values, not one".format(constant.size))
+            else:
+                value = constant.reshape(()).item()
     rank = facts.rank(data)
-    if rank is None or len(pads) != 2 * rank:
+    if rank is None or (pads is not None and len(pads) != 2 * rank):
         raise refuse(node, opset, "pads {} do not fit input 0 {!r} of rank {}".format(
-            pads, data, rank if rank is not None else "unknown"))
-    if not any(pads):
+            "fed at run time" if pads is None else pads, data, rank if rank is not None else "unknown"))
+    if pads is not None and not any(pads):
         return [make_op("Copy", [data], [node.output[0]], node.name)]
-    if not (np.isnan(value) or float(np.float32(value)) == value):
+    fed_value = isinstance(value, str)
+    if mode == "constant" and not fed_value and not (np.isnan(value) or float(np.float32(value)) == value):
         raise refuse(node, opset, "constant_value {!r} is not a float32 value (Caffe2 passes it as one)".format(value))
     size = itemsize(facts.elem_type(data))
-    if max(abs(pad) for pad in pads) > element_cap(size):  # so that a dim plus its pads stays far inside int64
+    if pads is not None and max(abs(pad) for pad in pads) > element_cap(size):  # a dim plus its pads stays in int64
         raise InputTooLarge("{}: pads {} reach past the {} elements a tensor may have (PYCUMSUM_OP_MAX_TENSOR_BYTES)"
                             .format(label(node, opset), shape_text(pads), element_cap(size)))
+    if mode == "constant" and pads is not None and not fed_value:
+        return _constant_pad(node, opset, facts, rank, pads, value, fresh)
+    return _gathered_pad(node, opset, facts, rank, mode, pads, value, fresh)
+
+
+def _constant_pad(node, opset, facts, rank: int, pads, value, fresh) -> list:
+    """torch's ``constant_pad_nd`` (the ATen op: any rank, and negative pads crop as ONNX's do), where the model
+    proves that no output dim it fails on is empty (else `_gathered_pad`)."""
+    data = node.input[0]
+    size = itemsize(facts.elem_type(data))
     # torch lists (begin, end) from the last dim back, and only from the first padded one (ONNX: all begins, then
     # all ends); unless no pad is positive, it fails where a dim it lists comes out empty
     first = next(axis for axis in range(rank) if pads[axis] or pads[axis + rank])
@@ -297,21 +321,10 @@ def _pad(node, facts, opset, fresh):
     ops = []
     if max(pads) > 0:
         dims = facts.dims(data)
-        growth = [pads[axis] + pads[axis + rank] for axis in range(first, rank)]
-        sizes = [None if dims is None or dims[axis] is None else dims[axis] + grow
-                 for axis, grow in zip(range(first, rank), growth)]
-        why = "torch's constant_pad_nd fails on an empty dim among those from the first padded one on"
-        if 0 in sizes:
-            raise refuse(node, opset, "its output has dims {} from axis {} on; {}".format(sizes, first, why))
-        if None in sizes:
-            shape, listed, grown, zero, filled = fresh(), fresh(), fresh(), fresh(), fresh()
-            added, fill = constant_blob(growth, fresh)
-            ops = [make_op("Shape", [data], [shape], node.name),
-                   make_op("Slice", [shape], [listed], node.name, starts=[first], ends=[-1]), fill,
-                   make_op("Add", [listed, added], [grown], node.name), int64_scalar(node, zero, 0),
-                   make_op("GT", [grown, zero], [filled], node.name),
-                   make_op("Assert", [filled], [], node.name, error_msg="{}: its output has an empty dim from axis {} on; "
-                       "{}".format(label(node, opset), first, why))]
+        sizes = [None if dims is None or dims[axis] is None else dims[axis] + pads[axis] + pads[axis + rank]
+                 for axis in range(first, rank)]
+        if 0 in sizes or None in sizes:
+            return _gathered_pad(node, opset, facts, rank, "constant", pads, value, fresh)
         if dims is None or None in dims:  # the output's dims, the input's read at run time plus the pads
             all_growth, fill_all = constant_blob([pads[axis] + pads[axis + rank] for axis in range(rank)], fresh)
             whole, grown_all = fresh(), fresh()
@@ -323,3 +336,143 @@ def _pad(node, facts, opset, fresh):
                 checked=grown_all)
     return ops + [make_op("ATen", [data], [node.output[0]], node.name, operator="constant_pad_nd", pad=torch_pads,
                       value=float(value))]
+
+
+def _gathered_pad(node, opset, facts, rank: int, mode: str, pads, value, fresh) -> list:
+    """Pad as one Gather per axis (every axis when the pads are fed or the mode constant, else the padded ones), of
+    the indices each output position reads, made from the dims and pads when the net runs; ``pads`` None: input 1
+    read then.
+
+    A negative pad crops first, and the positive ones pad what is left: onnxruntime's order (its reflect reads the
+    cropped axis). Position j of an axis of length d, begin pad b, end pad e reads the input at i = j - b: in
+    constant mode the input is first padded by one ``value`` on each side (torch's constant_pad_nd, no dim empty)
+    and i is clamped to [-1, d], shifted by 1; in edge mode i is clamped to [0, d - 1] (the cropped axis's ends are
+    the input's there); in reflect mode i is reflected within the cropped axis [lo, d - hi) (lo, hi the crops).
+    Reflect needs each positive pad shorter than the cropped axis and edge a cropped axis that is not empty
+    (onnxruntime reads memory it does not own there): checked, as the pads' count (2 per dim) and the output's dims
+    within the cap (Range counts in 32 bits)."""
+    data, out, where = node.input[0], node.output[0], label(node, opset)
+    size = itemsize(facts.elem_type(data))
+    ops = rank_checked(node, opset, 0, data, facts, fresh, rank)
+    if pads is None:
+        fed = node.input[1]  # int64, as ONNX types it
+        count, wanted, fits, begins, ends = (fresh() for _ in range(5))
+        ops += [make_op("Size", [fed], [count], node.name), int64_scalar(node, wanted, 2 * rank),
+                make_op("EQ", [count, wanted], [fits], node.name),
+                refusal(node.name, fits, "{}: the pads {!r} do not hold 2 entries per dim of input 0 {!r} (rank "
+                                         "{})".format(where, node.input[1], data, rank), fed)]
+        more, fed_double = as_double(node.name, fed, fresh)
+        cap = element_cap(size, counter=True)
+        ops += more + capped_scalar(node.name, fed_double, cap, "{}: the pads {!r} reach outside [-{}, {}] (PYCUMSUM_"
+                                    "OP_MAX_TENSOR_BYTES)".format(where, node.input[1], cap, cap), fresh, lowest=-cap,
+                                    checked=fed)
+        ops += [make_op("Slice", [fed], [begins], node.name, starts=[0], ends=[rank]),
+                make_op("Slice", [fed], [ends], node.name, starts=[rank], ends=[2 * rank])]
+        axes = range(rank)
+    else:
+        begins, fill_begins = constant_blob(pads[:rank], fresh)
+        ends, fill_ends = constant_blob(pads[rank:], fresh)
+        ops += [fill_begins, fill_ends]
+        # constant mode pads every axis by one value first: each is gathered back
+        axes = range(rank) if mode == "constant" else [axis for axis in range(rank) if pads[axis] or pads[axis + rank]]
+    shape, grown, dims = fresh(), fresh(), fresh()
+    more, dims_double = as_double(node.name, dims, fresh)
+    ops += [make_op("Shape", [data], [shape], node.name), make_op("Add", [shape, begins], [grown], node.name),
+            make_op("Add", [grown, ends], [dims], node.name)] + more + capped_dims(
+        node.name, dims_double, element_cap(size, counter=True), size_message(
+            where, "its output (input 0 {!r} and the pads)".format(data), size, counter=True), fresh, checked=dims)
+    zero, one, minus_one = fresh(), fresh(), fresh()
+    ops += [make_op("GivenTensorInt64Fill", [], [blob], node.name, values=[number], shape=[1])
+            for blob, number in ((zero, 0), (one, 1), (minus_one, -1))]
+    source = data
+    if mode == "constant":
+        more, source = _bordered(node, opset, rank, value, fresh)
+        ops += more
+    if not axes:  # rank 0: no pads
+        return ops + [make_op("Copy", [data], [out], node.name)]
+    for number, axis in enumerate(axes):
+        length, begin, end, wide, count, positions, read = (fresh() for _ in range(7))
+        ops += [make_op("Shape", [data], [length], node.name, axes=[axis]),
+                make_op("Slice", [begins], [begin], node.name, starts=[axis], ends=[axis + 1]),
+                make_op("Slice", [ends], [end], node.name, starts=[axis], ends=[axis + 1]),
+                make_op("Slice", [dims], [wide], node.name, starts=[axis], ends=[axis + 1]),
+                make_op("Squeeze", [wide], [count], node.name, dims=[0]),
+                make_op("Range", [count], [positions], node.name),
+                make_op("Sub", [positions, begin], [read], node.name)]
+        if mode == "constant":
+            more, indices = _clamped(node, read, minus_one, length, fresh)
+            shifted = fresh()
+            ops += more + [make_op("Add", [indices, one], [shifted], node.name)]
+            indices = shifted
+        else:
+            more, indices = _edge_or_reflect(node, opset, mode, axis, read, length, begin, end, zero, one, fresh)
+            ops += more
+        target = out if number == len(axes) - 1 else fresh()
+        ops.append(make_op("Gather", [source, indices], [target], node.name, axis=axis))
+        source = target
+    return ops
+
+
+def _bordered(node, opset, rank: int, value, fresh) -> tuple:
+    """(ops, blob): input 0 with one ``value`` (a number, or a blob holding one) on each side of every axis, by
+    torch's constant_pad_nd (no dim comes out empty); a value blob is written where a border of ones, padded
+    around zeros of the input's shape, is true, after the check that it holds one element."""
+    data, bordered = node.input[0], fresh()
+    if not isinstance(value, str):
+        return [make_op("ATen", [data], [bordered], node.name, operator="constant_pad_nd", pad=[1] * 2 * rank,
+                        value=float(value))], bordered
+    count, one, single, padded, inside, border = (fresh() for _ in range(6))
+    return [make_op("Size", [value], [count], node.name), int64_scalar(node, one, 1),
+            make_op("EQ", [count, one], [single], node.name),
+            refusal(node.name, single, "{}: input 2 (constant_value) {!r} does not hold one element".format(
+                label(node, opset), value), count),
+            make_op("ATen", [data], [padded], node.name, operator="constant_pad_nd", pad=[1] * 2 * rank, value=0.0),
+            make_op("ConstantFill", [data], [inside], node.name, dtype=caffe2_pb2.TensorProto.BOOL, value=False),
+            make_op("ATen", [inside], [border], node.name, operator="constant_pad_nd", pad=[1] * 2 * rank,
+                    value=1.0),
+            make_op("ATen", [border, value, padded], [bordered], node.name, operator="where")], bordered
+
+
+def _clamped(node, values: str, low: str, high: str, fresh) -> tuple:
+    """(ops, blob): int64 ``values`` held to [``low``, ``high``] ((1,) blobs)."""
+    above, clamped = fresh(), fresh()
+    return [make_op("ATen", [values, low], [above], node.name, operator="maximum"),
+            make_op("ATen", [above, high], [clamped], node.name, operator="minimum")], clamped
+
+
+def _edge_or_reflect(node, opset, mode: str, axis: int, read: str, length: str, begin: str, end: str, zero: str,
+                     one: str, fresh) -> tuple:
+    """(ops, blob): the indices of input 0 along ``axis`` that positions ``read`` (j - b) take in ``mode`` edge or
+    reflect (see `_gathered_pad`), after the check that the cropped axis allows the pads."""
+    ops, crops, grows = [], [], []
+    for pad in (begin, end):
+        negated, crop, grow = fresh(), fresh(), fresh()
+        ops += [make_op("Negative", [pad], [negated], node.name),
+                make_op("ATen", [negated, zero], [crop], node.name, operator="maximum"),
+                make_op("ATen", [pad, zero], [grow], node.name, operator="maximum")]
+        crops.append(crop)
+        grows.append(grow)
+    partial, kept, widest, unpadded, allowed, fits = (fresh() for _ in range(6))
+    ops += [make_op("Sub", [length, crops[0]], [partial], node.name),
+            make_op("Sub", [partial, crops[1]], [kept], node.name),  # the cropped axis's length
+            make_op("ATen", grows, [widest], node.name, operator="maximum"),
+            make_op("EQ", [widest, zero], [unpadded], node.name),
+            make_op("LT" if mode == "reflect" else "LE", [widest if mode == "reflect" else one, kept], [allowed],
+                    node.name),
+            make_op("Or", [unpadded, allowed], [fits], node.name),
+            refusal(node.name, fits, "{}: a pad of axis {} of input 0 {!r} is {} (after its crops), which mode {} "
+                                     "needs".format(label(node, opset), axis, node.input[0],
+                                                    "not shorter than the axis" if mode == "reflect" else "empty",
+                                                    mode), length)]
+    if mode == "edge":
+        last = fresh()
+        more, indices = _clamped(node, read, zero, last, fresh)
+        return ops + [make_op("Sub", [length, one], [last], node.name)] + more, indices
+    inside, last, magnitude, back, distance, reflected, indices = (fresh() for _ in range(7))
+    return ops + [make_op("Sub", [read, crops[0]], [inside], node.name),  # within the cropped axis
+                  make_op("Sub", [kept, one], [last], node.name),
+                  make_op("ATen", [inside], [magnitude], node.name, operator="abs"),
+                  make_op("Sub", [last, magnitude], [back], node.name),
+                  make_op("ATen", [back], [distance], node.name, operator="abs"),
+                  make_op("Sub", [last, distance], [reflected], node.name),
+                  make_op("Add", [reflected, crops[0]], [indices], node.name)], indices

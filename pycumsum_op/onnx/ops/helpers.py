@@ -131,7 +131,8 @@ def counted_by_range(node, opset, length: str, fresh) -> list:
                     length)]
 
 
-def rank_checked(node, opset, position: int, name: str, facts, fresh, rank: int, exact: bool = True) -> list:
+def rank_checked(node, opset, position: int, name: str, facts, fresh, rank: int, exact: bool = True,
+                 why: str = "which the model states") -> list:
     """Ops stopping the net unless input ``position`` (blob ``name``) has rank ``rank`` (at least ``rank`` unless
     ``exact``) when the net runs: a translation chose its kernel by the rank the model states, and a value info is no
     proof of what a node computes (a constant or a checked input is: `declared`). Caffe2's BatchMatMul and FC die of
@@ -141,8 +142,8 @@ def rank_checked(node, opset, position: int, name: str, facts, fresh, rank: int,
     dims, count, wanted, same = fresh(), fresh(), fresh(), fresh()
     return [make_op("Shape", [name], [dims], node.name), make_op("Size", [dims], [count], node.name),
             int64_scalar(node, wanted, rank), make_op("EQ" if exact else "GE", [count, wanted], [same], node.name),
-            refusal(node.name, same, "{}: input {} {!r} does not have rank {}{}, which the model states".format(
-                label(node, opset), position, name, "" if exact else "at least ", rank), dims)]
+            refusal(node.name, same, "{}: input {} {!r} does not have rank {}{}, {}".format(
+                label(node, opset), position, name, "" if exact else "at least ", rank, why), dims)]
 
 
 def axis_length(node, data: str, axis: int, fresh) -> tuple:

@@ -1,5 +1,5 @@
 """Gathers, scatters and selections: Gather (Caffe2's, indices wrapped), GatherElements (torch's gather), ScatterND
-(torch's index_put), OneHot, Trilu and Where."""
+(torch's index_put), OneHot, Trilu, EyeLike and Where."""
 import numpy as np
 from caffe2.proto import caffe2_pb2
 from onnx import TensorProto
@@ -7,10 +7,10 @@ from onnx import TensorProto
 from ...input_limits import MAX_RANK, check_tensor, shape_text
 from ..run_checks import (COUNTER_LIMIT, as_double, capped_dims, capped_scalar, element_cap, itemsize,
                           make_op, size_message, whole_double)
-from .contract import (ANY, BROADCAST, MOVED, NEWEST, NUMBERS, ZERO_ONE, Form, broadcast_rank, declare, given, label,
-                       same_rank)
-from .helpers import (attribute, axis_length, checked_type, counted_by_range, int64_scalar, normalized, refuse,
-                      type_text, within_rank)
+from .contract import (ANY, AT_MOST_FIRST, BROADCAST, MOVED, NEWEST, NUMBERS, ZERO_ONE, Form, broadcast_rank,
+                       declare, fixed_rank, given, label, same_rank)
+from .helpers import (attribute, axis_length, checked_type, counted_by_range, int64_scalar, normalized, rank_checked,
+                      refuse, type_text, within_rank)
 
 
 def _gather_rank(node, known, facts):
@@ -239,6 +239,15 @@ def _trilu(node, facts, opset, fresh):
     if dims is None or len(dims) > 1 or (dims and dims[0] != 1):
         raise refuse(node, opset, "input 1 (k) {!r} is declared with dims {}; a k fed at run time must be "
                                    "declared a scalar".format(k, "unknown" if dims is None else shape_text(dims)))
+    ops, offsets = _diagonal_offsets(node, opset, data, rank, fresh)
+    dropped = fresh()
+    return ops + [make_op("LT" if upper else "GT", [offsets, k], [dropped], node.name),
+                  make_op("ATen", [data, dropped], [out], node.name, operator="masked_fill", value=0)]
+
+
+def _diagonal_offsets(node, opset, data: str, rank: int, fresh) -> tuple:
+    """(ops, blob): column - row (int64, (rows, columns)) of the last two axes of ``data`` (of rank ``rank``), the
+    rows' and columns' indices made by Caffe2's Range from the dims read at run time."""
     ops, indices = [], []
     for axis in (rank - 2, rank - 1):
         shape, length, index = fresh(), fresh(), fresh()
@@ -246,12 +255,40 @@ def _trilu(node, facts, opset, fresh):
                 make_op("Squeeze", [shape], [length], node.name, dims=[0])] + counted_by_range(node, opset, length, fresh)
         ops.append(make_op("Range", [length], [index], node.name))
         indices.append(index)
-    rows, offsets, dropped = fresh(), fresh(), fresh()
-    ops += [make_op("ExpandDims", [indices[0]], [rows], node.name, dims=[1]),
-            make_op("Sub", [indices[1], rows], [offsets], node.name),  # column - row, (rows, columns)
-            make_op("LT" if upper else "GT", [offsets, k], [dropped], node.name),
-            make_op("ATen", [data, dropped], [out], node.name, operator="masked_fill", value=0)]
-    return ops
+    rows, offsets = fresh(), fresh()
+    return ops + [make_op("ExpandDims", [indices[0]], [rows], node.name, dims=[1]),
+                  make_op("Sub", [indices[1], rows], [offsets], node.name)], offsets
+
+
+#: ONNX element type -> Caffe2's, of the types EyeLike makes that onnxruntime has a kernel for (and Caffe2 a type)
+_EYE_TYPES = {TensorProto.FLOAT: caffe2_pb2.TensorProto.FLOAT, TensorProto.DOUBLE: caffe2_pb2.TensorProto.DOUBLE,
+              TensorProto.INT32: caffe2_pb2.TensorProto.INT32, TensorProto.INT64: caffe2_pb2.TensorProto.INT64}
+
+
+@declare("EyeLike", Form((9, NEWEST), {"dtype": frozenset(_EYE_TYPES), "k": ANY}), types=frozenset(_EYE_TYPES),
+         rank=fixed_rank(2), elements=AT_MOST_FIRST)
+def _eye_like(node, facts, opset, fresh):
+    """Ones where column - row is k, zeros elsewhere, in the input's (2-D) dims read at run time, of type ``dtype``
+    (the input's without it): the offsets of `_diagonal_offsets` compared with k and cast. The input's rank is
+    checked when the net runs unless the model proves it, and its dims are held within the cap first (Range
+    allocates one index per row and per column, the offsets one int64 per element, whatever the input holds)."""
+    data, out = node.input[0], node.output[0]
+    rank = facts.rank(data)
+    if rank is not None and rank != 2:
+        raise refuse(node, opset, "input 0 {!r} has rank {}; EyeLike takes rank 2".format(data, rank))
+    elem_type = int(attribute(node, "dtype", facts.elem_type(data)))
+    ops = rank_checked(node, opset, 0, data, facts, fresh, 2, why="as EyeLike takes")
+    shape = fresh()
+    more, dims = as_double(node.name, shape, fresh)
+    ops += [make_op("Shape", [data], [shape], node.name)] + more + capped_dims(
+        node.name, dims, element_cap(8, counter=True), size_message(
+            label(node, opset), "the dims of input 0 {!r} (one int64 per element)".format(data), 8, counter=True),
+        fresh, checked=shape)
+    more, offsets = _diagonal_offsets(node, opset, data, 2, fresh)
+    k, diagonal = fresh(), fresh()
+    return ops + more + [int64_scalar(node, k, int(attribute(node, "k", 0))),
+                         make_op("EQ", [offsets, k], [diagonal], node.name),
+                         make_op("Cast", [diagonal], [out], node.name, to=_EYE_TYPES[elem_type])]
 
 
 @declare("Where", Form((9, NEWEST)), types=NUMBERS | {TensorProto.FLOAT16, TensorProto.UINT8}, typed=("input", 1),

@@ -7,8 +7,8 @@ from caffe2.proto import caffe2_pb2
 from onnx import TensorProto
 
 from ...input_limits import MAX_RANK, check_tensor, shape_text
-from ..run_checks import (as_double, capped_dims, capped_scalar, element_cap, exact_double, itemsize, make_op,
-                          refusal, size_message, whole_double)
+from ..run_checks import (as_double, capped_dims, capped_scalar, declared, element_cap, exact_double, itemsize,
+                          make_op, refusal, size_message, whole_double)
 from .contract import (ANY, AT_MOST_FIRST, BOOL, MOVED, NEWEST, NUMBERS, STOCK, Form, declare, first_known_rank,
                        fixed_rank, given, label, same_rank, shape_length_rank, stock)
 from .helpers import (CAFFE2_TYPES, FLOATS, attribute, checked_shape, checked_type, constant_blob, filled_blob,
@@ -44,7 +44,9 @@ def _expand_rank(node, known, facts):
          rank=shape_length_rank, elements=AT_MOST_FIRST)
 def _reshape(node, facts, opset, fresh):
     """Caffe2's Reshape copies a 0 of the shape from the input's dims only when the input is not empty (ONNX
-    copies it always): zeros are replaced by the dims first, from the model or at run time."""
+    copies it always): zeros are replaced by the dims first, from the model or at run time. A shape whose length
+    the model does not state (computed, or fed with a symbolic length) is read when the net runs: the output's rank
+    is then unknown to the import, and the ops after it that need one refuse."""
     data, shape = node.input
     dims, out = facts.dims(data), [node.output[0], fresh()]
     declared = facts.dims(shape)
@@ -59,27 +61,112 @@ def _reshape(node, facts, opset, fresh):
             raise refuse(node, opset, "the shape {!r} is {}; ONNX gives meaning to one -1 and to 0s, no other "
                                        "negative dim".format(shape, shape_text(values)))
         zeros = [k for k, v in enumerate(values) if v == 0]
-        if not zeros:
-            return [make_op("Reshape", [data, shape], out, node.name)]
-        if dims is not None and all(k < len(dims) and dims[k] is not None for k in zeros):
-            blob, fill = constant_blob([dims[k] if v == 0 else v for k, v in enumerate(values)], fresh)
-            return [fill, make_op("Reshape", [data, blob], out, node.name)]
+        if values and (not zeros or dims is not None and all(k < len(dims) and dims[k] is not None for k in zeros)):
+            written = [dims[k] if v == 0 else v for k, v in enumerate(values)]
+            ops = _count_fixed(node, opset, facts, written, fresh)
+            if not zeros:
+                return ops + [make_op("Reshape", [data, shape], out, node.name)]
+            blob, fill = constant_blob(written, fresh)
+            return ops + [fill, make_op("Reshape", [data, blob], out, node.name)]
     count = _length(facts, opset, shape)
-    if count is None:
-        raise refuse(node, opset, "a 0 in the shape may copy a dim, but the length of the shape {!r} is "
-                                   "unknown".format(shape))
-    within_rank(node, opset, count, "the shape {!r}".format(shape))
+    if count is not None:
+        within_rank(node, opset, count, "the shape {!r}".format(shape))
     ops, data_dims, padded, prefix = [], fresh(), fresh(), fresh()
-    padding, fill = constant_blob([0] * count, fresh)  # a 0 past the input's rank is invalid: never taken
+    # a 0 past the input's rank copies no dim (onnxruntime fails): it becomes a -2, which the check below stops
+    padding, fill = constant_blob([-2] * (MAX_RANK if count is None else count), fresh)
     ops += [make_op("Shape", [data], [data_dims], node.name), fill,
-            make_op("Concat", [data_dims, padding], [padded, fresh()], node.name, axis=0),
-            make_op("Slice", [padded], [prefix], node.name, starts=[0], ends=[count])]
+            make_op("Concat", [data_dims, padding], [padded, fresh()], node.name, axis=0)]
+    if count is None:  # the output's rank is the shape's length, read when the net runs
+        length, start = fresh(), fresh()
+        ops += _length_bound(node, opset, shape, length, fresh) + [
+            make_op("GivenTensorInt64Fill", [], [start], node.name, values=[0], shape=[1]),
+            make_op("Slice", [padded, start, length], [prefix], node.name)]
+    else:
+        ops.append(make_op("Slice", [padded], [prefix], node.name, starts=[0], ends=[count]))
     zero, is_zero, new_shape = fresh(), fresh(), fresh()
     ops += [int64_scalar(node, zero, 0),
             make_op("EQ", [shape, zero], [is_zero], node.name),
             make_op("ATen", [is_zero, prefix, shape], [new_shape], node.name, operator="where")]
     ops += checked_shape(node, opset, new_shape, itemsize(facts.elem_type(data)), fresh, lowest=-1, named=shape)
-    return ops + [make_op("Reshape", [data, new_shape], out, node.name)]
+    ops += _count_agrees(node, opset, data, new_shape, shape, fresh)
+    if count:
+        return ops + [make_op("Reshape", [data, new_shape], out, node.name)]
+    # Caffe2's Reshape refuses an empty shape (a scalar): the shape gets a leading 1, dropped after
+    one, led, lifted = fresh(), fresh(), fresh()
+    return ops + [make_op("GivenTensorInt64Fill", [], [one], node.name, values=[1], shape=[1]),
+                  make_op("Concat", [one, new_shape], [led, fresh()], node.name, axis=0),
+                  make_op("Reshape", [data, led], [lifted, fresh()], node.name),
+                  make_op("Squeeze", [lifted], [node.output[0]], node.name, dims=[0])]
+
+
+def _count_refused(node, opset, data: str, shape: str) -> str:
+    """The message of a Reshape's count check."""
+    return ("{}: the shape {!r} does not hold the elements of input 0 {!r} (with a -1: none of its other dims may "
+            "be 0)".format(label(node, opset), shape, data))
+
+
+def _count_fixed(node, opset, facts, written, fresh) -> list:
+    """Ops stopping the net unless input 0 has the element count of the constant shape ``written`` (its 0s replaced
+    by the dims they copy), where the import cannot tell: Caffe2's Reshape checks the count of a non-empty input
+    only, and reshapes an empty one to any shape, whose elements it then reads from memory it does not own. A -1
+    takes the count that is left (0 for an empty input), which needs the other dims' product not 0, as onnxruntime
+    does."""
+    data = node.input[0]
+    others = int(np.prod([v for v in written if v != -1], dtype=object))
+    if -1 in written:
+        if not others:
+            raise refuse(node, opset, "the shape {!r} is {} with a 0: no count to infer its -1 from".format(
+                node.input[1], shape_text(written)))
+        return []
+    dims = facts.dims(data)
+    if declared(facts, data) and dims is not None and None not in dims:
+        if int(np.prod(dims, dtype=object)) != others:
+            raise refuse(node, opset, "input 0 {!r} of dims {} cannot be reshaped to {}".format(
+                data, shape_text(dims), shape_text(written)))
+        return []
+    size, wanted, same = fresh(), fresh(), fresh()
+    return [make_op("Size", [data], [size], node.name),
+            int64_scalar(node, wanted, min(others, 2 ** 63 - 1)),  # a larger count fails the check all the same
+            make_op("EQ", [size, wanted], [same], node.name),
+            refusal(node.name, same, _count_refused(node, opset, data, node.input[1]), size)]
+
+
+def _count_agrees(node, opset, data: str, new_shape: str, shape: str, fresh) -> list:
+    """`_count_fixed` for a shape read when the net runs (int64 blob ``new_shape``, its dims checked within the cap):
+    without a -1 the product of its dims is the input's count; with one, that product is not 0."""
+    more, dims = as_double(node.name, new_shape, fresh)
+    minus, free, frees, count, magnitudes, product, size, whole = (fresh() for _ in range(8))
+    zero, with_free, nonzero, fits_free, without, equal, fits, agrees = (fresh() for _ in range(8))
+    return more + [make_op("ConstantFill", [], [minus], node.name, shape=[], dtype=caffe2_pb2.TensorProto.DOUBLE,
+                           value=-1.0),
+                   make_op("EQ", [dims, minus], [free], node.name),
+                   make_op("Cast", [free], [frees], node.name, to=caffe2_pb2.TensorProto.DOUBLE),
+                   make_op("ReduceSum", [frees], [count], node.name, axes=[0], keepdims=0),
+                   make_op("ATen", [dims], [magnitudes], node.name, operator="abs"),
+                   make_op("ATen", [magnitudes], [product], node.name, operator="prod", dim=0, keepdim=False),
+                   make_op("Size", [data], [size], node.name),
+                   make_op("Cast", [size], [whole], node.name, to=caffe2_pb2.TensorProto.DOUBLE),
+                   make_op("ConstantFill", [], [zero], node.name, shape=[], dtype=caffe2_pb2.TensorProto.DOUBLE,
+                           value=0.0),
+                   make_op("GT", [count, zero], [with_free], node.name),
+                   make_op("GT", [product, zero], [nonzero], node.name),
+                   make_op("And", [with_free, nonzero], [fits_free], node.name),
+                   make_op("Not", [with_free], [without], node.name),
+                   make_op("EQ", [product, whole], [equal], node.name),
+                   make_op("And", [without, equal], [fits], node.name),
+                   make_op("Or", [fits_free, fits], [agrees], node.name),
+                   refusal(node.name, agrees, _count_refused(node, opset, data, shape), new_shape)]
+
+
+def _length_bound(node, opset, shape: str, length: str, fresh) -> list:
+    """Ops writing the length of 1-D blob ``shape`` to ``length`` ((1,) int64), stopping the net unless it is at most
+    `MAX_RANK` (the zeros it is sliced from)."""
+    most, short = fresh(), fresh()
+    return [make_op("Shape", [shape], [length], node.name),
+            make_op("GivenTensorInt64Fill", [], [most], node.name, values=[MAX_RANK], shape=[1]),
+            make_op("LE", [length, most], [short], node.name),
+            refusal(node.name, short, "{}: the shape {!r} has more than the {} dimensions a shape may have "
+                                      "(MAX_RANK)".format(label(node, opset), shape, MAX_RANK), shape)]
 
 
 def _length(facts, opset, name: str):
