@@ -4,11 +4,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+import onnx
 from onnx import TensorProto, helper
 
 from onnx_forms_support import edge_arrays, node_model, outcome
 from onnx_support import onnx_backend_refusal, onnxruntime_outputs
-from test_onnx_cnn_forms import ORDERLESS_FLOATS
+from pycumsum_op.onnx.facts import GraphFacts
+from test_onnx_cnn_forms import EDGE_ROWS, ORDERLESS_FLOATS
 
 pytestmark = pytest.mark.skipif(onnx_backend_refusal() is not None, reason=onnx_backend_refusal() or "")
 
@@ -145,3 +147,73 @@ def test_broadcasts_caffe2_runs_fast_keep_its_kernel(first, second):
     assert _operators(strided, "portable") == [("Add", None)]
     assert outcome(strided, {"a": np.ones((2, 3, 4), np.float32), "b": np.ones((2, 1, 4), np.float32)},
                    lower="portable") == ("match", None)
+
+
+def _mask_model(ranked):
+    """scores (B, h, S, S) + an attention mask made as torch's export of GPT-NeoX makes it: the (B, S) mask reshaped
+    to (its batch, -1) read off its own shape, unsqueezed twice, then (1 - mask) * float32's lowest. ONNX's inference
+    gives the mask no dims after the Reshape; the ops' definitions give it (B, 1, 1, S). Scores of no stated rank
+    (``ranked`` False) are expanded to their own shape, fed in a vector of a length the model leaves symbolic."""
+    lowest = float(np.finfo(np.float32).min)
+
+    def constant(name, elem_type, dims, values):
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(name, elem_type, dims, values))
+
+    nodes = [constant("zero", TensorProto.INT64, [], [0]), constant("rest", TensorProto.INT64, [1], [-1])]
+    nodes += [constant("axis{}".format(axis), TensorProto.INT64, [1], [axis]) for axis in range(3)]
+    nodes += [constant("one", TensorProto.FLOAT, [], [1.0]), constant("lowest", TensorProto.FLOAT, [], [lowest]),
+             helper.make_node("Shape", ["m"], ["shape"]), helper.make_node("Gather", ["shape", "zero"], ["batch"]),
+             helper.make_node("Unsqueeze", ["batch", "axis0"], ["batch1"]),
+             helper.make_node("Concat", ["batch1", "rest"], ["flat"], axis=0),
+             helper.make_node("Reshape", ["m", "flat"], ["m2"]), helper.make_node("Unsqueeze", ["m2", "axis1"], ["m3"]),
+             helper.make_node("Unsqueeze", ["m3", "axis2"], ["m4"]),
+             helper.make_node("Cast", ["m4"], ["mf"], to=TensorProto.FLOAT),
+             helper.make_node("Sub", ["one", "mf"], ["inverted"]),
+             helper.make_node("Mul", ["inverted", "lowest"], ["mask"]),
+             helper.make_node("Add", ["s" if ranked else "unranked", "mask"], ["y"])]
+    inputs = [helper.make_tensor_value_info("s", TensorProto.FLOAT, ["B", "h", "S", "S"]),
+              helper.make_tensor_value_info("m", TensorProto.INT64, ["B", "S"])]
+    if not ranked:
+        nodes.insert(-1, helper.make_node("Expand", ["s", "s_shape"], ["unranked"]))
+        inputs.append(helper.make_tensor_value_info("s_shape", TensorProto.INT64, ["k"]))
+    graph = helper.make_graph(nodes, "masked", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["B", "h", "S", "T"])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("ranked", [True, False])
+@pytest.mark.parametrize("batch, heads, length", [(2, 3, 4), (3, 1, 2), (2, 2, 0), (1, 1, 1)])
+def test_a_mask_whose_dims_onnx_does_not_infer_runs_torchs_kernel(ranked, batch, heads, length):
+    """The mask's (B, 1, 1, S) is derived through Reshape, Unsqueeze, Cast, Sub and Mul by their definitions where
+    ONNX's inference gives no dims, so its strided broadcast goes to torch's kernel (scores of a stated rank; of an
+    unknown rank, Caffe2's Add stays); the sums as onnxruntime's, float32's lowest and ±inf included, an empty
+    sequence included (onnxruntime refuses an empty batch: its Reshape of (0, S) to (0, -1)); the portable target
+    keeps Caffe2's Add."""
+    from pycumsum_op.onnx import prepare
+    model = _mask_model(ranked)
+    inferred = GraphFacts(model.graph, onnx.shape_inference.infer_shapes(model).graph)
+    assert inferred.dims("mask") is None and inferred.known_dims("mask") == [None, 1, 1, None]
+    scores = np.resize(np.array([0.5, -np.inf, np.inf, np.nan, -0.0, 3e38, np.finfo(np.float32).min], np.float32),
+                       (batch, heads, length, length))
+    feeds = {"s": scores, "m": np.resize(np.array([1, 0, 1], np.int64), (batch, length))}
+    if not ranked:
+        feeds["s_shape"] = np.array(scores.shape, np.int64)
+    assert _operators(model) == [("ATen", "add") if ranked else ("Add", None)]
+    assert _operators(model, "portable") == [("Add", None)]
+    expected = onnxruntime_outputs(model, feeds)[0]
+    for lower in (None, "portable"):
+        np.testing.assert_array_equal(prepare(model, lower=lower).run(feeds)[0], expected)
+
+
+def test_softmax_on_the_last_axis_runs_torchs_kernel():
+    """Rows masked with float32's lowest value (Caffe2's exponential takes six times torch's time on them), ±inf, NaN
+    and overflowing rows: torch's softmax on the default target, Caffe2's on the portable one, both as onnxruntime."""
+    lowest = np.finfo(np.float32).min
+    rows = np.concatenate([np.pad(EDGE_ROWS, ((0, 0), (0, 1)), constant_values=lowest),
+                           [[0.5, lowest, lowest, lowest], [lowest] * 4, [-1e4, 2.0, lowest, 0.0]]]).astype(np.float32)
+    x = np.stack([rows, rows[::-1]])
+    model = node_model("Softmax", {"x": x}, {}, {"axis": -1}, opset=13)
+    assert _operators(model) == [("ATen", "softmax")]
+    assert _operators(model, "portable") == [("Softmax", None)]
+    for lower in (None, "portable"):
+        assert outcome(model, {"x": x}, lower=lower) == ("match", None)

@@ -62,9 +62,27 @@ _SAME_RANK = frozenset([
 #: ops whose output has the largest rank of their inputs (numpy's broadcasting)
 _BROADCAST = frozenset(["Add", "Sub", "Mul", "Div", "Pow", "Mod", "Where", "Equal", "Less", "Greater", "LessOrEqual",
                         "GreaterOrEqual", "And", "Or", "Xor", "Max", "Min", "Sum", "Mean", "PRelu"])
+#: ops each of whose first output has their first input's dims (ONNX's definitions: elementwise, one input read)
+_SAME_DIMS = frozenset([
+    "Cast", "Identity", "Neg", "Abs", "Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Softmax", "LogSoftmax",
+    "CumSum", "Clip", "Not", "Reciprocal", "Sign", "Ceil", "Floor", "Round", "IsNaN", "IsInf", "Elu", "Selu", "Celu",
+    "LeakyRelu", "ThresholdedRelu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Dropout"])
 #: reductions: the input's rank with keepdims=1 (their default), without the reduced axes otherwise
 _REDUCTIONS = frozenset(["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
                          "ReduceSumSquare", "ReduceLogSumExp", "ArgMax", "ArgMin"])
+
+
+def _broadcast(operands: List[List[Optional[int]]]) -> Dims:
+    """numpy's broadcast of dims ``operands`` (a dim None: not known): per axis the one size other than 1, else 1 where
+    every operand's is 1, else None; None where two known sizes other than 1 differ."""
+    rank = max(len(dims) for dims in operands)
+    result: List[Optional[int]] = []
+    for column in zip(*([1] * (rank - len(dims)) + list(dims) for dims in operands)):
+        sizes = {size for size in column if size not in (1, None)}
+        if len(sizes) > 1:
+            return None
+        result.append(sizes.pop() if sizes else 1 if None not in column else None)
+    return result
 
 
 class GraphFacts:
@@ -84,6 +102,7 @@ class GraphFacts:
         self.torch_kernels = torch_kernels
         self._nodes = list(graph.node) if graph is not None else []
         self._ranks: Optional[Dict[str, Optional[int]]] = None
+        self._derived_dims: Dict[str, List[Optional[int]]] = {}
         if graph is None:
             return
         self.graph_inputs = {info.name for info in graph.input}
@@ -164,6 +183,17 @@ class GraphFacts:
             self._ranks = self._derived_ranks()
         return self._ranks.get(name)
 
+    def known_dims(self, name: str) -> Dims:
+        """The dims of ``name`` as far as they are known: inferred, else derived with its rank where ONNX's inference
+        gives none (the same pass; `_node_dims`: elementwise, broadcasting and Unsqueeze ops: an attention mask's
+        (B, 1, 1, S) made from a mask whose dims inference lost), a dim None where it is not known; None when the
+        rank is not known either."""
+        dims = self.dims(name)
+        if dims is not None:
+            return dims
+        rank = self.rank(name)
+        return None if rank is None else self._derived_dims.get(name, [None] * rank)
+
     def _derived_ranks(self) -> Dict[str, Optional[int]]:
         """The rank of every node output without inferred dims, in one pass over the nodes in graph order (ONNX
         graphs are sorted topologically: an input made later has no rank yet, which only makes fewer known): each
@@ -177,12 +207,39 @@ class GraphFacts:
             dims = self.dims(given)
             return len(dims) if dims is not None else ranks.get(given)
 
+        def known_dims(given: str) -> Dims:
+            rank = known(given)
+            return None if rank is None else self.dims(given) or self._derived_dims.get(given, [None] * rank)
+
         for node in self._nodes:
             if not node.input or node.domain not in ("", "ai.onnx"):
                 continue
             rank = self._node_rank(node, known)
             ranks.update((output, rank) for output in node.output if output and self.dims(output) is None)
+            dims = self._node_dims(node, known_dims) if rank is not None and self.dims(node.output[0]) is None else None
+            if dims is not None and len(dims) == rank:
+                self._derived_dims[node.output[0]] = dims
         return ranks
+
+    def _node_dims(self, node, known_dims: Callable[[str], Dims]) -> Dims:
+        """The dims of ``node``'s first output by ONNX's definition of its op where a rule gives them, its inputs'
+        dims read by ``known_dims``; None otherwise, or where the inputs contradict the op (the run fails then)."""
+        if node.op_type in _SAME_DIMS:
+            return known_dims(node.input[0])
+        if node.op_type in _BROADCAST:
+            operands = [known_dims(given) for given in node.input]
+            return None if None in operands else _broadcast(operands)
+        if node.op_type == "Unsqueeze":
+            axes, dims = self._axes(node), known_dims(node.input[0])
+            if axes is None or dims is None:
+                return None
+            rank = len(dims) + len(axes)
+            ones = {axis + rank if axis < 0 else axis for axis in axes}
+            if len(ones) != len(axes) or not ones <= set(range(rank)):
+                return None
+            rest = iter(dims)
+            return [1 if axis in ones else next(rest) for axis in range(rank)]
+        return None
 
     def _node_rank(self, node, known: Callable[[str], Optional[int]]) -> Optional[int]:
         """The rank of ``node``'s outputs by ONNX's definition of its op, its inputs' ranks read by ``known``."""
