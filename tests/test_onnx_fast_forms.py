@@ -217,3 +217,22 @@ def test_softmax_on_the_last_axis_runs_torchs_kernel():
     assert _operators(model, "portable") == [("Softmax", None)]
     for lower in (None, "portable"):
         assert outcome(model, {"x": x}, lower=lower) == ("match", None)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), rank=st.integers(1, 5), dtype=st.sampled_from([np.float32, np.float64, np.int32, np.int64]),
+       dynamic=st.booleans(), stated=st.booleans())
+def test_a_transpose_caffe2_walks_by_element_runs_torchs_permute(data, rank, dtype, dynamic, stated):
+    """A permutation moving the last axis, other than a swap of the last two, runs torch's permute; the rest (and
+    ONNX's default, the axes reversed) Caffe2's Transpose, as does every one on the portable target. Elements moved
+    as onnxruntime moves them, empty dims included."""
+    shape = tuple(data.draw(st.integers(0, 3)) for _ in range(rank))
+    perm = data.draw(st.permutations(range(rank)))
+    x = data.draw(edge_arrays(dtype, shape, ARITHMETIC_VALUES)) if dtype in (np.float32, np.float64) else \
+        np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape) - 3
+    model = node_model("Transpose", {"x": x}, {}, {"perm": list(perm)} if stated else {}, dynamic=dynamic)
+    torchs = stated and perm[-1] != rank - 1 and list(perm[:-2]) + [perm[-1], perm[-2]] != list(range(rank))
+    assert _operators(model) == [("ATen", "permute") if torchs else ("Transpose", None)], perm
+    assert _operators(model, "portable") == [("Transpose", None)]
+    for lower in (None, "portable"):
+        assert outcome(model, {"x": x}, lower=lower) == ("match", None)

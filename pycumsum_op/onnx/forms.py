@@ -104,7 +104,7 @@ FORMS: Dict[str, Tuple[Form, ...]] = {
     "Einsum": _forms(Form((12, NEWEST), {"equation": _ANY}, translation=OWN)),  # batched matrix products only
     # Caffe2's FC by its C++ converter, after checks of A's and B's shapes (FC dies on an empty B)
     "Gemm": _forms(Form((9, NEWEST), {"alpha": _ANY, "beta": _ANY, "transA": _ANY, "transB": _ANY}, translation=OWN)),
-    "Transpose": _forms(Form((1, NEWEST), {"perm": _ANY})),
+    "Transpose": _forms(Form((1, NEWEST), {"perm": _ANY}, translation=OWN)),  # Caffe2's or torch's permute
     "Concat": _forms(Form((4, NEWEST), {"axis": _ANY})),
     "Cast": _forms(Form((9, NEWEST), {"to": _CASTS})),
     "Constant": _forms(Form((9, NEWEST), {"value": _ANY})),

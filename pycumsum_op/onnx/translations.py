@@ -1126,6 +1126,21 @@ def _softmax(node, facts, opset, fresh):
     return [_op("ATen", [node.input[0]], [node.output[0]], node.name, operator="softmax", dim=axis)]
 
 
+def _transpose(node, facts, opset, fresh):
+    """Caffe2's Transpose (``perm`` as its ``axes``; none reverses the axes, as ONNX's default) copies rows where the
+    last axis stays last and runs a batched 2-D transpose where only the last two axes swap, but walks any other
+    permutation element by element (attention's keys turned to (B, h, d, S), (0, 2, 3, 1): ten times torch's time).
+    There torch's permute, where the target allows the ATen op (which returns its result contiguous): either only
+    moves elements."""
+    perm = _attribute(node, "perm")
+    perm = None if perm is None else [int(axis) for axis in perm]
+    last = None if perm is None else len(perm) - 1
+    if facts.torch_kernels and perm and sorted(perm) == list(range(len(perm))) and perm[-1] != last and \
+            perm[:-2] + perm[-2:][::-1] != list(range(len(perm))):
+        return [_op("ATen", [node.input[0]], [node.output[0]], node.name, operator="permute", dims=perm)]
+    return [_op("Transpose", [node.input[0]], [node.output[0]], node.name, **({} if perm is None else {"axes": perm}))]
+
+
 def _compare(node, facts, opset, fresh):
     """GreaterOrEqual and LessOrEqual: Caffe2's GE and LE, which broadcast as numpy (no legacy ``broadcast``)."""
     operator = {"GreaterOrEqual": "GE", "LessOrEqual": "LE"}[node.op_type]
@@ -2199,7 +2214,7 @@ TRANSLATIONS: Dict[str, Callable] = {
     "LogSoftmax": _log_softmax, "ArgMax": _arg_max, "HardSwish": _hard_swish, "Softsign": _softsign,
     "Shape": _shape, "Tile": _tile, "IsInf": _elementwise, "TopK": _top_k, "GatherElements": _gather_elements,
     "GreaterOrEqual": _compare, "LessOrEqual": _compare, "Trilu": _trilu, "Einsum": _einsum,
-    "Add": _arithmetic, "Sub": _arithmetic, "Mul": _arithmetic, "Div": _arithmetic,
+    "Add": _arithmetic, "Sub": _arithmetic, "Mul": _arithmetic, "Div": _arithmetic, "Transpose": _transpose,
 }
 TRANSLATIONS.update((op, _elementwise) for op in _ELEMENTWISE)
 
