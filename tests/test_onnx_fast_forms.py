@@ -205,18 +205,34 @@ def test_a_mask_whose_dims_onnx_does_not_infer_runs_torchs_kernel(ranked, batch,
         np.testing.assert_array_equal(prepare(model, lower=lower).run(feeds)[0], expected)
 
 
-def test_softmax_on_the_last_axis_runs_torchs_kernel():
-    """Rows masked with float32's lowest value (Caffe2's exponential takes six times torch's time on them), ±inf, NaN
-    and overflowing rows: torch's softmax on the default target, Caffe2's on the portable one, both as onnxruntime."""
+@pytest.mark.parametrize("producer", ["Add", "Where", "Mul"])
+def test_a_masked_softmax_on_the_last_axis_runs_torchs_kernel(producer):
+    """Scores a mask of (B, 1, 1, S) is added to (or a Where fills) go to torch's softmax on the default target:
+    Caffe2's exponential takes six times torch's time on rows of float32's lowest value. ±inf, NaN and overflowing
+    rows as onnxruntime; Caffe2's Softmax on the portable target, and where the scores are not masked (a Mul by a
+    trailing broadcast, which Caffe2's kernel runs: Caffe2's Softmax keeps its gradient)."""
     lowest = np.finfo(np.float32).min
     rows = np.concatenate([np.pad(EDGE_ROWS, ((0, 0), (0, 1)), constant_values=lowest),
                            [[0.5, lowest, lowest, lowest], [lowest] * 4, [-1e4, 2.0, lowest, 0.0]]]).astype(np.float32)
-    x = np.stack([rows, rows[::-1]])
-    model = node_model("Softmax", {"x": x}, {}, {"axis": -1}, opset=13)
-    assert _operators(model) == [("ATen", "softmax")]
+    scores = np.stack([rows.reshape(3, 4, 4), rows[::-1].reshape(3, 4, 4)])
+    mask = np.array([[[[0.0, lowest, 0.0, -0.0]]], [[[lowest, 0.0, 0.0, 0.0]]]], np.float32)
+    feeds = {"s": scores, "m": mask}
+    node = {"Add": helper.make_node("Add", ["s", "m"], ["masked"]),
+            "Where": helper.make_node("Where", ["keep", "s", "m"], ["masked"]),
+            "Mul": helper.make_node("Mul", ["s", "m"], ["masked"])}[producer]
+    if producer == "Where":
+        feeds["keep"] = np.resize(np.array([True, False, True]), (4, 4))
+    elif producer == "Mul":
+        feeds["m"] = np.array([1.0, -0.0, 2.0, np.inf], np.float32)
+    graph = helper.make_graph([node, helper.make_node("Softmax", ["masked"], ["y"], axis=-1)], "masked_softmax",
+                              [helper.make_tensor_value_info(name, onnx.mapping.NP_TYPE_TO_TENSOR_TYPE[value.dtype],
+                                                             value.shape) for name, value in feeds.items()],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, scores.shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    assert _operators(model) == [("ATen", "softmax") if producer != "Mul" else ("Softmax", None)]
     assert _operators(model, "portable") == [("Softmax", None)]
     for lower in (None, "portable"):
-        assert outcome(model, {"x": x}, lower=lower) == ("match", None)
+        assert outcome(model, feeds, lower=lower) == ("match", None)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -236,3 +252,22 @@ def test_a_transpose_caffe2_walks_by_element_runs_torchs_permute(data, rank, dty
     assert _operators(model, "portable") == [("Transpose", None)]
     for lower in (None, "portable"):
         assert outcome(model, {"x": x}, lower=lower) == ("match", None)
+
+
+@pytest.mark.parametrize("attrs, bounded", [({}, False), ({"strides": [2, 2]}, True), ({"pads": [0, 1, 0, 1]}, True),
+                                            ({"group": 2}, False)])
+def test_a_pointwise_convolution_carries_no_im2col_bound(attrs, bounded):
+    """Caffe2's Conv multiplies a 1 x 1 window at stride 1 without pads straight from its input (no im2col buffer):
+    no run-time bound of one before it; a strided or padded one keeps the bound. Values as onnxruntime's, an empty
+    batch included."""
+    from pycumsum_op.onnx import prepare
+    inputs = 2 // attrs.get("group", 1)
+    w = np.linspace(-1, 1, 4 * inputs, dtype=np.float32).reshape(4, inputs, 1, 1)
+    for batch in (2, 0):
+        x = np.resize(np.array(ORDERLESS_FLOATS, np.float32), (batch, 2, 3, 5))
+        model = node_model("Conv", {"x": x}, {"w": w, "b": np.array([0.5, -0.0, 1, -1], np.float32)}, attrs,
+                           dynamic=True)
+        messages = [arg.s.decode() for op in prepare(model, lower="portable").predict_net.op for arg in op.arg
+                    if arg.name == "error_msg"]
+        assert any("im2col" in message for message in messages) == bounded, messages
+        assert outcome(model, {"x": x}, lower="portable") == ("match", None)

@@ -1018,6 +1018,15 @@ def _covers(dividend, divisor) -> bool:
                for left, right in zip(dividend[len(dividend) - len(divisor):], divisor))
 
 
+def _torchs_arithmetic(node, facts) -> bool:
+    """Whether `_arithmetic` runs Add/Sub/Mul/Div ``node`` by torch's kernel: float operands, a target that allows the
+    ATen op, and a strided broadcast or a Div whose dividend is broadcast."""
+    if not facts.torch_kernels or not all(facts.elem_type(name) in _FLOATS[1:] for name in node.input):
+        return False
+    dims = [facts.known_dims(name) for name in node.input]
+    return (node.op_type == "Div" and not _covers(*dims)) or _strided_broadcast(*dims)
+
+
 def _arithmetic(node, facts, opset, fresh):
     """Add, Sub, Mul, Div: Caffe2's kernels broadcast as numpy does, but where an operand is broadcast along an axis
     after one along which it is not (`_strided_broadcast`: an attention mask of (B, 1, 1, S) added to scores of
@@ -1028,9 +1037,9 @@ def _arithmetic(node, facts, opset, fresh):
     first multiplied by ones of the divisor's shape. Elsewhere Caffe2's kernel is the faster: the ATen op allocates
     its output on every run."""
     floats = all(facts.elem_type(name) in _FLOATS[1:] for name in node.input)
-    dims = [facts.known_dims(name) for name in node.input]
-    broadcast_dividend = node.op_type == "Div" and floats and not _covers(*dims)
-    if facts.torch_kernels and floats and (broadcast_dividend or _strided_broadcast(*dims)):
+    broadcast_dividend = node.op_type == "Div" and floats and not _covers(*(facts.known_dims(name)
+                                                                            for name in node.input))
+    if _torchs_arithmetic(node, facts):
         return [_op("ATen", list(node.input), [node.output[0]], node.name, operator=node.op_type.lower())]
     if broadcast_dividend:  # stock operators only: the dividend first given the result's shape (x * 1 is x)
         dividend, divisor = node.input
@@ -1106,9 +1115,11 @@ def _where(node, facts, opset, fresh):
 def _softmax(node, facts, opset, fresh):
     """Before opset 13, Caffe2's Softmax (over every axis from ``axis`` on, default 1, as ONNX then defines it), its
     axis checked against the rank where the model states it (a scalar has none: Caffe2 would fail the run). From
-    opset 13 on, along one axis: by torch's softmax (the ATen op), but for the last axis where the target has no
-    ATen op or the rank is not known (torch's takes a rank-0 input, which ONNX refuses), by Caffe2's Softmax, whose
-    exponential takes six times torch's time on rows masked with float32's lowest value (a causal attention mask)."""
+    opset 13 on, along one axis: the last by Caffe2's Softmax, another by torch's softmax (the ATen op). A masked
+    score on the last axis, of a stated rank (torch's takes a rank 0, which ONNX refuses), goes to torch's softmax
+    too where the target allows it: its input made by Where or by arithmetic torch's kernel runs (an attention mask
+    added), whose rows may hold float32's lowest value, on which Caffe2's exponential takes six times torch's time
+    (those ATen ops have no Caffe2 gradient: Caffe2's Softmax keeps the gradient of every other)."""
     rank = facts.rank(node.input[0])
     if opset < 13:
         axis = int(_attribute(node, "axis", 1))
@@ -1121,7 +1132,10 @@ def _softmax(node, facts, opset, fresh):
     if rank is None:
         raise _refuse(node, opset, "axis {} with the rank of input {!r} unknown".format(axis, node.input[0]))
     (axis,) = _normalized(node, opset, [axis], rank)
-    if axis == rank - 1 and not facts.torch_kernels:
+    scores = facts.producer(node.input[0])
+    masked = facts.torch_kernels and scores is not None and (scores.op_type == "Where" or scores.op_type in (
+        "Add", "Sub", "Mul", "Div") and _torchs_arithmetic(scores, facts))
+    if axis == rank - 1 and not masked:
         return [_op("Softmax", [node.input[0]], [node.output[0]], node.name, axis=axis)]
     return [_op("ATen", [node.input[0]], [node.output[0]], node.name, operator="softmax", dim=axis)]
 
@@ -1760,10 +1774,14 @@ def _conv(node, facts, opset, fresh):
     args = _window(node, opset, facts, kernel)
     group, rank = int(_attribute(node, "group", 1)), len(kernel)
     ops = _guard_filled(node, opset, facts, fresh, "Conv") + _dims_checked(node, opset, 1, weights, dims, facts, fresh)
-    ops += _im2col_bound(node, opset, facts, dims, args, group, fresh)
     inputs, pads = [name for name in node.input if name], args["pads"]
-    if facts.torch_kernels and (group > 1 or max(kernel) > 1) and len(inputs) == 3 and rank == 2 \
-            and pads[:rank] == pads[rank:] and np.isfinite(_constant_or(facts, weights, np.nan)).all():
+    torchs = facts.torch_kernels and (group > 1 or max(kernel) > 1) and len(inputs) == 3 and rank == 2 \
+        and pads[:rank] == pads[rank:] and np.isfinite(_constant_or(facts, weights, np.nan)).all()
+    if torchs or max(kernel) > 1 or any(pads) or max(args["strides"]) > 1:
+        # Caffe2's Conv multiplies a 1 x 1 window at stride 1 without pads straight from its input (its shortcut
+        # allocates no im2col buffer): a bound of none would cost about 18 ops per convolution on every run
+        ops += _im2col_bound(node, opset, facts, dims, args, group, fresh)
+    if torchs:
         # torch's kernels take a fraction of Caffe2's im2col loop's time on grouped and depthwise windows and some
         # of it on wider ones (a 1 x 1 window is one GEMM either way, Caffe2's the faster); the ATen op's conv
         # resolves with a bias only, and pads both sides alike. torch's kernel skips the padding that ONNX
