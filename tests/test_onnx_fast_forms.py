@@ -133,20 +133,43 @@ def test_a_div_of_a_smaller_dividend_is_exact_for_subnormal_divisors(dividend, d
         np.testing.assert_array_equal(prepare(model, lower=lower).run(inputs)[0], expected)
 
 
-@pytest.mark.parametrize("first, second", [((2, 3, 4), (4,)), ((2, 3, 4), (2, 3, 4)), ((2, 3, 4), ()),
-                                           ((2, 3, 4), (1, 3, 4)), ((4,), (2, 3, 4)), ((1, 2, 3, 4), (3, 4))])
-def test_broadcasts_caffe2_runs_fast_keep_its_kernel(first, second):
-    """Caffe2's own kernel where the broadcast is of trailing dims, or none (the ATen op allocates its output on
-    every run), and a Div's dividend has the result's shape; for the portable target, everywhere."""
-    a = np.linspace(-3, 3, int(np.prod(first)), dtype=np.float32).reshape(first)
-    b = np.linspace(1, 2, int(np.prod(second)), dtype=np.float32).reshape(second)
-    assert _operators(node_model("Add", {"a": a, "b": b})) == [("Add", None)]
-    if a.shape == np.broadcast(a, b).shape:  # a Div whose dividend is the result's shape
-        assert _operators(node_model("Div", {"a": a, "b": b})) == [("Div", None)]
-    strided = node_model("Add", {"a": np.ones((2, 3, 4), np.float32), "b": np.ones((2, 1, 4), np.float32)})
-    assert _operators(strided, "portable") == [("Add", None)]
-    assert outcome(strided, {"a": np.ones((2, 3, 4), np.float32), "b": np.ones((2, 1, 4), np.float32)},
-                   lower="portable") == ("match", None)
+#: operand dims with one broadcast: a scalar, a bias, a trailing or inner 1, each against empty dims too
+BROADCAST_PAIRS = [((2, 3, 4), ()), ((2, 3, 4), (4,)), ((3, 4), (1, 4)), ((2, 3, 4), (1, 3, 1)), ((4,), (2, 3, 4)),
+                   ((1, 2, 3, 4), (3, 4)), ((0, 4), (4,)), ((2, 0, 4), ()), ((3, 1), (3, 0))]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), op=st.sampled_from(["Add", "Sub", "Mul", "Div"]), dtype=st.sampled_from([np.float32,
+                                                                                                   np.float64]),
+       pair=st.sampled_from(BROADCAST_PAIRS), swapped=st.booleans())
+def test_a_broadcast_operand_runs_torchs_kernel_and_matches_onnxruntime(data, op, dtype, pair, swapped):
+    """Any broadcast operand (a scalar, a bias, a 1 against another dim) goes to torch's kernel: Caffe2's
+    broadcasting kernels take several times its time. IEEE's results as onnxruntime's (inf - inf, 0 / 0, -0.0, a
+    subnormal divisor: torch's kernel divides a tensor by a scalar, it does not multiply by its reciprocal), empty
+    dims included; the portable target keeps Caffe2's kernels (a Div's broadcast dividend widened first)."""
+    first, second = pair[::-1] if swapped else pair
+    inputs = {"a": data.draw(edge_arrays(dtype, first, ARITHMETIC_VALUES)),
+              "b": data.draw(edge_arrays(dtype, second, ARITHMETIC_VALUES))}
+    model = node_model(op, inputs)
+    assert _operators(model) == [("ATen", op.lower())]
+    assert _operators(model, "portable") == [(op, None)]
+    for lower in (None, "portable"):
+        assert outcome(model, inputs, lower=lower) == ("match", None)
+
+
+@pytest.mark.parametrize("first, second, ops", [((2, 3, 4), (2, 3, 4), ("Add", "Div")), ((1, 3), (1, 3), ("Sub", "Div")),
+                                                (("n", 3), ("m", 3), ("Add", "Mul"))])
+def test_operands_of_the_same_dims_keep_caffe2s_kernel(first, second, ops):
+    """Caffe2's own kernel where no operand is known to be broadcast (as fast as torch's there, and the ATen op
+    allocates its output on every run), symbolic dims included, and a Div whose dividend is known to have the
+    result's dims."""
+    from pycumsum_op.onnx import prepare
+    graph = helper.make_graph([helper.make_node(op, ["a", "b"], [op]) for op in ops], "same",
+                              [helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)
+                               for name, dims in (("a", first), ("b", second))],
+                              [helper.make_tensor_value_info(op, TensorProto.FLOAT, first) for op in ops])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    assert [op.type for op in prepare(model).predict_net.op if op.type in ops + ("ATen",)] == list(ops)
 
 
 def _mask_model(ranked):

@@ -995,19 +995,13 @@ _ELEMENTWISE = {
 _IS_INF = {(1, 1): "isinf", (0, 1): "isposinf", (1, 0): "isneginf"}
 
 
-def _strided_broadcast(first, second) -> bool:
-    """Whether operands of dims ``first`` and ``second`` (None: unknown; a dim None: symbolic) may broadcast along an
-    axis after one along which the same operand is not broadcast (right-aligned): Caffe2's kernels then walk every
-    index. An operand of unknown rank counts as no such case."""
+def _broadcasts(first, second) -> bool:
+    """Whether an operand of dims ``first`` or ``second`` (None: unknown; a dim None: symbolic) is known to be
+    broadcast: the ranks differ (a scalar, a bias), or one has a 1 where the other's dim is not known to be 1 (an
+    attention mask of (B, 1, 1, S) against scores of (B, h, S, S)). An operand of unknown rank counts as none."""
     if first is None or second is None:
         return False
-    rank = max(len(first), len(second))
-    first, second = ([1] * (rank - len(dims)) + list(dims) for dims in (first, second))
-    for this, other in ((first, second), (second, first)):
-        kept = [axis for axis in range(rank) if this[axis] != 1]
-        if kept and any(this[axis] == 1 and other[axis] != 1 for axis in range(kept[0] + 1, rank)):
-            return True
-    return False
+    return len(first) != len(second) or any((this == 1) != (other == 1) for this, other in zip(first, second))
 
 
 def _covers(dividend, divisor) -> bool:
@@ -1020,22 +1014,22 @@ def _covers(dividend, divisor) -> bool:
 
 def _torchs_arithmetic(node, facts) -> bool:
     """Whether `_arithmetic` runs Add/Sub/Mul/Div ``node`` by torch's kernel: float operands, a target that allows the
-    ATen op, and a strided broadcast or a Div whose dividend is broadcast."""
+    ATen op, and an operand broadcast (`_broadcasts`) or a Div whose dividend may be."""
     if not facts.torch_kernels or not all(facts.elem_type(name) in _FLOATS[1:] for name in node.input):
         return False
     dims = [facts.known_dims(name) for name in node.input]
-    return (node.op_type == "Div" and not _covers(*dims)) or _strided_broadcast(*dims)
+    return (node.op_type == "Div" and not _covers(*dims)) or _broadcasts(*dims)
 
 
 def _arithmetic(node, facts, opset, fresh):
-    """Add, Sub, Mul, Div: Caffe2's kernels broadcast as numpy does, but where an operand is broadcast along an axis
-    after one along which it is not (`_strided_broadcast`: an attention mask of (B, 1, 1, S) added to scores of
-    (B, h, S, S)) its kernel walks every index, several times torch's time; and its Div of a dividend smaller than
-    the result multiplies by the divisor's reciprocal, which overflows for a subnormal divisor (0 / 1e-45 gave NaN)
-    and rounds twice. Float operands then go to torch's kernel through the ATen op, where the target allows it
-    (IEEE's sum, difference, product and quotient: onnxruntime's values); for the portable target such a dividend is
-    first multiplied by ones of the divisor's shape. Elsewhere Caffe2's kernel is the faster: the ATen op allocates
-    its output on every run."""
+    """Add, Sub, Mul, Div: Caffe2's kernels broadcast as numpy does, but take several times torch's time where an
+    operand is broadcast (`_broadcasts`: a scalar, a bias, an attention mask of (B, 1, 1, S) added to scores of
+    (B, h, S, S), whose index Caffe2's kernel walks entry by entry); and Caffe2's Div of a dividend smaller than the
+    result multiplies by the divisor's reciprocal, which overflows for a subnormal divisor (0 / 1e-45 gave NaN) and
+    rounds twice. Float operands then go to torch's kernel through the ATen op, where the target allows it (IEEE's
+    sum, difference, product and quotient: onnxruntime's values); for the portable target such a dividend is first
+    multiplied by ones of the divisor's shape. Operands of the same dims keep Caffe2's kernel, as fast as torch's
+    there (the ATen op allocates its output on every run)."""
     floats = all(facts.elem_type(name) in _FLOATS[1:] for name in node.input)
     broadcast_dividend = node.op_type == "Div" and floats and not _covers(*(facts.known_dims(name)
                                                                             for name in node.input))
@@ -1117,8 +1111,8 @@ def _softmax(node, facts, opset, fresh):
     axis checked against the rank where the model states it (a scalar has none: Caffe2 would fail the run). From
     opset 13 on, along one axis: the last by Caffe2's Softmax, another by torch's softmax (the ATen op). A masked
     score on the last axis, of a stated rank (torch's takes a rank 0, which ONNX refuses), goes to torch's softmax
-    too where the target allows it: its input made by Where or by arithmetic torch's kernel runs (an attention mask
-    added), whose rows may hold float32's lowest value, on which Caffe2's exponential takes six times torch's time
+    too where the target allows it: its input made by Where or by an Add torch's kernel runs (an attention mask
+    broadcast), whose rows may hold float32's lowest value, on which Caffe2's exponential takes six times torch's time
     (those ATen ops have no Caffe2 gradient: Caffe2's Softmax keeps the gradient of every other)."""
     rank = facts.rank(node.input[0])
     if opset < 13:
@@ -1133,8 +1127,8 @@ def _softmax(node, facts, opset, fresh):
         raise _refuse(node, opset, "axis {} with the rank of input {!r} unknown".format(axis, node.input[0]))
     (axis,) = _normalized(node, opset, [axis], rank)
     scores = facts.producer(node.input[0])
-    masked = facts.torch_kernels and scores is not None and (scores.op_type == "Where" or scores.op_type in (
-        "Add", "Sub", "Mul", "Div") and _torchs_arithmetic(scores, facts))
+    masked = facts.torch_kernels and scores is not None and (scores.op_type == "Where" or scores.op_type == "Add"
+                                                             and _torchs_arithmetic(scores, facts))
     if axis == rank - 1 and not masked:
         return [_op("Softmax", [node.input[0]], [node.output[0]], node.name, axis=axis)]
     return [_op("ATen", [node.input[0]], [node.output[0]], node.name, operator="softmax", dim=axis)]
