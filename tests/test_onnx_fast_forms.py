@@ -157,8 +157,8 @@ def test_a_broadcast_operand_runs_torchs_kernel_and_matches_onnxruntime(data, op
         assert outcome(model, inputs, lower=lower) == ("match", None)
 
 
-@pytest.mark.parametrize("first, second, ops", [((2, 3, 4), (2, 3, 4), ("Add", "Div")), ((1, 3), (1, 3), ("Sub", "Div")),
-                                                (("n", 3), ("m", 3), ("Add", "Mul"))])
+@pytest.mark.parametrize("first, second, ops", [((2, 3, 4), (2, 3, 4), ("Add", "Div")),
+                                                ((1, 3), (1, 3), ("Sub", "Div")), (("n", 3), ("m", 3), ("Add", "Mul"))])
 def test_operands_of_the_same_dims_keep_caffe2s_kernel(first, second, ops):
     """Caffe2's own kernel where no operand is known to be broadcast (as fast as torch's there, and the ATen op
     allocates its output on every run), symbolic dims included, and a Div whose dividend is known to have the
