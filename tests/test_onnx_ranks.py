@@ -66,6 +66,31 @@ def test_each_rule_gives_the_rank_onnx_node_tests_expect():
     assert checked > 300
 
 
+def test_each_dims_rule_gives_the_dims_onnx_node_tests_expect():
+    """`GraphFacts.known_dims` where ONNX's inference gives no dims: every dim a declared dims rule derives
+    (elementwise, broadcasting and Unsqueeze ops) is the output's dim in onnx's node tests."""
+    derived, checked = set(), 0
+    rules = {op for op, declaration in DECLARATIONS.items() if declaration.dims is not None}
+    for case in node_tests().values():
+        model = onnx.load(os.path.join(case.model_dir, "model.onnx"))
+        if len(model.graph.node) != 1 or model.graph.node[0].op_type not in rules:
+            continue
+        node = model.graph.node[0]
+        path = os.path.join(case.model_dir, "test_data_set_0", "output_0.pb")
+        dims = GraphFacts(_shapeless(model.graph)).known_dims(node.output[0])
+        if dims is None or not os.path.exists(path):
+            continue
+        tensor = onnx.TensorProto()
+        with open(path, "rb") as stream:
+            tensor.ParseFromString(stream.read())
+        shape = numpy_helper.to_array(tensor).shape
+        assert len(dims) == len(shape) and all(dim in (None, size) for dim, size in zip(dims, shape)), case.name
+        if any(dim is not None for dim in dims):
+            derived.add(node.op_type)
+            checked += 1
+    assert {"Unsqueeze", "Add", "Mul", "Where", "Cast", "Relu"} <= derived and checked > 200, (sorted(derived), checked)
+
+
 F = np.float32
 I = np.int64
 
@@ -122,3 +147,5 @@ def test_ranks_through_a_transformer_export_are_the_ranks_onnxruntime_computes()
     assert {name: np.ndim(value) for name, value in zip(unknown, values) if ranks[name] is not None} == \
         {name: rank for name, rank in ranks.items() if rank is not None}
     assert sum(rank is not None for rank in ranks.values()) == len(unknown)
+    for name, value in zip(unknown, values):  # every dim derived is the dim onnxruntime computes
+        assert all(dim in (None, size) for dim, size in zip(facts.known_dims(name), np.shape(value))), name

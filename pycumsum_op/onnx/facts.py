@@ -73,6 +73,7 @@ class GraphFacts:
         self.initialized = set()
         self._nodes = list(graph.node) if graph is not None else []
         self._ranks: Optional[Dict[str, Optional[int]]] = None
+        self._derived_dims: Dict[str, List[Optional[int]]] = {}
         if graph is None:
             return
         self.graph_inputs = {info.name for info in graph.input}
@@ -154,6 +155,17 @@ class GraphFacts:
             self._ranks = self._derived_ranks()
         return self._ranks.get(name)
 
+    def known_dims(self, name: str) -> Dims:
+        """The dims of ``name`` as far as they are known: inferred, else derived with its rank where ONNX's inference
+        gives none (the same pass, by its op's declared dims rule: elementwise, broadcasting and Unsqueeze ops: an attention mask's
+        (B, 1, 1, S) made from a mask whose dims inference lost), a dim None where it is not known; None when the
+        rank is not known either."""
+        dims = self.dims(name)
+        if dims is not None:
+            return dims
+        rank = self.rank(name)
+        return None if rank is None else self._derived_dims.get(name, [None] * rank)
+
     def _derived_ranks(self) -> Dict[str, Optional[int]]:
         """The rank of every node output without inferred dims, in one pass over the nodes in graph order (ONNX
         graphs are sorted topologically: an input made later has no rank yet, which only makes fewer known): each
@@ -167,12 +179,20 @@ class GraphFacts:
             dims = self.dims(given)
             return len(dims) if dims is not None else ranks.get(given)
 
+        def known_dims(given: str) -> Dims:
+            rank = known(given)
+            return None if rank is None else self.dims(given) or self._derived_dims.get(given, [None] * rank)
+
         for node in self._nodes:
             if not node.input or node.domain not in ("", "ai.onnx"):
                 continue
             declaration = DECLARATIONS.get(node.op_type)
             rank = declaration.rank(node, known, self) if declaration is not None and declaration.rank else None
             ranks.update((output, rank) for output in node.output if output and self.dims(output) is None)
+            dims = (declaration.dims(node, known_dims, self) if rank is not None and declaration.dims
+                    and self.dims(node.output[0]) is None else None)
+            if dims is not None and len(dims) == rank:
+                self._derived_dims[node.output[0]] = dims
         return ranks
 
     def axes(self, node) -> Optional[List[int]]:

@@ -6,30 +6,24 @@ from onnx import TensorProto
 
 from ..run_checks import make_op
 from .contract import (ANY, AT_MOST_FIRST, BOOL, BROADCAST, FLOAT, MOVED, NEWEST, NUMBERS, SMALL_INTS, Form,
-                       broadcast_rank, declare, given, same_rank, stock)
+                       broadcast_dims, broadcast_rank, declare, given, same_dims, same_rank, stock)
 from .helpers import FLOATS, NUMPY_FLOATS, attribute, refuse, type_text
 
-stock("Or", Form((7, NEWEST)), types=BOOL, rank=broadcast_rank, elements=BROADCAST)
-stock("And", Form((7, NEWEST)), types=BOOL, rank=broadcast_rank, elements=BROADCAST)
-stock("Equal", Form((7, NEWEST)), types=NUMBERS | BOOL, rank=broadcast_rank, elements=BROADCAST)
-stock("Less", Form((7, NEWEST)), types=NUMBERS, rank=broadcast_rank, elements=BROADCAST)
-stock("Greater", Form((7, NEWEST)), types=NUMBERS, rank=broadcast_rank, elements=BROADCAST)
-stock("Not", Form((7, NEWEST)), types=BOOL, rank=same_rank, elements=AT_MOST_FIRST)
+stock("Or", Form((7, NEWEST)), types=BOOL, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
+stock("And", Form((7, NEWEST)), types=BOOL, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
+stock("Equal", Form((7, NEWEST)), types=NUMBERS | BOOL, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
+stock("Less", Form((7, NEWEST)), types=NUMBERS, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
+stock("Greater", Form((7, NEWEST)), types=NUMBERS, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
+stock("Not", Form((7, NEWEST)), types=BOOL, rank=same_rank, dims=same_dims, elements=AT_MOST_FIRST)
 
 
-def _strided_broadcast(first, second) -> bool:
-    """Whether operands of dims ``first`` and ``second`` (None: unknown; a dim None: symbolic) may broadcast along an
-    axis after one along which the same operand is not broadcast (right-aligned): Caffe2's kernels then walk every
-    index. An operand of unknown rank counts as no such case."""
+def _broadcasts(first, second) -> bool:
+    """Whether an operand of dims ``first`` or ``second`` (None: unknown; a dim None: symbolic) is known to be
+    broadcast: the ranks differ (a scalar, a bias), or one has a 1 where the other's dim is not known to be 1 (an
+    attention mask of (B, 1, 1, S) against scores of (B, h, S, S)). An operand of unknown rank counts as none."""
     if first is None or second is None:
         return False
-    rank = max(len(first), len(second))
-    first, second = ([1] * (rank - len(dims)) + list(dims) for dims in (first, second))
-    for this, other in ((first, second), (second, first)):
-        kept = [axis for axis in range(rank) if this[axis] != 1]
-        if kept and any(this[axis] == 1 and other[axis] != 1 for axis in range(kept[0] + 1, rank)):
-            return True
-    return False
+    return len(first) != len(second) or any((this == 1) != (other == 1) for this, other in zip(first, second))
 
 
 def _covers(dividend, divisor) -> bool:
@@ -40,24 +34,32 @@ def _covers(dividend, divisor) -> bool:
                for left, right in zip(dividend[len(dividend) - len(divisor):], divisor))
 
 
-@declare("Add", Form((7, NEWEST)), types=NUMBERS, rank=broadcast_rank, elements=BROADCAST)
-@declare("Sub", Form((7, NEWEST)), types=NUMBERS, rank=broadcast_rank, elements=BROADCAST)
-@declare("Mul", Form((7, NEWEST)), types=NUMBERS, rank=broadcast_rank, elements=BROADCAST)
-@declare("Div", Form((7, NEWEST)), types=NUMBERS, rank=broadcast_rank, elements=BROADCAST)
+def runs_torchs_arithmetic(node, facts) -> bool:
+    """Whether `_arithmetic` runs Add/Sub/Mul/Div ``node`` by torch's kernel: float operands, a target that allows the
+    ATen op, and an operand broadcast (`_broadcasts`) or a Div whose dividend may be."""
+    if not facts.torch_kernels or not all(facts.elem_type(name) in FLOATS[1:] for name in node.input):
+        return False
+    dims = [facts.known_dims(name) for name in node.input]
+    return (node.op_type == "Div" and not _covers(*dims)) or _broadcasts(*dims)
+
+
+@declare("Add", Form((7, NEWEST)), types=NUMBERS, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
+@declare("Sub", Form((7, NEWEST)), types=NUMBERS, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
+@declare("Mul", Form((7, NEWEST)), types=NUMBERS, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
+@declare("Div", Form((7, NEWEST)), types=NUMBERS, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
 def _arithmetic(node, facts, opset, fresh):
-    """Add, Sub, Mul, Div: Caffe2's kernels broadcast as numpy does, but where an operand is broadcast along an axis
-    after one along which it is not (`_strided_broadcast`: an attention mask of (B, 1, 1, S) added to scores of
-    (B, h, S, S)) its kernel walks every index, several times torch's time; and its Div of a dividend smaller than
-    the result multiplies by the divisor's reciprocal, which overflows for a subnormal divisor (0 / 1e-45 gave NaN)
-    and rounds twice. Float operands then go to torch's kernel through the ATen op, where the target allows it
-    (IEEE's sum, difference, product and quotient: onnxruntime's values); for the portable target such a dividend is
-    first multiplied by ones of the divisor's shape. Elsewhere Caffe2's kernel is the faster: the ATen op allocates
-    its output on every run."""
+    """Add, Sub, Mul, Div: Caffe2's kernels broadcast as numpy does, but take several times torch's time where an
+    operand is broadcast (`_broadcasts`: a scalar, a bias, an attention mask of (B, 1, 1, S) added to scores of
+    (B, h, S, S), whose index Caffe2's kernel walks entry by entry); and Caffe2's Div of a dividend smaller than the
+    result multiplies by the divisor's reciprocal, which overflows for a subnormal divisor (0 / 1e-45 gave NaN) and
+    rounds twice. Float operands then go to torch's kernel through the ATen op, where the target allows it (IEEE's
+    sum, difference, product and quotient: onnxruntime's values); for the portable target such a dividend is first
+    multiplied by ones of the divisor's shape. Operands of the same dims keep Caffe2's kernel, as fast as torch's
+    there (the ATen op allocates its output on every run)."""
     floats = all(facts.elem_type(name) in FLOATS[1:] for name in node.input)
-    dims = [facts.dims(name) if facts.dims(name) is not None or facts.rank(name) is None else [None] * facts.rank(name)
-            for name in node.input]
-    broadcast_dividend = node.op_type == "Div" and floats and not _covers(*dims)
-    if facts.torch_kernels and floats and (broadcast_dividend or _strided_broadcast(*dims)):
+    broadcast_dividend = node.op_type == "Div" and floats and not _covers(*(facts.known_dims(name)
+                                                                            for name in node.input))
+    if runs_torchs_arithmetic(node, facts):
         return [make_op("ATen", list(node.input), [node.output[0]], node.name, operator=node.op_type.lower())]
     if broadcast_dividend:  # stock operators only: the dividend first given the result's shape (x * 1 is x)
         dividend, divisor = node.input
@@ -70,7 +72,7 @@ def _arithmetic(node, facts, opset, fresh):
     return [make_op(node.op_type, list(node.input), [node.output[0]], node.name)]
 
 
-@declare("Pow", Form((7, NEWEST)), types=FLOAT, rank=broadcast_rank, elements=BROADCAST)
+@declare("Pow", Form((7, NEWEST)), types=FLOAT, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
 def _pow(node, facts, opset, fresh):
     base, exponent = node.input
     base_type, exponent_type = facts.elem_type(base), facts.elem_type(exponent)
@@ -91,10 +93,10 @@ def _pow(node, facts, opset, fresh):
 
 
 # Caffe2's Abs and Negative are float-only; ATen has no uint16
-@declare("Abs", Form((6, NEWEST)), types=MOVED - {TensorProto.UINT16, TensorProto.BOOL}, rank=same_rank,
+@declare("Abs", Form((6, NEWEST)), types=MOVED - {TensorProto.UINT16, TensorProto.BOOL}, rank=same_rank, dims=same_dims,
          elements=AT_MOST_FIRST)
 @declare("Neg", Form((6, NEWEST)),
-         types=MOVED - {TensorProto.INT16, TensorProto.UINT8, TensorProto.UINT16, TensorProto.BOOL}, rank=same_rank,
+         types=MOVED - {TensorProto.INT16, TensorProto.UINT8, TensorProto.UINT16, TensorProto.BOOL}, rank=same_rank, dims=same_dims,
          elements=AT_MOST_FIRST)
 def _sign_op(node, facts, opset, fresh):
     """Abs and Neg: Caffe2's kernels are float-only, torch's take integers too."""
@@ -108,7 +110,7 @@ def _sign_op(node, facts, opset, fresh):
 # so float16 has no oracle there
 @declare("Clip", Form((6, 10), {"min": ANY, "max": ANY}),
          Form((11, 11), types=frozenset([TensorProto.FLOAT, TensorProto.FLOAT16])),
-         Form((12, NEWEST), types=NUMBERS | {TensorProto.INT8, TensorProto.UINT8}), types=FLOAT, rank=same_rank)
+         Form((12, NEWEST), types=NUMBERS | {TensorProto.INT8, TensorProto.UINT8}), types=FLOAT, rank=same_rank, dims=same_dims)
 def _clip(node, facts, opset, fresh):
     """Caffe2's Clip for float with constant bounds (attributes before opset 11, inputs after); from opset 11 on any
     other type, or a bound fed at run time, is min(max(x, min), max) by torch's maximum and minimum (the ATen op,
@@ -172,13 +174,13 @@ def _clip(node, facts, opset, fresh):
 
 # Caffe2's Max does not broadcast (it keeps A's shape). Max/Min of int8, int16 and uint8: by onnx's node tests
 # (onnxruntime has no such kernels); Mean's float16 sum rounds otherwise
-@declare("Max", Form((8, NEWEST)), types=NUMBERS | SMALL_INTS | {TensorProto.FLOAT16}, rank=broadcast_rank,
+@declare("Max", Form((8, NEWEST)), types=NUMBERS | SMALL_INTS | {TensorProto.FLOAT16}, rank=broadcast_rank, dims=broadcast_dims,
          elements=BROADCAST)
-@declare("Min", Form((8, NEWEST)), types=NUMBERS | SMALL_INTS | {TensorProto.FLOAT16}, rank=broadcast_rank,
+@declare("Min", Form((8, NEWEST)), types=NUMBERS | SMALL_INTS | {TensorProto.FLOAT16}, rank=broadcast_rank, dims=broadcast_dims,
          elements=BROADCAST)
 @declare("Sum", Form((8, NEWEST)), types=frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16]),
-         rank=broadcast_rank)
-@declare("Mean", Form((8, NEWEST)), types=FLOAT, rank=broadcast_rank)
+         rank=broadcast_rank, dims=broadcast_dims)
+@declare("Mean", Form((8, NEWEST)), types=FLOAT, rank=broadcast_rank, dims=broadcast_dims)
 def _extremum(node, facts, opset, fresh):
     """Max, Min, Sum and Mean of any number of inputs, broadcast as numpy: torch's maximum, minimum or add, input
     after input (Mean: the sum divided by their number)."""
@@ -198,8 +200,8 @@ def _extremum(node, facts, opset, fresh):
 
 
 # Caffe2's GE and LE (its stock converter maps neither GreaterOrEqual nor LessOrEqual)
-@declare("GreaterOrEqual", Form((12, NEWEST)), types=NUMBERS, rank=broadcast_rank, elements=BROADCAST)
-@declare("LessOrEqual", Form((12, NEWEST)), types=NUMBERS, rank=broadcast_rank, elements=BROADCAST)
+@declare("GreaterOrEqual", Form((12, NEWEST)), types=NUMBERS, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
+@declare("LessOrEqual", Form((12, NEWEST)), types=NUMBERS, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
 def _compare(node, facts, opset, fresh):
     """GreaterOrEqual and LessOrEqual: Caffe2's GE and LE, which broadcast as numpy (no legacy ``broadcast``)."""
     operator = {"GreaterOrEqual": "GE", "LessOrEqual": "LE"}[node.op_type]

@@ -110,10 +110,14 @@ def _conv(node, facts, opset, fresh):
     args = _window(node, opset, facts, kernel)
     group, rank = int(attribute(node, "group", 1)), len(kernel)
     ops = _guard_filled(node, opset, facts, fresh, "Conv") + _dims_checked(node, opset, 1, weights, dims, facts, fresh)
-    ops += _im2col_bound(node, opset, facts, dims, args, group, fresh)
     inputs, pads = [name for name in node.input if name], args["pads"]
-    if facts.torch_kernels and (group > 1 or max(kernel) > 1) and len(inputs) == 3 and rank == 2 \
-            and pads[:rank] == pads[rank:] and np.isfinite(constant_or(facts, weights, np.nan)).all():
+    torchs = facts.torch_kernels and (group > 1 or max(kernel) > 1) and len(inputs) == 3 and rank == 2 \
+        and pads[:rank] == pads[rank:] and np.isfinite(constant_or(facts, weights, np.nan)).all()
+    if torchs or max(kernel) > 1 or any(pads) or max(args["strides"]) > 1:
+        # Caffe2's Conv multiplies a 1 x 1 window at stride 1 without pads straight from its input (its shortcut
+        # allocates no im2col buffer): a bound of none would cost about 18 ops per convolution on every run
+        ops += _im2col_bound(node, opset, facts, dims, args, group, fresh)
+    if torchs:
         # torch's kernels take a fraction of Caffe2's im2col loop's time on grouped and depthwise windows and some
         # of it on wider ones (a 1 x 1 window is one GEMM either way, Caffe2's the faster); the ATen op's conv
         # resolves with a bias only, and pads both sides alike. torch's kernel skips the padding that ONNX

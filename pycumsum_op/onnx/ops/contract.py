@@ -51,6 +51,9 @@ class Form(NamedTuple):
 #: ``known(name)`` -> the rank of blob ``name`` or None; a rank rule is ``rule(node, known, facts)`` -> the rank of
 #: the node's outputs by ONNX's definition of the op, or None
 RankRule = Callable[..., Optional[int]]
+#: ``known_dims(name)`` -> the dims of blob ``name`` (a dim None: not known) or None; a dims rule is
+#: ``rule(node, known_dims, facts)`` -> the dims of the node's first output by ONNX's definition of the op, or None
+DimsRule = Callable[..., Optional[list]]
 
 
 class Declaration(NamedTuple):
@@ -66,6 +69,8 @@ class Declaration(NamedTuple):
     why: str
     #: its rank rule (None: its outputs' ranks are only what shape inference says)
     rank: Optional[RankRule]
+    #: its dims rule (None: its output's dims are only what shape inference says)
+    dims: Optional[DimsRule]
     #: the input ONNX shape inference reads as a shape (one dimension per entry), or None
     shape_input: Optional[int]
     #: whether inference turns the *length* of `shape_input` into the output's rank (ConstantOfShape)
@@ -100,7 +105,7 @@ ZERO_ONE = frozenset([0, 1])
 
 def declare(op: str, *forms: Form, types: Optional[FrozenSet[int]] = None, typed: Tuple[str, int] = ("input", 0),
             inputs: Tuple[str, ...] = (), why: str = "", rank: Optional[RankRule] = None,
-            shape_input: Optional[int] = None, length_is_rank: bool = False, counted=(),
+            dims: Optional[DimsRule] = None, shape_input: Optional[int] = None, length_is_rank: bool = False, counted=(),
             elements: Optional[str] = None):
     """Declare ONNX ``op``: decorates its translation (called with None: `stock`). ``types`` are the element
     types of blob ``typed`` its forms run right on, measured (tests/onnx_form_types.py); a form may state its own.
@@ -117,7 +122,7 @@ def declare(op: str, *forms: Form, types: Optional[FrozenSet[int]] = None, typed
             typed=form.typed or typed) for form in forms)
         if any(form.translation == OWN for form in complete) and translate is None:
             raise ValueError("ONNX {}: a form translated by pycumsum_op needs a translation".format(op))
-        DECLARATIONS[op] = Declaration(op, complete, translate, tuple(inputs), why, rank, shape_input,
+        DECLARATIONS[op] = Declaration(op, complete, translate, tuple(inputs), why, rank, dims, shape_input,
                                        length_is_rank, tuple(counted), elements)
         return translate
     return register
@@ -195,3 +200,26 @@ def reduced_rank(node, known, facts) -> Optional[int]:
     if not axes:  # every axis, or none at all when told so (opset 13's ReduceSum)
         return rank if attributes.get("noop_with_empty_axes", 0) else 0
     return rank - len({axis % rank for axis in axes}) if rank else 0
+
+
+# Dims rules: ``rule(node, known_dims, facts)``, ``known_dims(name)`` the dims of an input so far.
+
+def same_dims(node, known_dims, facts) -> Optional[list]:
+    """The first input's dims (elementwise ops of one input)."""
+    return known_dims(node.input[0])
+
+
+def broadcast_dims(node, known_dims, facts) -> Optional[list]:
+    """numpy's broadcast of the inputs' dims: per axis the one size other than 1, else 1 where every operand's is 1,
+    else None (not known); None where two known sizes other than 1 differ (the run fails then)."""
+    operands = [known_dims(name) for name in node.input]
+    if None in operands:
+        return None
+    rank = max(len(dims) for dims in operands)
+    result = []
+    for column in zip(*([1] * (rank - len(dims)) + list(dims) for dims in operands)):
+        sizes = {size for size in column if size not in (1, None)}
+        if len(sizes) > 1:
+            return None
+        result.append(sizes.pop() if sizes else 1 if None not in column else None)
+    return result

@@ -7,8 +7,8 @@ from onnx import TensorProto
 from ...input_limits import MAX_RANK, check_tensor, shape_text
 from ..run_checks import (COUNTER_LIMIT, as_double, capped_dims, capped_scalar, element_cap, itemsize,
                           make_op, size_message, whole_double)
-from .contract import (ANY, AT_MOST_FIRST, BROADCAST, MOVED, NEWEST, NUMBERS, ZERO_ONE, Form, broadcast_rank,
-                       declare, fixed_rank, given, label, same_rank)
+from .contract import (ANY, AT_MOST_FIRST, BROADCAST, MOVED, NEWEST, NUMBERS, ZERO_ONE, Form, broadcast_dims,
+                       broadcast_rank, declare, fixed_rank, given, label, same_rank)
 from .helpers import (attribute, axis_length, checked_type, counted_by_range, int64_scalar, normalized, rank_checked,
                       refuse, type_text, within_rank)
 
@@ -292,6 +292,6 @@ def _eye_like(node, facts, opset, fresh):
 
 
 @declare("Where", Form((9, NEWEST)), types=NUMBERS | {TensorProto.FLOAT16, TensorProto.UINT8}, typed=("input", 1),
-         rank=broadcast_rank, elements=BROADCAST)
+         rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
 def _where(node, facts, opset, fresh):
     return [make_op("ATen", list(node.input), [node.output[0]], node.name, operator="where")]

@@ -13,7 +13,7 @@ from ...kernels import ScanArgumentError, ScanSpec
 from ...lowering import LoweringError, scan_forward
 from ...ops.net_ops import add_scan_op
 from ...scans import SCANS, Refused
-from .contract import ANY, NEWEST, Form, FormRefused, declare, label, same_rank
+from .contract import ANY, NEWEST, Form, FormRefused, declare, label, same_dims, same_rank
 from .helpers import attribute
 
 #: ONNX element types a scan's import may get -> the dtype= that keeps the result in that type (ONNX scans
@@ -145,7 +145,7 @@ def constant_axis(facts, name: str, where: str):
 
 @declare("CumSum", Form((11, NEWEST), {"exclusive": ANY, "reverse": ANY}),
          types=frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.INT32,
-                          TensorProto.INT64]), rank=same_rank)
+                          TensorProto.INT64]), rank=same_rank, dims=same_dims)
 def _scan(node, facts, opset, fresh):
     """`scan_operator`'s op, or the lowering target's operators (`lowered_scan`)."""
     return [scan_operator(node, facts, opset)] if facts.lower is None else lowered_scan(node, facts, opset, fresh)

@@ -1,5 +1,5 @@
 """Ops that make or move a shape: Reshape, Unsqueeze, Squeeze, Flatten, Expand, Tile, Shape, Size, ConstantOfShape,
-Range, Dropout (inference: a copy), and those Caffe2's converter translates right (Transpose, Concat, Cast,
+Range, Dropout (inference: a copy), Transpose, and those Caffe2's converter translates right (Concat, Cast,
 Constant, Identity). Every shape read from a value is checked at run time before the op that allocates it."""
 import numpy as np
 import onnx.numpy_helper
@@ -10,20 +10,19 @@ from ...input_limits import MAX_RANK, check_tensor, shape_text
 from ..run_checks import (as_double, capped_dims, capped_scalar, declared, element_cap, exact_double, itemsize,
                           make_op, refusal, size_message, whole_double)
 from .contract import (ANY, AT_MOST_FIRST, BOOL, MOVED, NEWEST, NUMBERS, STOCK, Form, declare, first_known_rank,
-                       fixed_rank, given, label, same_rank, shape_length_rank, stock)
+                       fixed_rank, given, label, same_dims, same_rank, shape_length_rank, stock)
 from .helpers import (CAFFE2_TYPES, FLOATS, attribute, checked_shape, checked_type, constant_blob, filled_blob,
                       int64_scalar, node_axes, normalized, refuse, type_text, within_rank)
 
 #: Caffe2's CPU Cast has no float16 (nor the types Caffe2 has no tensor for)
 _CASTS = MOVED - {TensorProto.FLOAT16}
 
-stock("Transpose", Form((1, NEWEST), {"perm": ANY}), types=NUMBERS, rank=same_rank, elements=AT_MOST_FIRST)
 stock("Concat", Form((4, NEWEST), {"axis": ANY}), types=MOVED, rank=first_known_rank)
-stock("Cast", Form((9, NEWEST), {"to": _CASTS}), types=_CASTS, rank=same_rank, elements=AT_MOST_FIRST,
+stock("Cast", Form((9, NEWEST), {"to": _CASTS}), types=_CASTS, rank=same_rank, dims=same_dims, elements=AT_MOST_FIRST,
       why="Caffe2's Cast writes STRING wrong and has no CPU kernel for FLOAT16 (ONNX's numbers: 1 FLOAT, 2 UINT8, "
           "3 INT8, 4 UINT16, 5 INT16, 6 INT32, 7 INT64, 9 BOOL, 11 DOUBLE)")
 stock("Constant", Form((9, NEWEST), {"value": ANY}), types=NUMBERS | BOOL, typed=("output", 0))
-stock("Identity", Form((7, NEWEST)), types=MOVED, rank=same_rank, elements=AT_MOST_FIRST)
+stock("Identity", Form((7, NEWEST)), types=MOVED, rank=same_rank, dims=same_dims, elements=AT_MOST_FIRST)
 
 
 def _unsqueeze_rank(node, known, facts):
@@ -31,6 +30,19 @@ def _unsqueeze_rank(node, known, facts):
     axes = facts.axes(node)
     rank = known(node.input[0])
     return None if axes is None or rank is None else rank + len(axes)
+
+
+def _unsqueeze_dims(node, known_dims, facts):
+    """Unsqueeze's: the input's dims with a 1 at each axis."""
+    axes, dims = facts.axes(node), known_dims(node.input[0])
+    if axes is None or dims is None:
+        return None
+    rank = len(dims) + len(axes)
+    ones = {axis + rank if axis < 0 else axis for axis in axes}
+    if len(ones) != len(axes) or not ones <= set(range(rank)):
+        return None
+    rest = iter(dims)
+    return [1 if axis in ones else next(rest) for axis in range(rank)]
 
 
 def _expand_rank(node, known, facts):
@@ -192,7 +204,8 @@ def _length(facts, opset, name: str):
 
 
 @declare("Unsqueeze", Form((1, 12), {"axes": ANY}), Form((13, NEWEST), constants=(1,)), types=MOVED,
-         inputs=("data", "axes"), shape_input=1, rank=_unsqueeze_rank, elements=AT_MOST_FIRST)
+         inputs=("data", "axes"), shape_input=1, rank=_unsqueeze_rank, dims=_unsqueeze_dims,
+         elements=AT_MOST_FIRST)
 def _unsqueeze(node, facts, opset, fresh):
     axes = node_axes(node, opset, facts)
     if not axes:
@@ -463,7 +476,7 @@ def _range_bound(node, opset, start: str, limit: str, delta: str, size: int, fre
 # onnxruntime's kernels; Caffe2 copies any
 @declare("Dropout", Form((7, 11), {"ratio": ANY}), Form((12, NEWEST), {"seed": ANY}, constants=(2,)),
          types=frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16]),
-         inputs=("data", "ratio", "training_mode"), rank=same_rank)
+         inputs=("data", "ratio", "training_mode"), rank=same_rank, dims=same_dims)
 def _dropout(node, facts, opset, fresh):
     """Dropout in inference: Y is X, the mask (opset 12 on) all true. From opset 12 on, ``training_mode`` must be a
     constant false (ratio is then unused)."""
@@ -478,3 +491,20 @@ def _dropout(node, facts, opset, fresh):
         ops.append(make_op("ConstantFill", [node.input[0]], [node.output[1]], node.name,
                        dtype=caffe2_pb2.TensorProto.BOOL, value=True))
     return ops
+
+
+@declare("Transpose", Form((1, NEWEST), {"perm": ANY}), types=NUMBERS, rank=same_rank, elements=AT_MOST_FIRST)
+def _transpose(node, facts, opset, fresh):
+    """Caffe2's Transpose (``perm`` as its ``axes``; none reverses the axes, as ONNX's default) copies rows where the
+    last axis stays last and runs a batched 2-D transpose where only the last two axes swap, but walks any other
+    permutation element by element (attention's keys turned to (B, h, d, S), (0, 2, 3, 1): ten times torch's time).
+    There torch's permute, where the target allows the ATen op (which returns its result contiguous): either only
+    moves elements."""
+    perm = attribute(node, "perm")
+    perm = None if perm is None else [int(axis) for axis in perm]
+    last = None if perm is None else len(perm) - 1
+    if facts.torch_kernels and perm and sorted(perm) == list(range(len(perm))) and perm[-1] != last and \
+            perm[:-2] + perm[-2:][::-1] != list(range(len(perm))):
+        return [make_op("ATen", [node.input[0]], [node.output[0]], node.name, operator="permute", dims=perm)]
+    return [make_op("Transpose", [node.input[0]], [node.output[0]], node.name,
+                    **({} if perm is None else {"axes": perm}))]

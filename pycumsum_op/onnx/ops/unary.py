@@ -6,16 +6,16 @@ from onnx import TensorProto
 
 from ..run_checks import make_op
 from .contract import (ANY, AT_MOST_FIRST, BOOL, BROADCAST, FLOAT, NEWEST, NUMBERS, SMALL_INTS, ZERO_ONE, Form,
-                       broadcast_rank, declare, same_rank, stock)
+                       broadcast_dims, broadcast_rank, declare, same_dims, same_rank, stock)
 from .helpers import FLOATS, attribute, refuse
 
 # Caffe2's transcendental and activation kernels are float only
 stock("Sqrt", Form((7, NEWEST)), types=frozenset([TensorProto.FLOAT, TensorProto.DOUBLE]), rank=same_rank,
-      elements=AT_MOST_FIRST)
+      dims=same_dims, elements=AT_MOST_FIRST)
 for _op_type in ("Exp", "Log", "Erf", "Tanh", "Relu", "Sigmoid", "Reciprocal"):
-    stock(_op_type, Form((7, NEWEST)), types=FLOAT, rank=same_rank, elements=AT_MOST_FIRST)
+    stock(_op_type, Form((7, NEWEST)), types=FLOAT, rank=same_rank, dims=same_dims, elements=AT_MOST_FIRST)
 # torch's hardsigmoid, and its hardswish before opset 14
-stock("HardSigmoid", Form((6, NEWEST), {"alpha": ANY, "beta": ANY}), types=FLOAT, rank=same_rank,
+stock("HardSigmoid", Form((6, NEWEST), {"alpha": ANY, "beta": ANY}), types=FLOAT, rank=same_rank, dims=same_dims,
       elements=AT_MOST_FIRST)
 
 #: ONNX's SELU constants (its defaults of alpha and gamma)
@@ -65,7 +65,7 @@ _IS_INF = {(1, 1): "isinf", (0, 1): "isposinf", (1, 0): "isneginf"}
 
 
 @declare("IsInf", Form((10, NEWEST), {"detect_negative": ZERO_ONE, "detect_positive": ZERO_ONE}),
-         types=_FLOAT_DOUBLE, rank=same_rank)
+         types=_FLOAT_DOUBLE, rank=same_rank, dims=same_dims)
 def _elementwise(node, facts, opset, fresh):
     """An elementwise op by torch's kernel (`_ELEMENTWISE`; IsInf by which infinities it detects)."""
     if node.op_type == "IsInf":
@@ -86,6 +86,7 @@ def _elementwise(node, facts, opset, fresh):
 for _op_type, _torch_op in _ELEMENTWISE.items():
     declare(_op_type, Form((_torch_op.first, NEWEST), {name: ANY for name in _torch_op.attributes}),
             types=_torch_op.types, rank=broadcast_rank if _op_type == "Xor" else same_rank,
+            dims=broadcast_dims if _op_type == "Xor" else same_dims,
             elements=BROADCAST if _op_type == "Xor" else AT_MOST_FIRST)(_elementwise)
 
 
@@ -98,7 +99,7 @@ def _nan_kept(node, operator, args, value, fresh):
             make_op("ATen", [computed, nan], [node.output[0]], node.name, operator="masked_fill", value=value)]
 
 
-@declare("HardSwish", Form((14, NEWEST)), types=FLOAT, rank=same_rank)
+@declare("HardSwish", Form((14, NEWEST)), types=FLOAT, rank=same_rank, dims=same_dims)
 def _hard_swish(node, facts, opset, fresh):
     """ONNX's x * HardSigmoid(x) (alpha 1/6, beta 0.5), as defined: torch's hardswish overflows x * (x + 3) / 6."""
     gate = fresh()
@@ -106,7 +107,7 @@ def _hard_swish(node, facts, opset, fresh):
             make_op("Mul", [node.input[0], gate], [node.output[0]], node.name)]
 
 
-@declare("Softsign", Form((1, NEWEST)), types=FLOAT, rank=same_rank)
+@declare("Softsign", Form((1, NEWEST)), types=FLOAT, rank=same_rank, dims=same_dims)
 def _softsign(node, facts, opset, fresh):
     """ONNX's x / (1 + |x|), as defined (NaN for ±inf), by torch's kernels."""
     magnitude, denominator = fresh(), fresh()
