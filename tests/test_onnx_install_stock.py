@@ -91,21 +91,20 @@ def test_a_model_with_cumsum_and_a_stock_form_imports_after_install_and_only_thr
 
     from pycumsum_op.onnx.ops.contract import FormRefused
 
-    def model(argmin_axis):
+    def model(size):
         graph = helper.make_graph(
-            [helper.make_node("ArgMin", ["x"], ["a"], axis=argmin_axis, keepdims=1),
-             helper.make_node("CumSum", ["a", "axis"], ["y"])], "argmin_cumsum",
-            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
-            [helper.make_tensor_value_info("y", TensorProto.INT64, [1 if k == argmin_axis % 3 else d
-                                                                  for k, d in enumerate((2, 3, 4))])],
+            [helper.make_node("LRN", ["x"], ["a"], size=size),
+             helper.make_node("CumSum", ["a", "axis"], ["y"])], "lrn_cumsum",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4, 5])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4, 5])],
             [helper.make_tensor("axis", TensorProto.INT64, [], [1])])
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
 
-    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
     pycumsum_op.onnx.install()
-    np.testing.assert_array_equal(stock.prepare(model(-1)).run([x])[0],
-                                  np.cumsum(np.argmin(x, axis=-1)[..., None], axis=1))
-    with pytest.raises(FormRefused, match=r"^ONNX ArgMin node 'a' \(opset 11\): the op has no form proven"):
-        pycumsum_op.onnx.prepare(model(-1))
-    with pytest.raises(FormRefused, match=r"^ONNX ArgMin node 'a' \(opset 11\): "):
-        stock.prepare(model(0))  # axis 0 at opset 11: no node test covers it
+    np.testing.assert_allclose(stock.prepare(model(3)).run([x])[0], onnxruntime_outputs(model(3), {"x": x})[0],
+                               rtol=1e-5, atol=1e-6)
+    with pytest.raises(FormRefused, match=r"^ONNX LRN node 'a' \(opset 11\): the op has no form proven"):
+        pycumsum_op.onnx.prepare(model(3))
+    with pytest.raises(FormRefused, match=r"^ONNX LRN node 'a' \(opset 11\): "):
+        stock.prepare(model(5))  # size 5: no node test covers it
