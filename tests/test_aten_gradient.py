@@ -1,8 +1,8 @@
 """The gradient registered for Caffe2's ATen operator (pycumsum_op.lowering.aten_gradient).
 
 The forms `lower` emits (cumsum, cumprod, cummax, cummin, logcumsumexp, flip, roll, index_fill) are
-checked with Caffe2's own GradientChecker (finite differences of the op itself); every other ATen op must
-raise exactly
+checked with Caffe2's own GradientChecker (finite differences of the op itself; the ONNX importer's forms:
+tests/test_onnx_gradients.py); every other ATen op must raise exactly
 what Caffe2 raises in a process that never imported pycumsum_op.
 """
 import json
@@ -102,6 +102,10 @@ OTHER_ATEN_OPS = [
     dict(inputs=["X"], operator="cumprod", dim=0, dtype=7),
     dict(inputs=["X"], operator="cummax", dim=0),
     dict(inputs=["X"], operator="cummin", dim=0, keepdim=1),
+    dict(inputs=["X"], operator="add", other=1.0),
+    dict(inputs=["X"], operator="mul"),
+    dict(inputs=["X", "X"], operator="permute", dims=[0]),
+    dict(inputs=["X"], operator="softmax", dim=0, dtype=7),
 ]
 #: The child imports torch as pycumsum_op does (importing torch turns off C++ frames in c10's messages).
 _CHILD = r"""

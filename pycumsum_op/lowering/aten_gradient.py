@@ -11,8 +11,22 @@ outputs), whose gradient its form's own emitter writes (``AtenForm.backward``; t
 - ``roll`` (``shifts``, ``dims``): roll the gradient back;
 - ``index_fill`` (``dim``, ``value``; inputs: tensor, index): the filled entries get no gradient.
 
+It handles as well the forms `pycumsum_op.onnx` emits where torch's kernel is faster than Caffe2's operator
+(`IMPORTED_FORMS`; those translations build their arguments by `imported_form`, so they emit no other form; others
+that emit the same form, such as ONNX's Sum by ``add``, get the same gradient). They are declared here, not in the
+importer, so that a net imported and saved has its gradient in any process that imported pycumsum_op (which
+imports this package, not the optional importer):
+
+- ``add``, ``sub``, ``mul``, ``div`` (no argument; two tensors broadcast as numpy): the gradient of Caffe2's
+  ``Add``, ``Sub``, ``Mul``, ``Div`` of the same blobs, which broadcast the same way and whose gradient ops sum
+  over the broadcast axes;
+- ``permute`` (``dims``): permute the gradient by the inverse permutation;
+- ``softmax`` (``dim``): ``y * (g - sum(g * y, dim, keepdim))`` by ATen ops, along any dim (Caffe2's
+  ``SoftmaxGradient`` flattens to 2-D at its axis: right for the last axis only).
+
 For any other ATen op it raises the very exception Caffe2 raised before (same type and message).
 """
+from caffe2.proto import caffe2_pb2
 from caffe2.python import core
 
 from ..scans import SCANS, AtenForm
@@ -22,6 +36,20 @@ from .errors import LoweringError
 #: ATen operator -> (its argument names, its number of inputs, of outputs) for the forms around the scans.
 _ARRANGING_FORMS = {"flip": ({"dims"}, 1, 1), "roll": ({"shifts", "dims"}, 1, 1),
                     "index_fill": ({"dim", "value"}, 2, 1)}
+#: The ATen forms `pycumsum_op.onnx` emits for speed: ATen operator -> (its argument names, inputs, outputs).
+IMPORTED_FORMS = {"add": (set(), 2, 1), "sub": (set(), 2, 1), "mul": (set(), 2, 1), "div": (set(), 2, 1),
+                  "permute": ({"dims"}, 1, 1), "softmax": ({"dim"}, 1, 1)}
+#: ATen operator -> the Caffe2 operator computing the same of two tensors (numpy's broadcasting): its gradient.
+_CAFFE2_ARITHMETIC = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div"}
+
+
+def imported_form(operator: str, **arguments) -> dict:
+    """The ATen op's arguments (``operator`` and ``arguments``) for a form of `IMPORTED_FORMS`: the importer builds
+    them here, so that it emits only forms this module differentiates (ValueError for any other)."""
+    if operator not in IMPORTED_FORMS or set(arguments) != IMPORTED_FORMS[operator][0]:
+        raise ValueError("ATen {} with arguments {} is not one of the imported forms with a gradient: {}".format(
+            operator, sorted(arguments), sorted(IMPORTED_FORMS)))
+    return dict(arguments, operator=operator)
 
 
 def _scan_forms() -> dict:
@@ -41,6 +69,8 @@ def emitted_form(op):
         names, inputs, outputs = {"dim"}, 1, scans[operator][1]
     elif operator in _ARRANGING_FORMS:
         names, inputs, outputs = _ARRANGING_FORMS[operator]
+    elif operator in IMPORTED_FORMS:
+        names, inputs, outputs = IMPORTED_FORMS[operator]
     else:
         return None
     if set(args) != names | {"operator"} or len(op.input) != inputs or len(op.output) != outputs:
@@ -100,6 +130,17 @@ def _gradient_ops(operator, values, grad_out, grad_in, op, device):
         step(None, [grad_out], operator="flip", dims=values["dims"])
     elif operator == "roll":
         step(None, [grad_out], operator="roll", shifts=[-s for s in values["shifts"]], dims=values["dims"])
+    elif operator == "permute":  # axis dims[i] of the input is axis i of the output: move it back
+        rank = len(values["dims"])
+        inverse = [0] * rank
+        for position, axis in enumerate(values["dims"]):
+            inverse[axis % rank] = position
+        step(None, [grad_out], operator="permute", dims=inverse)
+    elif operator == "softmax":  # y * (g - sum(g * y)) along dim: softmax's Jacobian applied to g
+        y, dim = op.output[0], values["dim"]
+        total = step("total", [step("product", [grad_out, y], operator="mul")], operator="sum", dim=[dim],
+                     keepdim=True)
+        step(None, [y, step("centred", [grad_out, total], operator="sub")], operator="mul")
     else:  # index_fill: the filled entries get no gradient
         step(None, [grad_out, op.input[1]], operator="index_fill", dim=values["dim"], value=0.0)
     return step.ops
@@ -121,6 +162,12 @@ def aten_gradient(op, g_output):
         raise Exception("Exception when creating gradient for [ATen]: the gradient of output {} is sparse "
                         "(expected dense); put EnsureDense in front.\nOp: \n{}".format(op.output[0], str(op)))
     operator, values = form
+    if operator in _CAFFE2_ARITHMETIC:  # Caffe2's own gradient of the same arithmetic (ops and input gradients)
+        equivalent = caffe2_pb2.OperatorDef()
+        equivalent.CopyFrom(op)
+        equivalent.type = _CAFFE2_ARITHMETIC[operator]
+        del equivalent.arg[:]
+        return core.GradientRegistry.GetGradientForOp(equivalent, g_output)
     grad_in = op.input[0] + "_grad"
     device = {"device_option": op.device_option} if op.HasField("device_option") else {}
     return _gradient_ops(operator, values, grad_out, grad_in, op, device), [grad_in] + no_index

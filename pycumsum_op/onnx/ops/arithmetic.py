@@ -4,6 +4,7 @@ import numpy as np
 from caffe2.proto import caffe2_pb2
 from onnx import TensorProto
 
+from ...lowering.aten_gradient import imported_form
 from ..run_checks import make_op
 from .contract import (ANY, AT_MOST_FIRST, BOOL, BROADCAST, FLOAT, MOVED, NEWEST, NUMBERS, SMALL_INTS, Form,
                        broadcast_dims, broadcast_rank, declare, given, same_dims, same_rank, stock)
@@ -55,12 +56,13 @@ def _arithmetic(node, facts, opset, fresh):
     rounds twice. Float operands then go to torch's kernel through the ATen op, where the target allows it (IEEE's
     sum, difference, product and quotient: onnxruntime's values); for the portable target such a dividend is first
     multiplied by ones of the divisor's shape. Operands of the same dims keep Caffe2's kernel, as fast as torch's
-    there (the ATen op allocates its output on every run)."""
+    there (the ATen op allocates its output on every run). Each of torch's forms has a Caffe2 gradient (`imported_form`:
+    Caffe2's gradient of the same arithmetic)."""
     floats = all(facts.elem_type(name) in FLOATS[1:] for name in node.input)
     broadcast_dividend = node.op_type == "Div" and floats and not _covers(*(facts.known_dims(name)
                                                                             for name in node.input))
     if runs_torchs_arithmetic(node, facts):
-        return [make_op("ATen", list(node.input), [node.output[0]], node.name, operator=node.op_type.lower())]
+        return [make_op("ATen", list(node.input), [node.output[0]], node.name, **imported_form(node.op_type.lower()))]
     if broadcast_dividend:  # stock operators only: the dividend first given the result's shape (x * 1 is x)
         dividend, divisor = node.input
         ones, widened = fresh(), fresh()

@@ -7,6 +7,7 @@ from caffe2.proto import caffe2_pb2
 from onnx import TensorProto
 
 from ...input_limits import MAX_RANK, check_tensor, shape_text
+from ...lowering.aten_gradient import imported_form
 from ..run_checks import (as_double, capped_dims, capped_scalar, declared, element_cap, exact_double, itemsize,
                           make_op, refusal, size_message, whole_double)
 from .contract import (ANY, AT_MOST_FIRST, BOOL, MOVED, NEWEST, NUMBERS, STOCK, Form, declare, first_known_rank,
@@ -499,12 +500,12 @@ def _transpose(node, facts, opset, fresh):
     last axis stays last and runs a batched 2-D transpose where only the last two axes swap, but walks any other
     permutation element by element (attention's keys turned to (B, h, d, S), (0, 2, 3, 1): ten times torch's time).
     There torch's permute, where the target allows the ATen op (which returns its result contiguous): either only
-    moves elements."""
+    moves elements. Its gradient permutes back (`imported_form`)."""
     perm = attribute(node, "perm")
     perm = None if perm is None else [int(axis) for axis in perm]
     last = None if perm is None else len(perm) - 1
     if facts.torch_kernels and perm and sorted(perm) == list(range(len(perm))) and perm[-1] != last and \
             perm[:-2] + perm[-2:][::-1] != list(range(len(perm))):
-        return [make_op("ATen", [node.input[0]], [node.output[0]], node.name, operator="permute", dims=perm)]
+        return [make_op("ATen", [node.input[0]], [node.output[0]], node.name, **imported_form("permute", dims=perm))]
     return [make_op("Transpose", [node.input[0]], [node.output[0]], node.name,
                     **({} if perm is None else {"axes": perm}))]

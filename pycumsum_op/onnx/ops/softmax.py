@@ -1,4 +1,5 @@
 """Softmax and LogSoftmax: before opset 13 over the input flattened to 2-D at the axis, from 13 over one axis."""
+from ...lowering.aten_gradient import imported_form
 from ..run_checks import make_op
 from .contract import ANY, FLOAT, NEWEST, Form, declare, same_dims, same_rank
 from .arithmetic import runs_torchs_arithmetic
@@ -11,8 +12,8 @@ def _softmax(node, facts, opset, fresh):
     opset 13 on, along one axis: the last by Caffe2's Softmax, another by torch's softmax (the ATen op). A masked
     score on the last axis, of a stated rank (torch's takes a rank 0, which ONNX refuses), goes to torch's softmax
     too where the target allows it: its input made by Where or by an Add torch's kernel runs (an attention mask
-    broadcast), whose rows may hold float32's lowest value, on which Caffe2's exponential takes six times torch's time
-    (those ATen ops have no Caffe2 gradient: Caffe2's Softmax keeps the gradient of every other)."""
+    broadcast), whose rows may hold float32's lowest value, on which Caffe2's exponential takes six times torch's time.
+    torch's softmax has a Caffe2 gradient along any axis (`imported_form`)."""
     rank = facts.rank(node.input[0])
     if opset < 13:
         axis = int(attribute(node, "axis", 1))
@@ -30,7 +31,7 @@ def _softmax(node, facts, opset, fresh):
                                                              and runs_torchs_arithmetic(scores, facts))
     if axis == rank - 1 and not masked:
         return [make_op("Softmax", [node.input[0]], [node.output[0]], node.name, axis=axis)]
-    return [make_op("ATen", [node.input[0]], [node.output[0]], node.name, operator="softmax", dim=axis)]
+    return [make_op("ATen", [node.input[0]], [node.output[0]], node.name, **imported_form("softmax", dim=axis))]
 
 
 # ONNX < 13: 2-D at the axis (the last only). Double: onnxruntime's double kernel gives [-inf, NaN] for [0, inf], its
