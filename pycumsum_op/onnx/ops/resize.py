@@ -1,6 +1,6 @@
 """Resize (torch's interpolate: nearest with floor, bilinear with or without align_corners) over the spatial dims of
-an (N, C, D1, ...) input, one axis at a time, with the source positions of each axis computed when the net runs as
-onnxruntime computes them (float32), so that scales and sizes may be constants or values of the graph."""
+an (N, C, D1, ...) input, with the source positions of each axis computed when the net runs as onnxruntime computes
+them (float32), so that scales and sizes may be constants or values of the graph."""
 from caffe2.proto import caffe2_pb2
 
 from ..run_checks import as_double, capped_dims, element_cap, make_op, refusal, size_message
@@ -24,12 +24,14 @@ _RANKS = (3, 4, 5)
 @declare("Resize", Form((11, 12), _ATTRIBUTES), Form((13, NEWEST), _ATTRIBUTES), types=FLOAT,
          inputs=("X", "roi", "scales", "sizes"), rank=same_rank)
 def _resize(node, facts, opset, fresh):
-    """Each spatial axis in turn: its length L and output length O (scales: int(scale * L) in float32; sizes: O,
-    scale O / L), the source position of each output position (Range, then onnxruntime's float32 formula), then
-    nearest: Gather of its floor (clamped to the axis); linear: the two neighbours' Gathers weighted by distance,
-    both 0.5 where they are one (onnxruntime's weights, so 0 x inf is NaN where it is NaN there). When every scale is
-    1 onnxruntime copies the input (no 0 x inf): where the scales are read at run time, the nearer neighbour is then
-    taken. N and C must keep their lengths. The sizes are checked against the tensor cap before any Gather."""
+    """Each spatial axis: its length L and output length O (scales: int(scale * L) in float32; sizes: O, scale
+    O / L) and the source position of each output position (Range, then onnxruntime's float32 formula); then nearest:
+    a Gather of the floor of each position (clamped to the axis) along each axis in turn; linear: the four
+    neighbours' Gathers, each times the product of its two weights, summed in onnxruntime's order (its rounding, and
+    0 x inf NaN where it is NaN there). Where every output length equals the input's, onnxruntime copies the input
+    whatever the scales (int(1.25 * 2) is 2): the positions are then the output positions themselves, and linear takes
+    the first neighbour alone. N and C must keep their lengths. The sizes are checked against the tensor cap before
+    any Gather."""
     data, out = node.input[0], node.output[0]
     if not facts.torch_kernels:
         raise refuse(node, opset, "the portable target has no form of it (it clamps positions with torch's kernels)")
@@ -55,8 +57,8 @@ def _resize(node, facts, opset, fresh):
     if scales and given_values is not None and not (given_values > 0).all():
         raise refuse(node, opset, "input 2 (scales) {} holds a scale that is not positive".format(
             given_values.tolist()))
-    if mode == "linear" and scales and given_values is not None and (given_values == 1).all():
-        return [make_op("Copy", [data], [out], node.name)]  # onnxruntime copies: no 0 x inf of a neighbour
+    if scales and given_values is not None and (given_values == 1).all():
+        return [make_op("Copy", [data], [out], node.name)]  # every output length is the input's: onnxruntime copies
     where = label(node, opset)
     ops, dims = [], fresh()
     ops.append(make_op("Shape", [data], [dims], node.name))
@@ -64,20 +66,20 @@ def _resize(node, facts, opset, fresh):
     axes = [_axis_lengths(node, where, scales, sizes, dims, axis, fresh) for axis in range(2, rank)]
     for more, *_ in axes:
         ops += more
-    ops += _bounded(node, where, dims, [(length, size) for _, length, size, _ in axes], fresh)
-    copied = None
-    if mode == "linear" and not (scales and given_values is not None):  # whether every scale is 1, read at run time
-        more, copied = _all_ones(node, [scale for *_, scale in axes], fresh)
+    lengths = [(length, size) for _, length, _, size, _ in axes]
+    more, copied = _kept(node, lengths, fresh)
+    ops += _bounded(node, where, dims, lengths, fresh) + more
+    positions = []
+    for _, _, length, size, scale in axes:
+        position, more = _positions(node, coordinates, length, size, scale, copied, fresh)
         ops += more
+        positions.append((position, length))
+    if mode == "linear":
+        return ops + _bilinear(node, data, out, positions, copied, fresh)
     blob = data
-    for axis, (_, length, size, scale) in enumerate(axes, start=2):
+    for axis, (position, length) in enumerate(positions, start=2):
         target = out if axis == rank - 1 else fresh()
-        positions, more = _positions(node, coordinates, length, size, scale, fresh)
-        ops += more
-        if mode == "nearest":
-            ops += _nearest(node, blob, target, axis, positions, length, fresh)
-        else:
-            ops += _linear(node, blob, target, axis, rank, positions, length, copied, fresh)
+        ops += _nearest(node, blob, target, axis, position, length, fresh)
         blob = target
     return ops
 
@@ -115,9 +117,10 @@ def _float(node, value: float, fresh) -> tuple:
 
 
 def _axis_lengths(node, where: str, scales, sizes, dims: str, axis: int, fresh) -> tuple:
-    """(ops, L, O, scale) of spatial ``axis``: its length as a (1,) float32 blob, its output length as a (1,) int64
-    blob and its scale as a (1,) float32 blob, as onnxruntime computes them: from a scale, O = int(scale * L) in
-    float32 (checked within the cap before the cast); from a size, scale = O / L, and L = 0 only with O = 0."""
+    """(ops, L, L as float, O, scale) of spatial ``axis``: its length as a (1,) int64 and a (1,) float32 blob, its
+    output length as a (1,) int64 blob and its scale as a (1,) float32 blob, as onnxruntime computes them: from a
+    scale, O = int(scale * L) in float32 (checked within the cap before the cast); from a size, scale = O / L, and
+    L = 0 only with O = 0."""
     length, length_float, scale, size = fresh(), fresh(), fresh(), fresh()
     ops = [make_op("Slice", [dims], [length], node.name, starts=[axis], ends=[axis + 1]),
            make_op("Cast", [length], [length_float], node.name, to=_FLOAT)]
@@ -133,7 +136,7 @@ def _axis_lengths(node, where: str, scales, sizes, dims: str, axis: int, fresh) 
         ops += more + capped_dims(node.name, double, cap, size_message(
             where, "dim {} of input 0 {!r} times its scale".format(axis, node.input[0]), 4, counter=True), fresh,
             checked=double)
-        return ops + [make_op("Cast", [product], [size], node.name, to=_INT64)], length_float, size, scale
+        return ops + [make_op("Cast", [product], [size], node.name, to=_INT64)], length, length_float, size, scale
     size_float, filled, nonempty, kept, zero = fresh(), fresh(), fresh(), fresh(), fresh()
     ops += [make_op("Slice", [sizes], [size], node.name, starts=[axis], ends=[axis + 1]),
             make_op("Cast", [size], [size_float], node.name, to=_FLOAT),
@@ -143,7 +146,7 @@ def _axis_lengths(node, where: str, scales, sizes, dims: str, axis: int, fresh) 
             make_op("EQ", [filled, nonempty], [kept], node.name),
             refusal(node.name, kept, "{}: input 3 (sizes) {!r} makes dim {} of input 0 {!r} empty or an empty one "
                                      "not (a scale of 0 or infinity)".format(where, sizes, axis, node.input[0]), size)]
-    return ops, length_float, size, scale
+    return ops, length, length_float, size, scale
 
 
 def _bounded(node, where: str, dims: str, lengths, fresh) -> list:
@@ -167,13 +170,13 @@ def _bounded(node, where: str, dims: str, lengths, fresh) -> list:
         fresh, checked=joined)
 
 
-def _all_ones(node, scales, fresh) -> tuple:
-    """(ops, blob): a (1,) bool, whether every spatial scale is 1 (onnxruntime then copies the input)."""
-    one_op, one = _float(node, 1.0, fresh)
-    ops, flag = [one_op], None
-    for scale in scales:
+def _kept(node, lengths, fresh) -> tuple:
+    """(ops, blob): a (1,) bool, whether every spatial output length (int64) equals the input's (onnxruntime then
+    copies the input, whatever the scales)."""
+    ops, flag = [], None
+    for length, size in lengths:
         same = fresh()
-        ops.append(make_op("EQ", [scale, one], [same], node.name))
+        ops.append(make_op("EQ", [size, length], [same], node.name))
         if flag is not None:
             both = fresh()
             ops.append(make_op("And", [flag, same], [both], node.name))
@@ -182,12 +185,18 @@ def _all_ones(node, scales, fresh) -> tuple:
     return ops, flag
 
 
-def _positions(node, coordinates: str, length: str, size: str, scale: str, fresh) -> tuple:
-    """(blob, ops): the source position of each output position of an axis (float32, onnxruntime's formulas and
+def _positions(node, coordinates: str, length: str, size: str, scale: str, copied: str, fresh) -> tuple:
+    """(blob, ops): the source position of each output position x of an axis (float32, onnxruntime's formulas and
     order of operations: asymmetric x / s, half_pixel (x + 0.5) / s - 0.5, pytorch_half_pixel that or 0 where O is
-    1, align_corners x * (L - 1) / (O - 1) or 0 where O is 1)."""
-    counted, index = fresh(), fresh()
+    1, align_corners x * (L - 1) / (O - 1) or 0 where O is 1); x itself where ``copied``."""
+    counted, index, chosen = fresh(), fresh(), fresh()
     ops = [make_op("Range", [size], [counted], node.name), make_op("Cast", [counted], [index], node.name, to=_FLOAT)]
+    position, ops = _formula(node, coordinates, index, length, size, scale, ops, fresh)
+    return chosen, ops + [make_op("ATen", [copied, index, position], [chosen], node.name, operator="where")]
+
+
+def _formula(node, coordinates: str, index: str, length: str, size: str, scale: str, ops: list, fresh) -> tuple:
+    """(blob, ops): ``ops`` and then onnxruntime's position of each output position ``index`` (see `_positions`)."""
     if coordinates == "asymmetric":
         position = fresh()
         return position, ops + [make_op("Div", [index, scale], [position], node.name)]
@@ -238,10 +247,10 @@ def _nearest(node, data: str, out: str, axis: int, position: str, length: str, f
         make_op("Gather", [data, index], [out], node.name, axis=axis)]
 
 
-def _linear(node, data: str, out: str, axis: int, rank: int, position: str, length: str, copied, fresh) -> list:
-    """onnxruntime's linear interpolation along ``axis``: the position held to [0, L - 1], its neighbours i0 =
-    floor and i1 = min(i0 + 1, L - 1), weighted by i1 - x and x - i0 (0.5 each where i0 = i1); the term of i1 is
-    replaced by the input at i0 where ``copied`` (every scale 1: onnxruntime copies the input)."""
+def _neighbours(node, position: str, length: str, fresh) -> tuple:
+    """(ops, [(i0, w0), (i1, w1)]): onnxruntime's two neighbours of each position along an axis, as int64 indices,
+    with their weights: the position held to [0, L - 1], i0 its floor and i1 = min(i0 + 1, L - 1), weighted by
+    i1 - x and x - i0 (0.5 each where i0 = i1)."""
     ops, clamped, last = _clamped(node, position, length, fresh)
     one_op, one = _float(node, 1.0, fresh)
     half_op, half = _float(node, 0.5, fresh)
@@ -255,21 +264,39 @@ def _linear(node, data: str, out: str, axis: int, rank: int, position: str, leng
             make_op("Mul", [same_float, half], [halves], node.name),
             make_op("Add", [near, halves], [low_weight], node.name),
             make_op("Add", [far, halves], [high_weight], node.name)]
-    terms, first = [], None
+    pairs = []
     for neighbour, weight in ((low, low_weight), (high, high_weight)):
-        index, term = fresh(), fresh()
-        taken = fresh()
-        ops += [make_op("Cast", [neighbour], [index], node.name, to=_INT64),
-                make_op("Gather", [data, index], [taken], node.name, axis=axis)]
-        if axis < rank - 1:  # the weights lie along the axis: trailing dims of 1 broadcast them
-            spread = fresh()
-            ops.append(make_op("ExpandDims", [weight], [spread], node.name, dims=list(range(1, rank - axis))))
-            weight = spread
-        ops.append(make_op("Mul", [taken, weight], [term], node.name))
-        terms.append(term)
-        first = first or taken
-    if copied is None:
-        return ops + [make_op("Add", terms, [out], node.name)]
-    blended = fresh()  # every position is then its own i0: the input itself, as onnxruntime copies it
-    return ops + [make_op("Add", terms, [blended], node.name),
-                  make_op("ATen", [copied, first, blended], [out], node.name, operator="where")]
+        index = fresh()
+        ops.append(make_op("Cast", [neighbour], [index], node.name, to=_INT64))
+        pairs.append((index, weight))
+    return ops, pairs
+
+
+def _bilinear(node, data: str, out: str, positions, copied: str, fresh) -> list:
+    """onnxruntime's bilinear interpolation over (H, W): each of the four neighbours (row i0 or i1, column i0 or i1)
+    times the product of its row and column weight, summed in onnxruntime's order ((i0, i0), (i0, i1), (i1, i0),
+    (i1, i1)), one rounding each as there (interpolating one axis after the other rounds otherwise, far off where
+    values near float32's extremes cancel); the (i0, i0) neighbour alone where ``copied`` (the positions are then the
+    input's own, and onnxruntime copies it: no 0 x inf of the next neighbour)."""
+    (row_position, row_length), (column_position, column_length) = positions
+    ops, rows = _neighbours(node, row_position, row_length, fresh)
+    more, columns = _neighbours(node, column_position, column_length, fresh)
+    ops += more
+    terms, first = [], None
+    for row_index, row_weight in rows:
+        band, tall = fresh(), fresh()
+        ops += [make_op("Gather", [data, row_index], [band], node.name, axis=2),
+                make_op("ExpandDims", [row_weight], [tall], node.name, dims=[1])]  # (H', 1) against the (W',) columns
+        for column_index, column_weight in columns:
+            taken, weight, term = fresh(), fresh(), fresh()
+            ops += [make_op("Gather", [band, column_index], [taken], node.name, axis=3),
+                    make_op("Mul", [column_weight, tall], [weight], node.name),
+                    make_op("Mul", [weight, taken], [term], node.name)]
+            terms.append(term)
+            first = first or taken
+    total = terms[0]
+    for term in terms[1:]:
+        summed = fresh()
+        ops.append(make_op("Add", [total, term], [summed], node.name))
+        total = summed
+    return ops + [make_op("ATen", [copied, first, total], [out], node.name, operator="where")]
