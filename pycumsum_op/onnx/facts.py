@@ -157,9 +157,9 @@ class GraphFacts:
 
     def known_dims(self, name: str) -> Dims:
         """The dims of ``name`` as far as they are known: inferred, else derived with its rank where ONNX's inference
-        gives none (the same pass, by its op's declared dims rule: elementwise, broadcasting and Unsqueeze ops: an attention mask's
-        (B, 1, 1, S) made from a mask whose dims inference lost), a dim None where it is not known; None when the
-        rank is not known either."""
+        gives none (the same pass, by its op's declared dims rule: elementwise, broadcasting and Unsqueeze ops: an
+        attention mask's (B, 1, 1, S) made from a mask whose dims inference lost), a dim None where it is not known;
+        None when the rank is not known either."""
         dims = self.dims(name)
         if dims is not None:
             return dims

@@ -169,9 +169,9 @@ def _parsed(serialized_ops) -> list:
 
 
 def node_ops(cls, converter, node, facts: GraphFacts, opset: int) -> list:
-    """The Caffe2 ops of ONNX ``node``: its form checked against its declaration (`forms.check_node`) (else `FormRefused`), then
-    translated by the declaration's translation or by Caffe2's stock converter (``converter``: Caffe2's C++
-    one, else the stock Python translation). The C++ converter's init ops come first: they are recomputed
+    """The Caffe2 ops of ONNX ``node``: its form checked against its declaration (`forms.check_node`; else
+    `FormRefused`), then translated by the declaration's translation or by Caffe2's stock converter
+    (``converter``: Caffe2's C++ one, else the stock Python translation). The C++ converter's init ops come first: they are recomputed
     on every run, so the predict net alone is the model.
 
     After `install`, the stock backend (``cls.proven_stock_forms``) hands a node whose form `forms.check_node` refuses

@@ -260,8 +260,8 @@ def _sparse_tensors(graph):
 
 
 def _check_shape_sources(graph) -> None:
-    """`InputTooLarge` for a constant read as a shape (a declaration's ``shape_input``) or an attribute read as one entry per
-    dimension (`SHAPE_ATTRIBUTES`) with more than ``MAX_RANK`` entries: the rank of every value inferred
+    """`InputTooLarge` for a constant read as a shape (a declaration's ``shape_input``) or an attribute read as one
+    entry per dimension (`SHAPE_ATTRIBUTES`) with more than ``MAX_RANK`` entries: the rank of every value inferred
     after it."""
     constants = {tensor.name: tensor for tensor in graph.initializer}
     for node in graph.node:

@@ -98,7 +98,8 @@ def _pow(node, facts, opset, fresh):
 @declare("Abs", Form((6, NEWEST)), types=MOVED - {TensorProto.UINT16, TensorProto.BOOL}, rank=same_rank, dims=same_dims,
          elements=AT_MOST_FIRST)
 @declare("Neg", Form((6, NEWEST)),
-         types=MOVED - {TensorProto.INT16, TensorProto.UINT8, TensorProto.UINT16, TensorProto.BOOL}, rank=same_rank, dims=same_dims,
+         types=MOVED - {TensorProto.INT16, TensorProto.UINT8, TensorProto.UINT16, TensorProto.BOOL},
+         rank=same_rank, dims=same_dims,
          elements=AT_MOST_FIRST)
 def _sign_op(node, facts, opset, fresh):
     """Abs and Neg: Caffe2's kernels are float-only, torch's take integers too."""
@@ -112,7 +113,8 @@ def _sign_op(node, facts, opset, fresh):
 # so float16 has no oracle there
 @declare("Clip", Form((6, 10), {"min": ANY, "max": ANY}),
          Form((11, 11), types=frozenset([TensorProto.FLOAT, TensorProto.FLOAT16])),
-         Form((12, NEWEST), types=NUMBERS | {TensorProto.INT8, TensorProto.UINT8}), types=FLOAT, rank=same_rank, dims=same_dims)
+         Form((12, NEWEST), types=NUMBERS | {TensorProto.INT8, TensorProto.UINT8}), types=FLOAT, rank=same_rank,
+         dims=same_dims)
 def _clip(node, facts, opset, fresh):
     """Caffe2's Clip for float with constant bounds (attributes before opset 11, inputs after); from opset 11 on any
     other type, or a bound fed at run time, is min(max(x, min), max) by torch's maximum and minimum (the ATen op,
@@ -155,7 +157,8 @@ def _clip(node, facts, opset, fresh):
             name, extreme = fresh(), fresh()
             if elem_type == TensorProto.DOUBLE:  # the double's next to ∓inf: an op argument is float32
                 infinite, zero = fresh(), fresh()
-                ops += [make_op("ConstantFill", [], [infinite], node.name, shape=[], dtype=caffe2_pb2.TensorProto.DOUBLE,
+                ops += [make_op("ConstantFill", [], [infinite], node.name, shape=[],
+                                dtype=caffe2_pb2.TensorProto.DOUBLE,
                             value=infinity),
                         make_op("ConstantFill", [], [zero], node.name, shape=[], dtype=caffe2_pb2.TensorProto.DOUBLE,
                             value=0.0),
@@ -176,9 +179,11 @@ def _clip(node, facts, opset, fresh):
 
 # Caffe2's Max does not broadcast (it keeps A's shape). Max/Min of int8, int16 and uint8: by onnx's node tests
 # (onnxruntime has no such kernels); Mean's float16 sum rounds otherwise
-@declare("Max", Form((8, NEWEST)), types=NUMBERS | SMALL_INTS | {TensorProto.FLOAT16}, rank=broadcast_rank, dims=broadcast_dims,
+@declare("Max", Form((8, NEWEST)), types=NUMBERS | SMALL_INTS | {TensorProto.FLOAT16}, rank=broadcast_rank,
+         dims=broadcast_dims,
          elements=BROADCAST)
-@declare("Min", Form((8, NEWEST)), types=NUMBERS | SMALL_INTS | {TensorProto.FLOAT16}, rank=broadcast_rank, dims=broadcast_dims,
+@declare("Min", Form((8, NEWEST)), types=NUMBERS | SMALL_INTS | {TensorProto.FLOAT16}, rank=broadcast_rank,
+         dims=broadcast_dims,
          elements=BROADCAST)
 @declare("Sum", Form((8, NEWEST)), types=frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16]),
          rank=broadcast_rank, dims=broadcast_dims)
@@ -202,7 +207,8 @@ def _extremum(node, facts, opset, fresh):
 
 
 # Caffe2's GE and LE (its stock converter maps neither GreaterOrEqual nor LessOrEqual)
-@declare("GreaterOrEqual", Form((12, NEWEST)), types=NUMBERS, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
+@declare("GreaterOrEqual", Form((12, NEWEST)), types=NUMBERS, rank=broadcast_rank, dims=broadcast_dims,
+         elements=BROADCAST)
 @declare("LessOrEqual", Form((12, NEWEST)), types=NUMBERS, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
 def _compare(node, facts, opset, fresh):
     """GreaterOrEqual and LessOrEqual: Caffe2's GE and LE, which broadcast as numpy (no legacy ``broadcast``)."""

@@ -160,7 +160,8 @@ def _im2col_bound(node, opset, facts, weight_dims, args: dict, group: int, fresh
         return []
     shape, spatial, grown = fresh(), fresh(), fresh()
     added, fill = constant_blob(pads, fresh)
-    ops = [make_op("Shape", [data], [shape], node.name), make_op("Slice", [shape], [spatial], node.name, starts=[2], ends=[-1]),
+    ops = [make_op("Shape", [data], [shape], node.name), make_op("Slice", [shape], [spatial], node.name, starts=[2],
+                                                                 ends=[-1]),
            fill, make_op("ATen", [spatial, added], [grown], node.name, operator="add")]
     more, bound = as_double(node.name, grown, fresh)
     more_factor, factor = whole_double(node.name, per_position, fresh)

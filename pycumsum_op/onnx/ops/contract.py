@@ -105,7 +105,8 @@ ZERO_ONE = frozenset([0, 1])
 
 def declare(op: str, *forms: Form, types: Optional[FrozenSet[int]] = None, typed: Tuple[str, int] = ("input", 0),
             inputs: Tuple[str, ...] = (), why: str = "", rank: Optional[RankRule] = None,
-            dims: Optional[DimsRule] = None, shape_input: Optional[int] = None, length_is_rank: bool = False, counted=(),
+            dims: Optional[DimsRule] = None, shape_input: Optional[int] = None, length_is_rank: bool = False,
+            counted=(),
             elements: Optional[str] = None):
     """Declare ONNX ``op``: decorates its translation (called with None: `stock`). ``types`` are the element
     types of blob ``typed`` its forms run right on, measured (tests/onnx_form_types.py); a form may state its own.

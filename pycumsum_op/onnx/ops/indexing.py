@@ -252,7 +252,8 @@ def _diagonal_offsets(node, opset, data: str, rank: int, fresh) -> tuple:
     for axis in (rank - 2, rank - 1):
         shape, length, index = fresh(), fresh(), fresh()
         ops += [make_op("Shape", [data], [shape], node.name, axes=[axis]),
-                make_op("Squeeze", [shape], [length], node.name, dims=[0])] + counted_by_range(node, opset, length, fresh)
+                make_op("Squeeze", [shape], [length], node.name, dims=[0])] + counted_by_range(node, opset, length,
+                                                                                               fresh)
         ops.append(make_op("Range", [length], [index], node.name))
         indices.append(index)
     rows, offsets = fresh(), fresh()

@@ -14,8 +14,9 @@ from .helpers import attribute, int64_scalar, refuse
          rank=same_rank)
 def _instance_norm(node, facts, opset, fresh):
     """(x - mean) / sqrt(variance + epsilon) * scale + B on (N, C, D1, ...) of rank 3 and more, the variance that
-    of the centred values, rounded as onnxruntime rounds it. An empty dim, on which ONNX's mean has no value (and Caffe2's InstanceNorm died), is refused where
-    the model states it and stopped by an Assert naming the node where it is symbolic."""
+    of the centred values, rounded as onnxruntime rounds it. An empty dim, on which ONNX's mean has no value (and
+    Caffe2's InstanceNorm died), is refused where the model states it and stopped by an Assert naming the node where
+    it is symbolic."""
     data, scale, bias = node.input
     if any(facts.elem_type(name) != TensorProto.FLOAT for name in (scale, bias)):
         raise refuse(node, opset, "scale {!r} and B {!r} must be float as input (Caffe2's ReduceMean is "

@@ -25,7 +25,8 @@ def _zero_states(node, x: str, directions: int, hidden_size: int, fresh) -> tupl
     shape, batch, dims, zeros = fresh(), fresh(), fresh(), fresh()
     front, front_fill = constant_blob([directions], fresh)
     back, back_fill = constant_blob([hidden_size], fresh)
-    return [make_op("Shape", [x], [shape], node.name), make_op("Slice", [shape], [batch], node.name, starts=[1], ends=[2]),
+    return [make_op("Shape", [x], [shape], node.name), make_op("Slice", [shape], [batch], node.name, starts=[1],
+                                                               ends=[2]),
             front_fill, back_fill, make_op("Concat", [front, batch, back], [dims, fresh()], node.name, axis=0),
             make_op("ConstantFill", [dims], [zeros], node.name, input_as_shape=1, value=0.0)], zeros
 

@@ -84,7 +84,8 @@ def _reduce_prod(node, opset, data, axes, rank, keepdims, fresh):
     reduced axes moved last (Transpose) and made one (Reshape to the kept dims and their count), then the kept
     dims' 1s put back for keepdims (ExpandDims)."""
     if len(axes) == 1:
-        return [make_op("ATen", [data], [node.output[0]], node.name, operator="prod", dim=axes[0], keepdim=bool(keepdims))]
+        return [make_op("ATen", [data], [node.output[0]], node.name, operator="prod", dim=axes[0],
+                        keepdim=bool(keepdims))]
     if rank is None:
         raise refuse(node, opset, "it reduces {} axes of input {!r}, whose rank is unknown".format(len(axes), data))
     kept = [axis for axis in range(rank) if axis not in axes]
@@ -177,7 +178,8 @@ def _top_k(node, facts, opset, fresh):
     if k_value is None or dim is None:
         zero, low, high, valid = fresh(), fresh(), fresh(), fresh()
         ops += more + [int64_scalar(node, zero, 0), make_op("GE", [k_blob, zero], [low], node.name),
-                       make_op("LE", [k_blob, length], [high], node.name), make_op("And", [low, high], [valid], node.name),
+                       make_op("LE", [k_blob, length], [high], node.name), make_op("And", [low, high], [valid],
+                                                                                   node.name),
                        make_op("Assert", [valid], [], node.name, error_msg="{}: k is outside [0, the length of axis "
                            "{}]".format(label(node, opset), axis))]
     source = data

@@ -1,6 +1,7 @@
 """Resize (torch's interpolate: nearest with floor, bilinear with or without align_corners) over the spatial dims of
 an (N, C, D1, ...) input, with the source positions of each axis computed when the net runs as onnxruntime computes
 them (float32), so that scales and sizes may be constants or values of the graph."""
+import numpy as np
 from caffe2.proto import caffe2_pb2
 
 from ..run_checks import as_double, capped_dims, element_cap, make_op, refusal, size_message
@@ -57,6 +58,12 @@ def _resize(node, facts, opset, fresh):
     if scales and given_values is not None and not (given_values > 0).all():
         raise refuse(node, opset, "input 2 (scales) {} holds a scale that is not positive".format(
             given_values.tolist()))
+    # align_corners divides by the resized length, scale x L in ONNX's definition (onnx's node test of a downsampling
+    # by 0.6 expects 3.142857), the whole output length in onnxruntime's (4): they agree where scale x L is whole
+    if coordinates == "align_corners" and scales is not None and not _whole_lengths(facts.dims(data), given_values):
+        raise refuse(node, opset, "align_corners with scales is translated only where each scale x length is a "
+                                  "whole number the model proves (ONNX's definition and onnxruntime differ "
+                                  "otherwise); give sizes")
     if scales and given_values is not None and (given_values == 1).all():
         return [make_op("Copy", [data], [out], node.name)]  # every output length is the input's: onnxruntime copies
     where = label(node, opset)
@@ -300,3 +307,13 @@ def _bilinear(node, data: str, out: str, positions, copied: str, fresh) -> list:
         ops.append(make_op("Add", [total, term], [summed], node.name))
         total = summed
     return ops + [make_op("ATen", [copied, first, total], [out], node.name, operator="where")]
+
+
+def _whole_lengths(dims, scales) -> bool:
+    """Whether constant ``scales`` times the spatial ``dims`` are whole numbers the model proves (float32, as the
+    lengths are computed): a whole scale makes any length whole, another needs the dim stated."""
+    if scales is None:
+        return False
+    return all(float(scale).is_integer() or (dims is not None and dims[axis] is not None and
+                                             float(np.float32(scale) * np.float32(dims[axis])).is_integer())
+               for axis, scale in enumerate(scales.tolist()) if axis >= 2)

@@ -467,7 +467,8 @@ def _range_bound(node, opset, start: str, limit: str, delta: str, size: int, fre
     cap = element_cap(size, counter=True)
     more, high = whole_double(node.name, cap, fresh)
     return ops + more + [
-        make_op("Sub", [doubles[1], doubles[0]], [span], node.name), make_op("Div", [span, doubles[2]], [count], node.name),
+        make_op("Sub", [doubles[1], doubles[0]], [span], node.name), make_op("Div", [span, doubles[2]], [count],
+                                                                             node.name),
         make_op("LE", [count, high], [within], node.name),
         refusal(node.name, within, "{}: (limit {!r} - start {!r}) / delta {!r} counts more than {} elements "
                                    "(PYCUMSUM_OP_MAX_TENSOR_BYTES; Caffe2's Range counts them in 32 bits)".format(

@@ -98,7 +98,8 @@ def _clamped_slice(node, data, out, starts, ends, axes, rank, fresh):
                                           constant_blob([0 if a == axis else _END for a in range(rank)], fresh))
         start, masked, end = fresh(), fresh(), fresh()
         cuts.append(([pick, fill, make_op("Mul", [first, picked], [start], node.name),
-                      make_op("Mul", [last, picked], [masked], node.name), make_op("Add", [masked, others], [end], node.name)],
+                      make_op("Mul", [last, picked], [masked], node.name), make_op("Add", [masked, others], [end],
+                                                                                   node.name)],
                      start, end))
     return ops + _cuts(node, data, out, cuts, fresh)
 
@@ -130,7 +131,8 @@ def _stepped(node, opset, data, out, axis, picked: range, dim: int, fresh):
     low = (picked[-1] if picked.step < 0 else picked.start) if count else 0
     shape, length, first, stop, stride, held_first, held_stop, indices = (fresh() for _ in range(8))
     ops = [make_op("Shape", [data], [shape], node.name, axes=[axis]),
-           make_op("Squeeze", [shape], [length], node.name, dims=[0])] + counted_by_range(node, opset, length, fresh) + [
+           make_op("Squeeze", [shape], [length], node.name, dims=[0])] + counted_by_range(node, opset, length,
+                                                                                          fresh) + [
            int64_scalar(node, first, low), int64_scalar(node, stop, low + count * step),
            int64_scalar(node, stride, step),
            make_op("ATen", [first, length], [held_first], node.name, operator="minimum"),

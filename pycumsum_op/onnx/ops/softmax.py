@@ -5,7 +5,8 @@ from .contract import ANY, FLOAT, NEWEST, Form, declare, same_dims, same_rank
 from .arithmetic import runs_torchs_arithmetic
 from .helpers import attribute, normalized, refuse
 # Caffe2's flattens to 2-D at the axis, as ONNX before 13; from 13 one axis: Caffe2's or torch's
-@declare("Softmax", Form((1, 12), {"axis": ANY}), Form((13, NEWEST), {"axis": ANY}), types=FLOAT, rank=same_rank, dims=same_dims)
+@declare("Softmax", Form((1, 12), {"axis": ANY}), Form((13, NEWEST), {"axis": ANY}), types=FLOAT, rank=same_rank,
+         dims=same_dims)
 def _softmax(node, facts, opset, fresh):
     """Before opset 13, Caffe2's Softmax (over every axis from ``axis`` on, default 1, as ONNX then defines it), its
     axis checked against the rank where the model states it (a scalar has none: Caffe2 would fail the run). From
@@ -36,7 +37,8 @@ def _softmax(node, facts, opset, fresh):
 
 # ONNX < 13: 2-D at the axis (the last only). Double: onnxruntime's double kernel gives [-inf, NaN] for [0, inf], its
 # float kernel and torch's [NaN, NaN]; no oracle
-@declare("LogSoftmax", Form((1, 12), {"axis": ANY}), Form((13, NEWEST), {"axis": ANY}), types=FLOAT, rank=same_rank, dims=same_dims)
+@declare("LogSoftmax", Form((1, 12), {"axis": ANY}), Form((13, NEWEST), {"axis": ANY}), types=FLOAT, rank=same_rank,
+         dims=same_dims)
 def _log_softmax(node, facts, opset, fresh):
     """torch's log_softmax by the ATen op (Caffe2 has no LogSoftmax, and Log of its Softmax gives -inf where the
     probability underflows). From opset 13 on along any one axis; before it ONNX flattens the input to 2-D at ``axis``
