@@ -171,8 +171,8 @@ def _parsed(serialized_ops) -> list:
 def node_ops(cls, converter, node, facts: GraphFacts, opset: int) -> list:
     """The Caffe2 ops of ONNX ``node``: its form checked against its declaration (`forms.check_node`; else
     `FormRefused`), then translated by the declaration's translation or by Caffe2's stock converter
-    (``converter``: Caffe2's C++ one, else the stock Python translation). The C++ converter's init ops come first: they are recomputed
-    on every run, so the predict net alone is the model.
+    (``converter``: Caffe2's C++ one, else the stock Python translation). The C++ converter's init ops come first:
+    they are recomputed on every run, so the predict net alone is the model.
 
     After `install`, the stock backend (``cls.proven_stock_forms``) hands a node whose form `forms.check_node` refuses
     to the stock converter when it fits a form of `stock_forms.STOCK_FORMS` (proven right on onnx's node tests)."""
