@@ -204,3 +204,25 @@ def deep_encoder(layers, hidden, heads, sequence=SEQUENCE):
     torch.manual_seed(0)
     module = _LastHidden(tf.RobertaModel(config).eval(), False, False).eval()
     return module, _inputs(sequence)
+
+
+
+def _einsum_configs():
+    """name -> (config, model class): models whose exports hold Einsum of many kinds (XLNet's relative attention,
+    Funnel's pooled attention). Funnel keeps its last position when it pools (``truncate_seq=False``: the import
+    refuses the Slice of step 2 that drops it from a sequence whose length is computed) and has no pad id
+    (transformers 4.26.1's weight initialisation fails on one)."""
+    import transformers as tf
+    xlnet = tf.XLNetConfig(vocab_size=VOCAB, d_model=16, n_layer=1, n_head=2, d_inner=32, pad_token_id=PAD)
+    funnel = tf.FunnelConfig(vocab_size=VOCAB, d_model=16, n_head=2, d_head=8, d_inner=32, block_sizes=[1, 1],
+                             num_decoder_layers=1, truncate_seq=False)
+    return {"xlnet": (xlnet, tf.XLNetModel), "funnel": (funnel, tf.FunnelModel)}
+
+
+def build_einsum(name):
+    """(module, (input_ids, attention_mask)) for "xlnet" or "funnel" (`_einsum_configs`), as `build` makes the
+    thirteen."""
+    config, model_class = _einsum_configs()[name]
+    torch.manual_seed(0)
+    module = _FirstOutput(model_class(config).eval(), "text").eval()
+    return module, _inputs()
