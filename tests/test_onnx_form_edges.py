@@ -137,62 +137,6 @@ def test_matmul_property(case, dynamic):
     assert outcome(model, {"a": a, "b": b}, matmul_oracle(model, {"a": a, "b": b})) == ("match", None)
 
 
-@st.composite
-def einsum_cases(draw):
-    """(equation, a, b): a matrix product over 0-2 shared leading batch letters, each term's matrix either way round,
-    the output's either way round, letters drawn anew, dims of 0-3, edge values."""
-    letters = draw(st.permutations("abcdefghij"))
-    count = draw(st.integers(0, 2))
-    batch, (i, j, k) = "".join(letters[:count]), letters[count:count + 3]
-    flip = [draw(st.booleans()) for _ in range(3)]
-    a, b = batch + (j + i if flip[0] else i + j), batch + (k + j if flip[1] else j + k)
-    out = batch + (k + i if flip[2] else i + k)
-    dims = {letter: draw(st.integers(0, 3)) for letter in batch + i + j + k}
-    arrays = [draw(edge_arrays(np.float32, tuple(dims[letter] for letter in term), ORDERLESS_FLOATS))
-              for term in (a, b)]
-    return "{},{}->{}".format(a, b, out), arrays[0], arrays[1]
-
-
-@SETTINGS
-@given(data=st.data(), flip=st.booleans(), dynamic=st.booleans(), opset=st.sampled_from([12, 13, 15]))
-def test_einsum_outer_products_match(data, flip, dynamic, opset):
-    """A rotary embedding's ``i,j->ij`` (and ``i,j->ji``) of vectors of 0-3 entries, edge values."""
-    a, b = (data.draw(edge_arrays(np.float32, (data.draw(st.integers(0, 3)),), ORDERLESS_FLOATS)) for _ in range(2))
-    equation = "i,j->ji" if flip else "i,j->ij"
-    model = node_model("Einsum", {"a": a, "b": b}, {}, {"equation": equation}, opset=opset, dynamic=dynamic)
-    expected = None if a.size and b.size else [np.einsum(equation, a, b)]
-    assert outcome(model, {"a": a, "b": b}, expected) == ("match", None), equation
-
-
-@SETTINGS
-@given(case=einsum_cases(), dynamic=st.booleans(), opset=st.sampled_from([12, 13, 15]))
-def test_einsum_matrix_products_match(case, dynamic, opset):
-    """onnxruntime's Einsum, or numpy's (ONNX's definition) where an operand is empty: onnxruntime's Einsum ends its
-    process there (MKL's gemm refuses a leading dimension of 0)."""
-    equation, a, b = case
-    model = node_model("Einsum", {"a": a, "b": b}, {}, {"equation": equation}, opset=opset, dynamic=dynamic)
-    expected = None if a.size and b.size else [np.einsum(equation, a, b)]
-    assert outcome(model, {"a": a, "b": b}, expected) == ("match", None), equation
-
-
-@pytest.mark.parametrize("equation", [
-    "ii->i", "ij->i", "i,i->i", "ij,k->ijk", "bij,bjk,bkl->bil", "...ij,...jk->...ik",
-    "bij,cjk->bik", "ij,jk->ijk", "bij,bjk->ibk"])
-def test_other_einsum_equations_are_refused_in_one_line(equation):
-    feeds = {"x{}".format(n): np.ones((2,) * len(term.replace("...", "x")), np.float32)
-             for n, term in enumerate(equation.split("->")[0].split(","))}
-    out = np.einsum(equation, *feeds.values())
-    graph = helper.make_graph([helper.make_node("Einsum", list(feeds), ["y"], equation=equation)], "einsum",
-                              [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, value.shape)
-                               for name, value in feeds.items()],
-                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, out.shape)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    with pytest.raises(FormRefused, match=r"^ONNX Einsum node 'y' \(opset 13\): equation .*(only a matrix product "
-                                          r"over shared leading batch letters|needs inputs of ranks|needs two "
-                                          r"vectors)"):
-        pycumsum_op.onnx.prepare(model)
-
-
 @pytest.mark.parametrize("to, name", [(8, "STRING"), (10, "FLOAT16"), (12, "UINT32"), (13, "UINT64")])
 def test_cast_to_a_type_caffe2_gets_wrong_is_refused(to, name):
     model = node_model("Cast", {"x": np.ones((2, 3), np.float32)}, {}, {"to": to}, opset=13)

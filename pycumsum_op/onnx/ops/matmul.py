@@ -24,14 +24,15 @@ def _matmul_rank(node, known, facts):
 def _einsum_terms(node):
     """(input terms, output term) of the node's equation, the output spelled out where the equation leaves it implicit
     (ONNX's and numpy's rule: the letters written once, in alphabetical order); None for an ellipsis, a letter
-    repeated within a term, a term other than letters, or a count of terms other than the node's inputs."""
+    repeated within a term, a term other than letters, more than two terms or a count other than the node's inputs."""
     inputs, arrow, out = _equation(node).replace(" ", "").partition("->")
     terms = inputs.split(",")
     written = "".join(terms)
     if not arrow:
         out = "".join(sorted(letter for letter in set(written) if written.count(letter) == 1))
     letters = written + out
-    if len(terms) != len(node.input) or not all(letter in string.ascii_letters for letter in letters) or \
+    if len(terms) != len(node.input) or len(terms) > 2 or \
+            not all(letter in string.ascii_letters for letter in letters) or \
             any(len(set(term)) != len(term) for term in terms + [out]) or not set(out) <= set(written):
         return None
     return terms, out
