@@ -112,10 +112,14 @@ def _reduce_prod(node, opset, data, axes, rank, keepdims, fresh):
 _ARG = {"axis": ANY, "keepdims": ZERO_ONE}
 
 
+#: int64 by ONNX's definition (numpy's first index: tests/test_onnx_cnn_forms.py), onnxruntime having no int64 kernel
+_ARG_TYPES = frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64])
+
+
 @declare("ArgMax", Form((1, 11), _ARG), Form((12, NEWEST), dict(_ARG, select_last_index=frozenset([0]))),
-         types=frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32]), rank=reduced_rank)
+         types=_ARG_TYPES, rank=reduced_rank)
 @declare("ArgMin", Form((1, 11), _ARG), Form((12, NEWEST), dict(_ARG, select_last_index=frozenset([0]))),
-         types=frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32]), rank=reduced_rank)
+         types=_ARG_TYPES, rank=reduced_rank)
 def _arg_extremum(node, facts, opset, fresh):
     """Caffe2's ArgMax / ArgMin: the first index of the extremum, as ONNX's select_last_index=0."""
     (axis,) = normalized(node, opset, [int(attribute(node, "axis", 0))], facts.rank(node.input[0]))
