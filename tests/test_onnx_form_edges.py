@@ -104,14 +104,15 @@ def test_constant_of_shape_property(shape, value, fed, dynamic):
 
 @st.composite
 def matmul_cases(draw):
-    """(a, b) of ranks 1-3 that ONNX's MatMul multiplies, empty and size-1 dims included."""
+    """(a, b) of ranks 1-3 that ONNX's MatMul multiplies, empty and size-1 dims included, float or double."""
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
     inner = draw(EDGE_DIMS)
     a_rank, b_rank = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     batch = draw(edge_shapes(0, 1))
     a_dims = (batch + (draw(EDGE_DIMS), inner))[-a_rank:] if a_rank > 1 else (inner,)
     b_dims = (batch + (inner, draw(EDGE_DIMS)))[-b_rank:] if b_rank > 1 else (inner,)
-    return (draw(edge_arrays(np.float32, a_dims, ORDERLESS_FLOATS)),
-            draw(edge_arrays(np.float32, b_dims, ORDERLESS_FLOATS)))
+    return (draw(edge_arrays(dtype, a_dims, ORDERLESS_FLOATS)),
+            draw(edge_arrays(dtype, b_dims, ORDERLESS_FLOATS)))
 
 
 def matmul_oracle(model, feeds):
@@ -127,7 +128,7 @@ def matmul_oracle(model, feeds):
         return [np.matmul(feeds["a"], feeds["b"])]
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=80)
 @given(case=matmul_cases(), dynamic=st.booleans())
 def test_matmul_property(case, dynamic):
     """Caffe2's BatchMatMul gives two 1-D operands a (1,) result (ONNX: a scalar) and dies of SIGFPE on a 1-D
@@ -294,3 +295,10 @@ def test_misshapen_recurrent_inputs_are_refused_or_stop_the_run_in_one_line():
         else:
             assert result == "refused" and detail.startswith("ONNX {} node 'y,yh' (opset 13): ".format(op)), where
             assert len(detail.splitlines()) == 1 and "'{}'".format(name) in detail, (where, detail)
+
+
+def test_matmul_of_doubles_is_refused_for_the_portable_target():
+    """Caffe2's BatchMatMul is float only: double runs torch's matmul, which the portable target has not."""
+    a = np.ones((2, 3), np.float64)
+    with pytest.raises(FormRefused, match=r"^ONNX MatMul node 'out0' \(opset 13\): input 0 'a' is DOUBLE"):
+        pycumsum_op.onnx.prepare(node_model("MatMul", {"a": a, "b": a.T.copy()}, opset=13), lower="portable")

@@ -6,6 +6,7 @@ import string
 from caffe2.proto import caffe2_pb2
 from caffe2.python import workspace
 from caffe2.python.onnx.backend import Caffe2Backend  # torch >= 1.10: checked by pycumsum_op.onnx
+from onnx import TensorProto
 
 from ...input_limits import shape_text
 from ..run_checks import as_double, capped_scalar, declared, element_cap, itemsize, make_op, refusal, size_message
@@ -44,12 +45,17 @@ def _einsum_rank(node, known, facts):
     return None if parsed is None else len(parsed[1])
 
 
-@declare("MatMul", Form((9, NEWEST)), types=FLOAT, rank=_matmul_rank)
+@declare("MatMul", Form((9, NEWEST)), types=frozenset([TensorProto.FLOAT, TensorProto.DOUBLE]), rank=_matmul_rank)
 def _matmul(node, facts, opset, fresh):
     """Caffe2's BatchMatMul (broadcast=1, as Caffe2's converter writes it) multiplies as ONNX's MatMul when both
     operands have rank 2 or more, empty dims included; with a 1-D operand it gives (1,) for ONNX's scalar and
-    dies of SIGFPE on an empty dim ((3,) x (3, 0), (0,) x (0, 3), (2, 0) x (0,)). Where an operand may be 1-D, the
-    ATen op runs torch's matmul, which is numpy's (ONNX's)."""
+    dies of SIGFPE on an empty dim ((3,) x (3, 0), (0,) x (0, 3), (2, 0) x (0,)). Where an operand may be 1-D, and
+    for double (Caffe2's BatchMatMul is float only), the ATen op runs torch's matmul, which is numpy's (ONNX's)."""
+    if facts.elem_type(node.input[0]) == TensorProto.DOUBLE:
+        if not facts.torch_kernels:
+            raise refuse(node, opset, "input 0 {!r} is DOUBLE: Caffe2's BatchMatMul is float only, and the portable "
+                                      "target runs no torch kernel".format(node.input[0]))
+        return [make_op("ATen", list(node.input), [node.output[0]], node.name, operator="matmul")]
     ranks = [facts.rank(name) for name in node.input]
     if all(rank is not None and rank >= 2 for rank in ranks):
         # the ranks the model states chose BatchMatMul: checked when the net runs, as a 1-D operand kills it
