@@ -244,6 +244,11 @@ def test_transformers_einsum_models_match_onnxruntime(name, opset, dynamic):
     feeds = {"input_ids": example[0].numpy(), "attention_mask": example[1].numpy()}
     want, oracle = onnx_model_sweep.oracle(model, feeds)
     assert oracle == "onnxruntime"
-    for path in ("prepare",) if dynamic else ("prepare", "portable"):
-        assert onnx_model_sweep.outcome(model, feeds, path, want) == "match", path
+    assert onnx_model_sweep.outcome(model, feeds, "prepare", want) == "match"
+    if not dynamic:  # the portable target takes Caffe2's operators only: Funnel's GatherElements has none
+        outcome = onnx_model_sweep.outcome(model, feeds, "portable", want)
+        if name == "funnel":
+            assert outcome.startswith("refused: ONNX GatherElements node") and "torch's gather" in outcome, outcome
+        else:
+            assert outcome == "match", outcome
 

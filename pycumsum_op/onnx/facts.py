@@ -65,8 +65,8 @@ class GraphFacts:
         self._value_infos: Dict[str, object] = {}
         self.graph_inputs = set()
         self._producers: Dict[str, object] = {}
-        #: whether the translation may run torch's kernels through Caffe2's ATen operator where they are faster
-        #: (False for the portable target: builds without ATen)
+        #: whether the translation may run torch's kernels through Caffe2's ATen operator (False for the portable
+        #: target, builds without ATen: forms take Caffe2's operators, and one that has none is refused)
         self.torch_kernels = torch_kernels
         self.lower = lower
         #: the initializers' names (of graph inputs too: their values are defaults a caller may override)

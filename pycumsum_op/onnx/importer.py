@@ -216,6 +216,19 @@ def _dead_constants_dropped(net) -> None:
         net.op.extend(kept)
 
 
+def _without_torch_kernels(node, opset, facts: GraphFacts, ops: list) -> list:
+    """``ops``, unless the target has no torch kernels (``lower="portable"``: builds without ATen) and they hold the
+    ATen operator: then `FormRefused` naming the node and torch's kernels. Every translation passes here, so a
+    form that has no stock operators for some case is refused there, never handed to a build that lacks ATen."""
+    if facts.torch_kernels:
+        return ops
+    kernels = sorted({arg.s.decode() for op in ops if op.type == "ATen" for arg in op.arg if arg.name == "operator"})
+    if kernels:
+        raise FormRefused("{}: this form runs torch's {} (Caffe2's ATen operator), which builds without ATen lack; "
+                          "import with lower='aten' or lower=None".format(label(node, opset), ", ".join(kernels)))
+    return ops
+
+
 def translated_nets(cls, model, facts: GraphFacts, device, opset_version, include_initializers):
     """``(init_net, predict_net)`` of ``model`` (``facts``: `imported`) in one pass over its nodes (`node_ops`), so
     that the import takes time linear in the model. The init net fills the initializers (with
@@ -232,7 +245,7 @@ def translated_nets(cls, model, facts: GraphFacts, device, opset_version, includ
     converter = workspace.C.Caffe2Backend(cls._dummy_name)
     ops, counted = [], 0
     for node in graph.node:
-        made = node_ops(cls, converter, node, facts, opset_version)
+        made = _without_torch_kernels(node, opset_version, facts, node_ops(cls, converter, node, facts, opset_version))
         # MAX_NET_OPS is verify_net's budget for the finished nets: counted here as they grow, so that no more
         # than one node's ops (a few dozen: each translation bounds its own) are made past it. Ops without inputs
         # are not counted: the constants among them that nothing reads are dropped before the nets are verified.
@@ -257,7 +270,7 @@ def translated_nets(cls, model, facts: GraphFacts, device, opset_version, includ
 def _checked_node_translation(cls, init_model, pred_model, node_def, opset_version):
     """``_onnx_node_to_caffe2_op`` with the node's form checked (what Caffe2's subgraph translation calls)."""
     refuse_python_nodes(helper.make_graph([node_def], "node", [], []))
-    facts = GraphFacts(None if pred_model is None else pred_model.graph)
+    facts = GraphFacts(None if pred_model is None else pred_model.graph, torch_kernels=True)  # no lowering target
     converter = workspace.C.Caffe2Backend(cls._dummy_name)
     return Caffe2Ops(node_ops(cls, converter, node_def, facts, opset_version), [], [])
 

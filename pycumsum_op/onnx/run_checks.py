@@ -103,26 +103,55 @@ def as_double(name: str, blob: str, fresh) -> Tuple[list, str]:
     return [make_op("Cast", [blob], [out], name, to=_DOUBLE)], out
 
 
+def product(name: str, values: str, length, fresh) -> Tuple[list, str]:
+    """(ops, blob): the product of the entries of float64 vector ``values``: where ``length`` is known when importing, a
+    Reshape to it (which stops the net if the vector has another length: the product is never of part of it), one
+    Split into its entries and a Mul per entry (stock operators, every build has them); else torch's ``prod`` (the ATen
+    op, which the portable target refuses: `importer`)."""
+    out = fresh()
+    if length is None:
+        return [make_op("ATen", [values], [out], name, operator="prod", dim=0, keepdim=False)], out
+    if length == 0:
+        return [make_op("ConstantFill", [], [out], name, shape=[1], dtype=_DOUBLE, value=1.0)], out
+    held, entries = fresh(), [fresh() for _ in range(length)]
+    ops = [make_op("Reshape", [values], [held, fresh()], name, shape=[length]),
+           make_op("Split", [held], entries, name, axis=0)]
+    out = entries[0]
+    for entry in entries[1:]:
+        out, former = fresh(), out
+        ops.append(make_op("Mul", [former, entry], [out], name))
+    return ops, out
+
+
+def magnitudes(name: str, values: str, fresh) -> Tuple[list, str]:
+    """(ops, blob): the magnitudes of the float64 whole numbers in ``values``, as their product by their signs
+    (Caffe2's Abs is float32 only; a -0.0 stays -0.0, which no product of dims tells from 0)."""
+    sign, out = fresh(), fresh()
+    return [make_op("Sign", [values], [sign], name), make_op("Mul", [values, sign], [out], name)], out
+
+
 def capped_dims(name: str, dims: str, cap: int, message: str, fresh, lowest: int = 0, checked: str = "",
-                factor: str = "") -> list:
-    """Ops stopping the net unless every entry of float64 vector ``dims`` lies in [``lowest``, ``cap``] and the product
-    of their magnitudes (times float64 scalar ``factor``, itself within [0, cap], when given) is at most ``cap``."""
+                factor: str = "", length=None) -> list:
+    """Ops stopping the net unless every entry of float64 vector ``dims`` (``length`` entries, when known) lies in
+    [``lowest``, ``cap``] and the product of their magnitudes (times float64 scalar ``factor``, itself within
+    [0, cap], when given) is at most ``cap`` (`product`)."""
     low, high, at_least, at_most, inside = fresh(), fresh(), fresh(), fresh(), fresh()
     more, high = whole_double(name, cap, fresh)
     ops = more + [make_op("ConstantFill", [], [low], name, shape=[], dtype=_DOUBLE, value=float(lowest)),
                   make_op("GE", [dims, low], [at_least], name), make_op("LE", [dims, high], [at_most], name),
                   make_op("And", [at_least, at_most], [inside], name), refusal(name, inside, message, checked)]
-    magnitudes = dims
+    magnitude = dims
     if lowest < 0:  # Reshape's -1: the other dims' product bounds the count
-        magnitudes = fresh()
-        ops.append(make_op("ATen", [dims], [magnitudes], name, operator="abs"))
-    product, within = fresh(), fresh()
-    ops.append(make_op("ATen", [magnitudes], [product], name, operator="prod", dim=0, keepdim=False))
+        more, magnitude = magnitudes(name, dims, fresh)
+        ops += more
+    more, total = product(name, magnitude, length, fresh)
+    ops += more
     if factor:
         scaled = fresh()
-        ops.append(make_op("Mul", [product, factor], [scaled], name))
-        product = scaled
-    return ops + [make_op("LE", [product, high], [within], name), refusal(name, within, message, checked)]
+        ops.append(make_op("Mul", [total, factor], [scaled], name))
+        total = scaled
+    within = fresh()
+    return ops + [make_op("LE", [total, high], [within], name), refusal(name, within, message, checked)]
 
 
 def capped_scalar(name: str, value: str, cap: int, message: str, fresh, lowest: int = 0, checked: str = "") -> list:

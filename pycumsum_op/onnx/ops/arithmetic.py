@@ -102,9 +102,18 @@ def _pow(node, facts, opset, fresh):
          rank=same_rank, dims=same_dims,
          elements=AT_MOST_FIRST)
 def _sign_op(node, facts, opset, fresh):
-    """Abs and Neg: Caffe2's kernels are float-only, torch's take integers too."""
-    if facts.elem_type(node.input[0]) == TensorProto.FLOAT:
-        return [make_op({"Abs": "Abs", "Neg": "Negative"}[node.op_type], [node.input[0]], [node.output[0]], node.name)]
+    """Abs and Neg: Caffe2's Abs is float-only, torch's takes integers too; Caffe2's Negative takes float, double,
+    int32 and int64, and its Sign too: the portable target's Abs of int32 and int64 is x times its sign (of a double
+    it would be -0.0 at -0.0)."""
+    elem_type, data, out = facts.elem_type(node.input[0]), node.input[0], node.output[0]
+    if elem_type == TensorProto.FLOAT:
+        return [make_op({"Abs": "Abs", "Neg": "Negative"}[node.op_type], [data], [out], node.name)]
+    if not facts.torch_kernels and elem_type in (TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64):
+        if node.op_type == "Neg":
+            return [make_op("Negative", [data], [out], node.name)]
+    if not facts.torch_kernels and elem_type in (TensorProto.INT32, TensorProto.INT64):
+        sign = fresh()
+        return [make_op("Sign", [data], [sign], node.name), make_op("Mul", [data, sign], [out], node.name)]
     return [make_op("ATen", [node.input[0]], [node.output[0]], node.name, operator=node.op_type.lower())]
 
 

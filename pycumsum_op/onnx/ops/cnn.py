@@ -162,12 +162,12 @@ def _im2col_bound(node, opset, facts, weight_dims, args: dict, group: int, fresh
     added, fill = constant_blob(pads, fresh)
     ops = [make_op("Shape", [data], [shape], node.name), make_op("Slice", [shape], [spatial], node.name, starts=[2],
                                                                  ends=[-1]),
-           fill, make_op("ATen", [spatial, added], [grown], node.name, operator="add")]
+           fill, make_op("Add", [spatial, added], [grown], node.name)]
     more, bound = as_double(node.name, grown, fresh)
     more_factor, factor = whole_double(node.name, per_position, fresh)
     return ops + more + more_factor + capped_dims(node.name, bound, element_cap(4), size_message(
         where, "its im2col buffer (the spatial dims of input 0 {!r} and its pads, times {} per position)".format(
-            data, per_position), 4), fresh, checked=shape, factor=factor)
+            data, per_position), 4), fresh, checked=shape, factor=factor, length=rank)
 
 
 @declare("MaxPool", Form((1, 9), dict(_WINDOW, storage_order=frozenset([0]))),
@@ -208,16 +208,16 @@ def _pool(node, facts, opset, fresh):
     name = node.name.replace("Pool", "pool") if "global_pooling" in args else node.name
     if operator == "AveragePool":
         return ops + [make_op(operator, [data], [out], name, **args)]
-    return ops + _nan_max(node, data, out, args, name, fresh, spatial == 3)
+    return ops + _nan_max(node, data, out, args, name, fresh, spatial == 3, facts.torch_kernels)
 
 
-def _nan_max(node, data, out, args, name, fresh, three_dims: bool) -> list:
+def _nan_max(node, data, out, args, name, fresh, three_dims: bool, torch_kernels: bool) -> list:
     """MaxPool with a NaN wherever its window holds one (torch's max_pool; onnxruntime's own kernels disagree with
     each other on NaN: its 2-D pool gives NaN for [1, NaN], its 1-D one skips every NaN): Caffe2's kernel skips a
     NaN in some places of a window and not in others, so the windows holding a NaN are found by pooling the NaN
-    mask, and filled with NaN (torch's masked_fill by the ATen op). Its 3-D kernel starts each window from the
-    lowest float, which it also writes for a window of -inf only: those windows, found by pooling the mask of
-    entries other than -inf, are filled with -inf first."""
+    mask, and filled with NaN (torch's masked_fill by the ATen op; for the portable target Caffe2's IsNaN, EQ and Where
+    of a filled copy). Its 3-D kernel starts each window from the lowest float, which it also writes for a window of
+    -inf only: those windows, found by pooling the mask of entries other than -inf, are filled with -inf first."""
     pooled = fresh()
     ops = [make_op("MaxPool", [data], [pooled], name, **args)]
     fills = [("isnan", {}, False, float("nan"))]
@@ -226,15 +226,27 @@ def _nan_max(node, data, out, args, name, fresh, three_dims: bool) -> list:
     for number, (test, test_args, fill_where_none, value) in enumerate(fills):
         tested, mask, hit, hits = (fresh() for _ in range(4))
         target = out if number == len(fills) - 1 else fresh()
-        ops += [make_op("ATen", [data], [tested], node.name, operator=test, **test_args),
-                make_op("Cast", [tested], [mask], node.name, to=caffe2_pb2.TensorProto.FLOAT),
+        if torch_kernels:
+            ops.append(make_op("ATen", [data], [tested], node.name, operator=test, **test_args))
+        elif test == "isnan":
+            ops.append(make_op("IsNaN", [data], [tested], node.name))
+        else:  # not -inf
+            low, equal = fresh(), fresh()
+            ops += [make_op("ConstantFill", [data], [low], node.name, value=float("-inf")),
+                    make_op("EQ", [data, low], [equal], node.name), make_op("Not", [equal], [tested], node.name)]
+        ops += [make_op("Cast", [tested], [mask], node.name, to=caffe2_pb2.TensorProto.FLOAT),
                 make_op("MaxPool", [mask], [hit], name, **args),
                 make_op("Cast", [hit], [hits], node.name, to=caffe2_pb2.TensorProto.BOOL)]
         if fill_where_none:  # no entry passed the test: the window is all -inf
             none = fresh()
             ops.append(make_op("Not", [hits], [none], node.name))
             hits = none
-        ops.append(make_op("ATen", [pooled, hits], [target], node.name, operator="masked_fill", value=value))
+        if torch_kernels:
+            ops.append(make_op("ATen", [pooled, hits], [target], node.name, operator="masked_fill", value=value))
+        else:
+            filled = fresh()
+            ops += [make_op("ConstantFill", [pooled], [filled], node.name, value=value),
+                    make_op("Where", [hits, filled, pooled], [target], node.name)]
         pooled = target
     return ops
 
@@ -338,7 +350,7 @@ def _constant_pad(node, opset, facts, rank: int, pads, value, fresh) -> list:
                     make_op("Add", [whole, all_growth], [grown_all], node.name)] + more + capped_dims(
                 node.name, dims_double, element_cap(size), size_message(
                     label(node, opset), "its output (input 0 {!r} and the pads)".format(data), size), fresh,
-                checked=grown_all)
+                checked=grown_all, length=rank)
     return ops + [make_op("ATen", [data], [node.output[0]], node.name, operator="constant_pad_nd", pad=torch_pads,
                       value=float(value))]
 
@@ -385,7 +397,8 @@ def _gathered_pad(node, opset, facts, rank: int, mode: str, pads, value, fresh) 
     ops += [make_op("Shape", [data], [shape], node.name), make_op("Add", [shape, begins], [grown], node.name),
             make_op("Add", [grown, ends], [dims], node.name)] + more + capped_dims(
         node.name, dims_double, element_cap(size, counter=True), size_message(
-            where, "its output (input 0 {!r} and the pads)".format(data), size, counter=True), fresh, checked=dims)
+            where, "its output (input 0 {!r} and the pads)".format(data), size, counter=True), fresh, checked=dims,
+        length=rank)
     zero, one, minus_one = fresh(), fresh(), fresh()
     ops += [make_op("GivenTensorInt64Fill", [], [blob], node.name, values=[number], shape=[1])
             for blob, number in ((zero, 0), (one, 1), (minus_one, -1))]

@@ -166,19 +166,56 @@ def taken(node, data: str, indices: str, out: str, axis: int) -> caffe2_pb2.Oper
     return make_op("ATen", [data, indices], [out], node.name, operator="index_select", dim=axis)
 
 
-def checked_shape(node, opset, shape: str, size: int, fresh, lowest: int = 0, named: str = "") -> list:
+def checked_shape(node, opset, shape: str, size: int, fresh, lowest: int = 0, named: str = "", length=None) -> list:
     """Ops stopping the net unless the shape in 1-D blob ``shape`` (fed or computed; ``named``: the ONNX input it comes
-    from) asks for a tensor of elements of ``size`` bytes within ``PYCUMSUM_OP_MAX_TENSOR_BYTES``, each dim in
+    from; ``length`` entries, when known) asks for a tensor of elements of ``size`` bytes within
+    ``PYCUMSUM_OP_MAX_TENSOR_BYTES``, each dim in
     [``lowest``, cap] (Reshape's -1: ``lowest`` -1): Caffe2 multiplies the dims in 64 bits unchecked ([2**62 + 1, 4]
     would count 4 elements)."""
     what = "the shape {!r}".format(named or shape)
     more, dims = as_double(node.name, shape, fresh)
     return more + capped_dims(node.name, dims, element_cap(size), size_message(label(node, opset), what, size,
                                                                                lowest=lowest),
-                              fresh, lowest=lowest, checked=shape)
+                              fresh, lowest=lowest, checked=shape, length=length)
 
 
 def constant_or(facts, name: str, default):
     """The value of constant ``name``, else ``default``."""
     value = facts.constant(name)
     return default if value is None else value
+
+
+def broadcast_operands(node, facts, names, fresh) -> tuple:
+    """(ops, blobs): ``names`` broadcast to their common shape, for Caffe2's elementwise kernels that do not broadcast
+    (the portable target's stock operators): each multiplied by ones of that shape with Caffe2's Mul, whose
+    broadcasting is numpy's, empty dims included (its Expand reads a 0 as a 1), and x * 1 keeps -0.0, NaN and the
+    infinities. The ones are the product of ones like each operand; bool goes through int32 (Mul has no bool kernel).
+    Operands the model proves to be of one shape are kept."""
+    dims = [facts.known_dims(name) for name in names]
+    if dims[0] is not None and None not in dims[0] and all(dim == dims[0] for dim in dims):
+        return [], list(names)
+    ops, ones = [], None
+    for name in names:
+        like = fresh()
+        ops.append(make_op("ConstantFill", [name], [like], node.name, value=1.0, dtype=caffe2_pb2.TensorProto.FLOAT))
+        if ones is not None:
+            product = fresh()
+            ops.append(make_op("Mul", [ones, like], [product], node.name))
+            like = product
+        ones = like
+    blobs = []
+    for name in names:
+        bool_typed = facts.elem_type(name) == TensorProto.BOOL
+        c2_type = CAFFE2_TYPES[TensorProto.INT32 if bool_typed else facts.elem_type(name)]
+        typed, source, grown = fresh(), name, fresh()
+        ops.append(make_op("Cast", [ones], [typed], node.name, to=c2_type))
+        if bool_typed:
+            source = fresh()
+            ops.append(make_op("Cast", [name], [source], node.name, to=caffe2_pb2.TensorProto.INT32))
+        ops.append(make_op("Mul", [source, typed], [grown], node.name))
+        if bool_typed:
+            narrow = fresh()
+            ops.append(make_op("Cast", [grown], [narrow], node.name, to=caffe2_pb2.TensorProto.BOOL))
+            grown = narrow
+        blobs.append(grown)
+    return ops, blobs

@@ -9,8 +9,8 @@ from ..run_checks import (COUNTER_LIMIT, as_double, capped_dims, capped_scalar, 
                           make_op, size_message, whole_double)
 from .contract import (ANY, AT_MOST_FIRST, BROADCAST, MOVED, NEWEST, NUMBERS, ZERO_ONE, Form, broadcast_dims,
                        broadcast_rank, declare, fixed_rank, given, label, same_rank)
-from .helpers import (attribute, axis_length, checked_type, counted_by_range, int64_scalar, normalized, rank_checked,
-                      refuse, type_text, within_rank)
+from .helpers import (attribute, axis_length, broadcast_operands, checked_type, counted_by_range, int64_scalar,
+                      normalized, rank_checked, refuse, type_text, within_rank)
 
 
 def _gather_rank(node, known, facts):
@@ -284,7 +284,7 @@ def _eye_like(node, facts, opset, fresh):
     ops += [make_op("Shape", [data], [shape], node.name)] + more + capped_dims(
         node.name, dims, element_cap(8, counter=True), size_message(
             label(node, opset), "the dims of input 0 {!r} (one int64 per element)".format(data), 8, counter=True),
-        fresh, checked=shape)
+        fresh, checked=shape, length=2)
     more, offsets = _diagonal_offsets(node, opset, data, 2, fresh)
     k, diagonal = fresh(), fresh()
     return ops + more + [int64_scalar(node, k, int(attribute(node, "k", 0))),
@@ -292,7 +292,18 @@ def _eye_like(node, facts, opset, fresh):
                          make_op("Cast", [diagonal], [out], node.name, to=_EYE_TYPES[elem_type])]
 
 
+#: the types Caffe2's Where kernel takes
+_WHERE_TYPES = frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL])
+
+
 @declare("Where", Form((9, NEWEST)), types=NUMBERS | {TensorProto.FLOAT16, TensorProto.UINT8}, typed=("input", 1),
          rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
 def _where(node, facts, opset, fresh):
-    return [make_op("ATen", list(node.input), [node.output[0]], node.name, operator="where")]
+    """torch's where (ONNX's broadcasting); for the portable target, Caffe2's Where of the operands broadcast first
+    (`broadcast_operands`: its kernel takes one shape) where its kernel has the type."""
+    if facts.torch_kernels:
+        return [make_op("ATen", list(node.input), [node.output[0]], node.name, operator="where")]
+    checked_type(node, opset, facts, node.input[1], "input 1 (X)", _WHERE_TYPES,
+                 "Caffe2's Where (the portable target's) takes float, double, int32, int64 and bool")
+    ops, operands = broadcast_operands(node, facts, list(node.input), fresh)
+    return ops + [make_op("Where", operands, [node.output[0]], node.name)]

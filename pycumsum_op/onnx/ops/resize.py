@@ -142,7 +142,7 @@ def _axis_lengths(node, where: str, scales, sizes, dims: str, axis: int, fresh) 
         more, double = as_double(node.name, product, fresh)
         ops += more + capped_dims(node.name, double, cap, size_message(
             where, "dim {} of input 0 {!r} times its scale".format(axis, node.input[0]), 4, counter=True), fresh,
-            checked=double)
+            checked=double, length=1)
         return ops + [make_op("Cast", [product], [size], node.name, to=_INT64)], length, length_float, size, scale
     size_float, filled, nonempty, kept, zero = fresh(), fresh(), fresh(), fresh(), fresh()
     ops += [make_op("Slice", [sizes], [size], node.name, starts=[axis], ends=[axis + 1]),
@@ -165,16 +165,17 @@ def _bounded(node, where: str, dims: str, lengths, fresh) -> list:
     ops = more + [make_op("Slice", [outer], [first], node.name, starts=[0], ends=[2])]
     parts = [first]
     for length, size in lengths:
-        longer, size_double, length_double = fresh(), fresh(), fresh()
+        longer, size_double, length_double, size_longer = fresh(), fresh(), fresh(), fresh()
         ops += [make_op("Cast", [size], [size_double], node.name, to=caffe2_pb2.TensorProto.DOUBLE),
                 make_op("Cast", [length], [length_double], node.name, to=caffe2_pb2.TensorProto.DOUBLE),
-                make_op("ATen", [size_double, length_double], [longer], node.name, operator="maximum")]
+                make_op("GE", [size_double, length_double], [size_longer], node.name),  # Caffe2's Max: float32 only
+                make_op("Where", [size_longer, size_double, length_double], [longer], node.name)]
         parts.append(longer)
     joined = fresh()
     ops.append(make_op("Concat", parts, [joined, fresh()], node.name, axis=0))
     return ops + capped_dims(node.name, joined, element_cap(4, counter=True), size_message(
         where, "its output (N, C and the larger of each spatial dim and its output length)", 4, counter=True),
-        fresh, checked=joined)
+        fresh, checked=joined, length=2 + len(lengths))
 
 
 def _kept(node, lengths, fresh) -> tuple:

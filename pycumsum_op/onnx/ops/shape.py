@@ -9,7 +9,7 @@ from onnx import TensorProto
 from ...input_limits import MAX_RANK, check_tensor, shape_text
 from ...lowering.aten_gradient import imported_form
 from ..run_checks import (as_double, capped_dims, capped_scalar, declared, element_cap, exact_double, itemsize,
-                          make_op, refusal, size_message, whole_double)
+                          magnitudes, make_op, product, refusal, size_message, whole_double)
 from .contract import (ANY, AT_MOST_FIRST, BOOL, MOVED, NEWEST, NUMBERS, STOCK, Form, declare, first_known_rank,
                        fixed_rank, given, label, same_dims, same_rank, shape_length_rank, stock)
 from .helpers import (CAFFE2_TYPES, FLOATS, attribute, checked_shape, checked_type, constant_blob, filled_blob,
@@ -99,9 +99,10 @@ def _reshape(node, facts, opset, fresh):
     zero, is_zero, new_shape = fresh(), fresh(), fresh()
     ops += [int64_scalar(node, zero, 0),
             make_op("EQ", [shape, zero], [is_zero], node.name),
-            make_op("ATen", [is_zero, prefix, shape], [new_shape], node.name, operator="where")]
-    ops += checked_shape(node, opset, new_shape, itemsize(facts.elem_type(data)), fresh, lowest=-1, named=shape)
-    ops += _count_agrees(node, opset, data, new_shape, shape, fresh)
+            make_op("Where", [is_zero, prefix, shape], [new_shape], node.name)]  # one length: Caffe2's Where
+    ops += checked_shape(node, opset, new_shape, itemsize(facts.elem_type(data)), fresh, lowest=-1, named=shape,
+                         length=count)
+    ops += _count_agrees(node, opset, data, new_shape, shape, count, fresh)
     if count:
         return ops + [make_op("Reshape", [data, new_shape], out, node.name)]
     # Caffe2's Reshape refuses an empty shape (a scalar): the shape gets a leading 1, dropped after
@@ -144,31 +145,28 @@ def _count_fixed(node, opset, facts, written, fresh) -> list:
             refusal(node.name, same, _count_refused(node, opset, data, node.input[1]), size)]
 
 
-def _count_agrees(node, opset, data: str, new_shape: str, shape: str, fresh) -> list:
-    """`_count_fixed` for a shape read when the net runs (int64 blob ``new_shape``, its dims checked within the cap):
-    without a -1 the product of its dims is the input's count; with one, that product is not 0."""
+def _count_agrees(node, opset, data: str, new_shape: str, shape: str, length, fresh) -> list:
+    """`_count_fixed` for a shape read when the net runs (int64 blob ``new_shape`` of ``length`` entries when known, its
+    dims checked within the cap): without a -1 the product of its dims is the input's count; with one, that product
+    is not 0."""
     more, dims = as_double(node.name, new_shape, fresh)
-    minus, free, frees, count, magnitudes, product, size, whole = (fresh() for _ in range(8))
+    more_magnitudes, magnitude = magnitudes(node.name, dims, fresh)
+    more_product, total = product(node.name, magnitude, length, fresh)
+    minus, free, frees, count, size, whole = (fresh() for _ in range(6))
     zero, with_free, nonzero, fits_free, without, equal, fits, agrees = (fresh() for _ in range(8))
-    return more + [make_op("ConstantFill", [], [minus], node.name, shape=[], dtype=caffe2_pb2.TensorProto.DOUBLE,
-                           value=-1.0),
+    double = caffe2_pb2.TensorProto.DOUBLE
+    return more + [make_op("ConstantFill", [], [minus], node.name, shape=[], dtype=double, value=-1.0),
                    make_op("EQ", [dims, minus], [free], node.name),
-                   make_op("Cast", [free], [frees], node.name, to=caffe2_pb2.TensorProto.DOUBLE),
-                   make_op("ReduceSum", [frees], [count], node.name, axes=[0], keepdims=0),
-                   make_op("ATen", [dims], [magnitudes], node.name, operator="abs"),
-                   make_op("ATen", [magnitudes], [product], node.name, operator="prod", dim=0, keepdim=False),
-                   make_op("Size", [data], [size], node.name),
-                   make_op("Cast", [size], [whole], node.name, to=caffe2_pb2.TensorProto.DOUBLE),
-                   make_op("ConstantFill", [], [zero], node.name, shape=[], dtype=caffe2_pb2.TensorProto.DOUBLE,
-                           value=0.0),
-                   make_op("GT", [count, zero], [with_free], node.name),
-                   make_op("GT", [product, zero], [nonzero], node.name),
-                   make_op("And", [with_free, nonzero], [fits_free], node.name),
-                   make_op("Not", [with_free], [without], node.name),
-                   make_op("EQ", [product, whole], [equal], node.name),
-                   make_op("And", [without, equal], [fits], node.name),
-                   make_op("Or", [fits_free, fits], [agrees], node.name),
-                   refusal(node.name, agrees, _count_refused(node, opset, data, shape), new_shape)]
+                   make_op("Cast", [free], [frees], node.name, to=double),
+                   make_op("ReduceSum", [frees], [count], node.name, axes=[0], keepdims=0)] + \
+        more_magnitudes + more_product + [
+            make_op("Size", [data], [size], node.name), make_op("Cast", [size], [whole], node.name, to=double),
+            make_op("ConstantFill", [], [zero], node.name, shape=[], dtype=double, value=0.0),
+            make_op("GT", [count, zero], [with_free], node.name), make_op("GT", [total, zero], [nonzero], node.name),
+            make_op("And", [with_free, nonzero], [fits_free], node.name),
+            make_op("Not", [with_free], [without], node.name), make_op("EQ", [total, whole], [equal], node.name),
+            make_op("And", [without, equal], [fits], node.name), make_op("Or", [fits_free, fits], [agrees], node.name),
+            refusal(node.name, agrees, _count_refused(node, opset, data, shape), new_shape)]
 
 
 def _length_bound(node, opset, shape: str, length: str, fresh) -> list:
@@ -253,8 +251,8 @@ def _flatten(node, facts, opset, fresh):
 def _expand(node, facts, opset, fresh):
     """Caffe2's Expand broadcasts as ONNX's does, over int32, int64, float and double, but reads a 0 in the shape as
     a 1 and enforces (math_cpu.cc) on an empty input dim that the shape broadcasts: unless the model proves that
-    neither happens, x is multiplied by ones of the shape with the ATen op (torch broadcasts empty dims as ONNX
-    does, and x * 1 keeps -0.0, NaN and the infinities). Bool goes through int32 (Caffe2's Expand has no bool
+    neither happens, x is multiplied by ones of the shape with the ATen op, or Caffe2's Mul for the portable target
+    (both broadcast empty dims as ONNX does, and x * 1 keeps -0.0, NaN and the infinities). Bool goes through int32 (Caffe2's Expand has no bool
     kernel)."""
     data, shape = node.input
     elem_type = facts.elem_type(data)
@@ -279,7 +277,8 @@ def _expand(node, facts, opset, fresh):
         ones = fresh()
         c2_type = CAFFE2_TYPES[TensorProto.INT32 if elem_type == TensorProto.BOOL else elem_type]
         ops += filled_blob(node, shape, ones, c2_type, 1.0 if elem_type in FLOATS else 1, fresh)
-        ops.append(make_op("ATen", [source, ones], [target], node.name, operator="mul"))
+        ops.append(make_op("ATen", [source, ones], [target], node.name, operator="mul") if facts.torch_kernels
+                   else make_op("Mul", [source, ones], [target], node.name))
     if elem_type == TensorProto.BOOL:
         ops.append(make_op("Cast", [target], [node.output[0]], node.name, to=caffe2_pb2.TensorProto.BOOL))
     return ops
@@ -317,9 +316,10 @@ def _broadcast_bound(node, opset, data: str, shape: str, size: int, fresh) -> li
         more_double, double = as_double(node.name, padded, fresh)
         ops += more + more_double
         aligned.append(double)
-    larger = fresh()
-    ops.append(make_op("ATen", aligned, [larger], node.name, operator="maximum"))
-    return ops + capped_dims(node.name, larger, element_cap(size), message, fresh, checked=wide)
+    larger, first_larger = fresh(), fresh()
+    ops += [make_op("GE", aligned, [first_larger], node.name),  # whole numbers: Caffe2's Max is float32 only
+            make_op("Where", [first_larger] + aligned, [larger], node.name)]
+    return ops + capped_dims(node.name, larger, element_cap(size), message, fresh, checked=wide, length=MAX_RANK)
 
 
 # Caffe2's NumpyTile (the stock converter's), after run-time checks of the output's size: repeats constant or fed at
@@ -340,9 +340,9 @@ def _tile(node, facts, opset, fresh):
     tiled = fresh()
     ops += more_dims + more_repeats + capped_scalar(node.name, repeats_double, element_cap(size), message, fresh,
                                                     checked=wide)
-    # torch's mul: a repeats of another length than the rank fails there in one line (NumpyTile would refuse it too)
-    ops.append(make_op("ATen", [dims_double, repeats_double], [tiled], node.name, operator="mul"))
-    ops += capped_dims(node.name, tiled, element_cap(size), message, fresh, checked=wide)
+    # repeats of another length than the rank fail the Mul (NumpyTile would refuse them too), one repeat broadcasts
+    ops.append(make_op("Mul", [dims_double, repeats_double], [tiled], node.name))
+    ops += capped_dims(node.name, tiled, element_cap(size), message, fresh, checked=wide, length=facts.rank(data))
     return ops + [make_op("NumpyTile", [data, repeats], [node.output[0]], node.name)]
 
 
@@ -401,7 +401,8 @@ def _constant_of_shape(node, facts, opset, fresh):
     if shape is not None and shape.size == 0:  # a scalar
         ops = [make_op("ConstantFill", [], [filled], node.name, shape=[], dtype=c2_type, value=fill_value)]
     else:
-        ops = [] if shape is not None else checked_shape(node, opset, node.input[0], itemsize(elem_type), fresh)
+        ops = [] if shape is not None else checked_shape(node, opset, node.input[0], itemsize(elem_type), fresh,
+                                                         length=length[0] if length else None)
         if shape is not None or (length and length[0]):  # ConstantFill refuses an empty shape
             ops.append(make_op("ConstantFill", [node.input[0]], [filled], node.name, input_as_shape=1, dtype=c2_type,
                            value=fill_value))
@@ -409,7 +410,8 @@ def _constant_of_shape(node, facts, opset, fresh):
             ops += filled_blob(node, node.input[0], filled, c2_type, fill_value, fresh)
     if inexact:
         more, exact = exact_double(node.name, number, fresh)
-        ops += more + [make_op("ATen", [filled, exact], [out], node.name, operator="mul")]
+        ops += more + [make_op("ATen", [filled, exact], [out], node.name, operator="mul") if facts.torch_kernels
+                       else make_op("Mul", [filled, exact], [out], node.name)]
     return ops
 
 

@@ -36,24 +36,35 @@ class _Torch(NamedTuple):
     operator: str
     #: its arguments from the node's attributes
     arguments: Callable = lambda node: {}
+    #: Caffe2's operator for float32, where it is right (within 2e-6 relative of onnxruntime, ±inf, NaN and -0.0
+    #: included): the portable target's form, which builds without ATen
+    stock: str = ""
+    #: its arguments from the node's attributes
+    stock_arguments: Callable = lambda node: {}
 
 
 _ELEMENTWISE = {
     "Sign": _Torch(9, (), NUMBERS | SMALL_INTS, "sign"),
     "Ceil": _Torch(6, (), _FLOAT_DOUBLE, "ceil"), "Floor": _Torch(6, (), _FLOAT_DOUBLE, "floor"),
     "Round": _Torch(11, (), _FLOAT_DOUBLE, "round"),  # half to even, as ONNX
-    "Sin": _Torch(7, (), _FLOAT_DOUBLE, "sin"), "Cos": _Torch(7, (), FLOAT, "cos"), "Tan": _Torch(7, (), FLOAT, "tan"),
-    "Asin": _Torch(7, (), FLOAT, "asin"), "Acos": _Torch(7, (), FLOAT, "acos"), "Atan": _Torch(7, (), FLOAT, "atan"),
-    "Sinh": _Torch(9, (), FLOAT, "sinh"), "Cosh": _Torch(9, (), FLOAT, "cosh"), "Asinh": _Torch(9, (), FLOAT, "asinh"),
+    "Sin": _Torch(7, (), _FLOAT_DOUBLE, "sin", stock="Sin"), "Cos": _Torch(7, (), FLOAT, "cos", stock="Cos"),
+    "Tan": _Torch(7, (), FLOAT, "tan", stock="Tan"), "Asin": _Torch(7, (), FLOAT, "asin", stock="Asin"),
+    "Acos": _Torch(7, (), FLOAT, "acos", stock="Acos"), "Atan": _Torch(7, (), FLOAT, "atan", stock="Atan"),
+    "Sinh": _Torch(9, (), FLOAT, "sinh", stock="Sinh"), "Cosh": _Torch(9, (), FLOAT, "cosh", stock="Cosh"),
+    "Asinh": _Torch(9, (), FLOAT, "asinh"),
     "Acosh": _Torch(9, (), FLOAT, "acosh"), "Atanh": _Torch(9, (), FLOAT, "atanh"),
-    "IsNaN": _Torch(9, (), frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16]), "isnan"),
-    "Elu": _Torch(6, ("alpha",), FLOAT, "elu", lambda node: {"alpha": float(attribute(node, "alpha", 1.0))}),
+    "IsNaN": _Torch(9, (), frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16]), "isnan",
+                    stock="IsNaN"),
+    "Elu": _Torch(6, ("alpha",), FLOAT, "elu", lambda node: {"alpha": float(attribute(node, "alpha", 1.0))},
+                  stock="Elu", stock_arguments=lambda node: {"alpha": float(attribute(node, "alpha", 1.0))}),
     "Selu": _Torch(6, ("alpha", "gamma"), FLOAT, "elu", lambda node: {
         "alpha": float(attribute(node, "alpha", _SELU[0])), "scale": float(attribute(node, "gamma", _SELU[1])),
-        "input_scale": 1.0}),
+        "input_scale": 1.0}, stock="Selu", stock_arguments=lambda node: {
+            "alpha": float(attribute(node, "alpha", _SELU[0])), "scale": float(attribute(node, "gamma", _SELU[1]))}),
     "Celu": _Torch(12, ("alpha",), FLOAT, "celu", lambda node: {"alpha": float(attribute(node, "alpha", 1.0))}),
     "LeakyRelu": _Torch(6, ("alpha",), FLOAT, "leaky_relu",
-                        lambda node: {"negative_slope": float(attribute(node, "alpha", 0.01))}),
+                        lambda node: {"negative_slope": float(attribute(node, "alpha", 0.01))}, stock="LeakyRelu",
+                        stock_arguments=lambda node: {"alpha": float(attribute(node, "alpha", 0.01))}),
     "ThresholdedRelu": _Torch(10, ("alpha",), FLOAT, "threshold",
                               lambda node: {"threshold": float(attribute(node, "alpha", 1.0)), "value": 0.0}),
     "Xor": _Torch(7, (), BOOL, "logical_xor"),  # broadcasts as numpy
@@ -67,7 +78,8 @@ _IS_INF = {(1, 1): "isinf", (0, 1): "isposinf", (1, 0): "isneginf"}
 @declare("IsInf", Form((10, NEWEST), {"detect_negative": ZERO_ONE, "detect_positive": ZERO_ONE}),
          types=_FLOAT_DOUBLE, rank=same_rank, dims=same_dims)
 def _elementwise(node, facts, opset, fresh):
-    """An elementwise op by torch's kernel (`_ELEMENTWISE`; IsInf by which infinities it detects)."""
+    """An elementwise op by torch's kernel (`_ELEMENTWISE`; IsInf by which infinities it detects), or for the portable
+    target by Caffe2's where its entry names one and the input is float32."""
     if node.op_type == "IsInf":
         detect = (int(attribute(node, "detect_negative", 1)), int(attribute(node, "detect_positive", 1)))
         if detect not in _IS_INF:
@@ -76,6 +88,9 @@ def _elementwise(node, facts, opset, fresh):
     else:
         torch_op = _ELEMENTWISE[node.op_type]
         operator, args = torch_op.operator, torch_op.arguments(node)
+        if not facts.torch_kernels and torch_op.stock and facts.elem_type(node.input[0]) == TensorProto.FLOAT:
+            return [make_op(torch_op.stock, [node.input[0]], [node.output[0]], node.name,
+                            **torch_op.stock_arguments(node))]
     if node.op_type == "Sign" and facts.elem_type(node.input[0]) in FLOATS:
         return _nan_kept(node, "sign", {}, float("nan"), fresh)
     if node.op_type == "ThresholdedRelu":
@@ -109,7 +124,10 @@ def _hard_swish(node, facts, opset, fresh):
 
 @declare("Softsign", Form((1, NEWEST)), types=FLOAT, rank=same_rank, dims=same_dims)
 def _softsign(node, facts, opset, fresh):
-    """ONNX's x / (1 + |x|), as defined (NaN for ±inf), by torch's kernels."""
+    """ONNX's x / (1 + |x|), as defined (NaN for ±inf), by torch's kernels; Caffe2's for the portable target (within
+    2e-6 relative of onnxruntime, ±inf, NaN and -0.0 included)."""
+    if not facts.torch_kernels:
+        return [make_op("Softsign", [node.input[0]], [node.output[0]], node.name)]
     magnitude, denominator = fresh(), fresh()
     return [make_op("ATen", [node.input[0]], [magnitude], node.name, operator="abs"),
             make_op("ATen", [magnitude], [denominator], node.name, operator="add", other=1.0),
