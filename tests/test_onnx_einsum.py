@@ -104,14 +104,19 @@ def test_random_equations_match(case, dynamic, opset):
 @given(case=einsum_cases("abcdeABCDE"), dynamic=st.booleans())
 def test_upper_case_letters_match(case, dynamic):
     """onnxruntime's Einsum of the equation spelled in lower case, the alphabetical order kept (upper case first, as
-    an implicit output orders them), where no operand is empty; else the definition."""
+    an implicit output orders them), where no operand is empty and onnxruntime runs it (it fails 'abdc->cb' of
+    dims (2, 2, 2, 2) in its DataCopy); else the definition."""
+    from onnxruntime.capi.onnxruntime_pybind11_state import RuntimeException
     equation, feeds = case
     model = node_model("Einsum", feeds, {}, {"equation": equation}, opset=13, dynamic=dynamic)
     if any(value.size == 0 for value in feeds.values()):
         assert outcome(model, feeds, [definition(equation, feeds)]) == ("match", None), equation
         return
     lower = equation.translate(str.maketrans("ABCDEabcde", "abcdefghij"))
-    want = onnxruntime_outputs(node_model("Einsum", feeds, {}, {"equation": lower}, opset=13), feeds)
+    try:
+        want = onnxruntime_outputs(node_model("Einsum", feeds, {}, {"equation": lower}, opset=13), feeds)
+    except RuntimeException:
+        want = [definition(equation, feeds)]
     assert outcome(model, feeds, want) == ("match", None), equation
 
 

@@ -8,7 +8,7 @@ from ...lowering.aten_gradient import imported_form
 from ..run_checks import make_op
 from .contract import (ANY, AT_MOST_FIRST, BOOL, BROADCAST, FLOAT, MOVED, NEWEST, NUMBERS, SMALL_INTS, Form,
                        broadcast_dims, broadcast_rank, declare, given, same_dims, same_rank, stock)
-from .helpers import FLOATS, NUMPY_FLOATS, attribute, refuse, type_text
+from .helpers import FLOATS, NUMPY_FLOATS, attribute, extreme, refuse, type_text
 
 stock("Or", Form((7, NEWEST)), types=BOOL, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
 stock("And", Form((7, NEWEST)), types=BOOL, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
@@ -199,7 +199,8 @@ def _clip(node, facts, opset, fresh):
 @declare("Mean", Form((8, NEWEST)), types=FLOAT, rank=broadcast_rank, dims=broadcast_dims)
 def _extremum(node, facts, opset, fresh):
     """Max, Min, Sum and Mean of any number of inputs, broadcast as numpy: torch's maximum, minimum or add, input
-    after input (Mean: the sum divided by their number)."""
+    after input (Mean: the sum divided by their number); for the portable target Caffe2's operators
+    (`_stock_pair`)."""
     operator = {"Max": "maximum", "Min": "minimum", "Sum": "add", "Mean": "add"}[node.op_type]
     inputs = list(node.input)
     mean = node.op_type == "Mean" and len(inputs) > 1
@@ -208,11 +209,31 @@ def _extremum(node, facts, opset, fresh):
     ops, current = [], inputs[0]
     for number, other in enumerate(inputs[1:]):
         target = node.output[0] if number == len(inputs) - 2 and not mean else fresh()
-        ops.append(make_op("ATen", [current, other], [target], node.name, operator=operator))
+        if facts.torch_kernels or facts.elem_type(inputs[0]) not in _STOCK_PAIR_TYPES:
+            ops.append(make_op("ATen", [current, other], [target], node.name, operator=operator))
+        else:
+            ops += _stock_pair(node, facts, facts.elem_type(inputs[0]), current, other, target, fresh)
         current = target
-    if mean:
+    if mean and facts.torch_kernels:
         ops.append(make_op("ATen", [current], [node.output[0]], node.name, operator="div", other=float(len(inputs))))
+    elif mean:
+        count = fresh()
+        ops += [make_op("ConstantFill", [], [count], node.name, shape=[], value=float(len(inputs))),
+                make_op("Div", [current, count], [node.output[0]], node.name)]
     return ops
+
+
+#: the types Caffe2's Add, GE, LE and Where take
+_STOCK_PAIR_TYPES = frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64])
+
+
+def _stock_pair(node, facts, elem_type, first: str, second: str, out: str, fresh) -> list:
+    """Ops writing ``out``: the sum of ``first`` and ``second`` by Caffe2's Add, or their larger (smaller) by
+    `extreme`."""
+    if node.op_type in ("Sum", "Mean"):
+        return [make_op("Add", [first, second], [out], node.name)]
+    return extreme(node, facts, first, second, out, fresh, node.op_type == "Max", elem_type)
+
 
 
 # Caffe2's GE and LE (its stock converter maps neither GreaterOrEqual nor LessOrEqual)

@@ -185,8 +185,8 @@ def constant_or(facts, name: str, default):
     return default if value is None else value
 
 
-def broadcast_operands(node, facts, names, fresh) -> tuple:
-    """(ops, blobs): ``names`` broadcast to their common shape, for Caffe2's elementwise kernels that do not broadcast
+def broadcast_operands(node, facts, names, elem_types, fresh) -> tuple:
+    """(ops, blobs): ``names`` (of ONNX ``elem_types``) broadcast to their common shape, for Caffe2's elementwise kernels that do not broadcast
     (the portable target's stock operators): each multiplied by ones of that shape with Caffe2's Mul, whose
     broadcasting is numpy's, empty dims included (its Expand reads a 0 as a 1), and x * 1 keeps -0.0, NaN and the
     infinities. The ones are the product of ones like each operand; bool goes through int32 (Mul has no bool kernel).
@@ -204,9 +204,9 @@ def broadcast_operands(node, facts, names, fresh) -> tuple:
             like = product
         ones = like
     blobs = []
-    for name in names:
-        bool_typed = facts.elem_type(name) == TensorProto.BOOL
-        c2_type = CAFFE2_TYPES[TensorProto.INT32 if bool_typed else facts.elem_type(name)]
+    for name, elem_type in zip(names, elem_types):
+        bool_typed = elem_type == TensorProto.BOOL
+        c2_type = CAFFE2_TYPES[TensorProto.INT32 if bool_typed else elem_type]
         typed, source, grown = fresh(), name, fresh()
         ops.append(make_op("Cast", [ones], [typed], node.name, to=c2_type))
         if bool_typed:
@@ -219,3 +219,37 @@ def broadcast_operands(node, facts, names, fresh) -> tuple:
             grown = narrow
         blobs.append(grown)
     return ops, blobs
+
+
+def extreme(node, facts, first: str, second: str, out: str, fresh, larger: bool, elem_type=TensorProto.INT64) -> list:
+    """Ops writing to ``out`` the larger (smaller, unless ``larger``) of ``first`` and ``second``, broadcast as numpy:
+    torch's maximum (minimum), or for the portable target (``facts.torch_kernels`` False) the first where it is at
+    least (at most) the second or NaN, else the second, by Caffe2's GE (LE), IsNaN and Where of the operands
+    broadcast (`broadcast_operands`): a NaN on either side is kept and a tie of 0.0 and -0.0 gives the first, as
+    torch's. Caffe2's Max is float32 only, broadcasts nothing and drops NaN."""
+    if facts.torch_kernels:
+        return [make_op("ATen", [first, second], [out], node.name, operator="maximum" if larger else "minimum")]
+    ops, (wide_first, wide_second) = broadcast_operands(node, facts, [first, second], [elem_type] * 2, fresh)
+    keep = fresh()
+    ops.append(make_op("GE" if larger else "LE", [wide_first, wide_second], [keep], node.name))
+    if elem_type in FLOATS:
+        nan, is_nan, either = fresh(), fresh(), fresh()
+        ops += [make_op("IsNaN", [wide_first], [nan], node.name),  # uint8
+                make_op("Cast", [nan], [is_nan], node.name, to=caffe2_pb2.TensorProto.BOOL),
+                make_op("Or", [keep, is_nan], [either], node.name)]
+        keep = either
+    return ops + [make_op("Where", [keep, wide_first, wide_second], [out], node.name)]
+
+
+def reversed_axis(node, opset, facts, data: str, out: str, axis: int, fresh) -> list:
+    """Ops writing ``data`` with ``axis`` reversed to ``out``: torch's flip, or for the portable target Caffe2's Gather
+    by the axis' indices from last to first (made by Range from its length read at run time)."""
+    if facts.torch_kernels:
+        return [make_op("ATen", [data], [out], node.name, operator="flip", dims=[axis])]
+    more, dim = axis_length(node, data, axis, fresh)
+    length, one, last, counted, backwards = fresh(), fresh(), fresh(), fresh(), fresh()
+    return more + [make_op("Squeeze", [dim], [length], node.name, dims=[0])] + counted_by_range(
+        node, opset, length, fresh) + [
+        int64_scalar(node, one, 1), make_op("Sub", [length, one], [last], node.name),
+        make_op("Range", [length], [counted], node.name), make_op("Sub", [last, counted], [backwards], node.name),
+        make_op("Gather", [data, backwards], [out], node.name, axis=axis)]

@@ -6,11 +6,11 @@ from onnx import TensorProto
 
 from ...input_limits import MAX_RANK, check_tensor, shape_text
 from ..run_checks import (COUNTER_LIMIT, as_double, capped_dims, capped_scalar, element_cap, itemsize,
-                          make_op, size_message, whole_double)
+                          make_op, refusal, size_message, whole_double)
 from .contract import (ANY, AT_MOST_FIRST, BROADCAST, MOVED, NEWEST, NUMBERS, ZERO_ONE, Form, broadcast_dims,
                        broadcast_rank, declare, fixed_rank, given, label, same_rank)
-from .helpers import (attribute, axis_length, broadcast_operands, checked_type, counted_by_range, int64_scalar,
-                      normalized, rank_checked, refuse, type_text, within_rank)
+from .helpers import (CAFFE2_TYPES, attribute, axis_length, broadcast_operands, checked_type, counted_by_range,
+                      int64_scalar, normalized, rank_checked, refuse, type_text, within_rank)
 
 
 def _gather_rank(node, known, facts):
@@ -87,6 +87,8 @@ def _scatter_nd(node, facts, opset, fresh):
         if facts.rank(updates) is None or facts.rank(data) is None:
             raise refuse(node, opset, "the rank of indices {!r} is unknown".format(indices))
         index_rank = facts.rank(updates) - (facts.rank(data) - depth) + 1
+    if not facts.torch_kernels and facts.elem_type(data) in _ASSIGNED_TYPES:
+        return _assigned_rows(node, opset, facts, depth, index_rank, fresh)
     ops, columns = [], []
     for column in range(depth):  # index_put takes one index tensor per indexed dimension
         picked = fresh()
@@ -98,6 +100,59 @@ def _scatter_nd(node, facts, opset, fresh):
     ops.append(make_op("ATen", [data] + columns + [updates], [node.output[0]], node.name, operator="index_put",
                    accumulate=0))
     return ops
+
+
+#: the types Caffe2's ScatterAssign and ConstantFill take (the portable target's ScatterND)
+_ASSIGNED_TYPES = frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64])
+
+
+def _assigned_rows(node, opset, facts, depth: int, index_rank: int, fresh) -> list:
+    """ScatterND by Caffe2's ScatterAssign (the portable target): data flattened to one row per index into its first
+    ``depth`` dims, each index made a row number by Horner's rule over those dims read at run time, after a negative
+    index counts from the end and one out of range stops the net (torch's index_put refuses it; Caffe2's kernel
+    checks no bound). A row of zeros is appended first and cut after: ScatterAssign divides by the row count
+    (SIGFPE on data with no row)."""
+    data, indices, updates = node.input
+    elem_type = facts.elem_type(data)
+    rows, slices, pairs, wide, zero = fresh(), fresh(), fresh(), fresh(), fresh()
+    ops = [make_op("Flatten", [data], [rows], node.name, axis=depth),
+           make_op("Flatten", [updates], [slices], node.name, axis=index_rank - 1),
+           make_op("Flatten", [indices], [pairs], node.name, axis=index_rank - 1),
+           make_op("Cast", [pairs], [wide], node.name, to=caffe2_pb2.TensorProto.INT64), int64_scalar(node, zero, 0)]
+    number = None
+    for column in range(depth):
+        picked, index, dim, negative, shift, offset, wrapped, low, high, inside = (fresh() for _ in range(10))
+        ops += [make_op("Slice", [wide], [picked], node.name, starts=[0, column], ends=[-1, column + 1]),
+                make_op("Squeeze", [picked], [index], node.name, dims=[1]),
+                make_op("Shape", [data], [dim], node.name, axes=[column]),
+                make_op("LT", [index, zero], [negative], node.name),
+                make_op("Cast", [negative], [shift], node.name, to=caffe2_pb2.TensorProto.INT64),
+                make_op("Mul", [shift, dim], [offset], node.name),
+                make_op("Add", [index, offset], [wrapped], node.name),
+                make_op("GE", [wrapped, zero], [low], node.name), make_op("LT", [wrapped, dim], [high], node.name),
+                make_op("And", [low, high], [inside], node.name),
+                refusal(node.name, inside, "{}: an index in column {} of indices {!r} is out of range for dim {} of "
+                                           "data {!r}".format(label(node, opset), column, indices, column, data),
+                        index)]
+        if number is None:
+            number = wrapped
+        else:
+            scaled, summed = fresh(), fresh()
+            ops += [make_op("Mul", [number, dim], [scaled], node.name),
+                    make_op("Add", [scaled, wrapped], [summed], node.name)]
+            number = summed
+    shape, width, one, pad_shape, pad, grown, cut, dims = (fresh() for _ in range(8))
+    return ops + [make_op("Shape", [rows], [shape], node.name), make_op("Slice", [shape], [width], node.name,
+                                                                       starts=[1], ends=[2]),
+                  make_op("GivenTensorInt64Fill", [], [one], node.name, values=[1], shape=[1]),
+                  make_op("Concat", [one, width], [pad_shape, fresh()], node.name, axis=0),
+                  make_op("ConstantFill", [pad_shape], [pad], node.name, input_as_shape=1, dtype=CAFFE2_TYPES[elem_type],
+                          value=0.0 if elem_type in (TensorProto.FLOAT, TensorProto.DOUBLE) else 0),
+                  make_op("Concat", [rows, pad], [grown, fresh()], node.name, axis=0),
+                  make_op("ScatterAssign", [grown, number, slices], [grown], node.name),
+                  make_op("Slice", [grown], [cut], node.name, starts=[0, 0], ends=[-2, -1]),
+                  make_op("Shape", [data], [dims], node.name),
+                  make_op("Reshape", [cut, dims], [node.output[0], fresh()], node.name)]
 
 
 #: the index types OneHot translates (onnxruntime's other one, float, it truncates to an integer first)
@@ -293,7 +348,7 @@ def _eye_like(node, facts, opset, fresh):
 
 
 #: the types Caffe2's Where kernel takes
-_WHERE_TYPES = frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL])
+_WHERE_TYPES = frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64])
 
 
 @declare("Where", Form((9, NEWEST)), types=NUMBERS | {TensorProto.FLOAT16, TensorProto.UINT8}, typed=("input", 1),
@@ -304,6 +359,7 @@ def _where(node, facts, opset, fresh):
     if facts.torch_kernels:
         return [make_op("ATen", list(node.input), [node.output[0]], node.name, operator="where")]
     checked_type(node, opset, facts, node.input[1], "input 1 (X)", _WHERE_TYPES,
-                 "Caffe2's Where (the portable target's) takes float, double, int32, int64 and bool")
-    ops, operands = broadcast_operands(node, facts, list(node.input), fresh)
+                 "Caffe2's Where (the portable target's) takes float, double, int32 and int64")
+    types = [TensorProto.BOOL] + [facts.elem_type(node.input[1])] * 2
+    ops, operands = broadcast_operands(node, facts, list(node.input), types, fresh)
     return ops + [make_op("Where", operands, [node.output[0]], node.name)]

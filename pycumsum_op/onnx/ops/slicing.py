@@ -8,8 +8,8 @@ from onnx import TensorProto
 from ...input_limits import shape_text
 from ..run_checks import COUNTER_LIMIT, make_op
 from .contract import ANY, AT_MOST_FIRST, MOVED, NEWEST, Form, declare, same_rank
-from .helpers import (attribute, axis_length, constant_blob, counted_by_range, int64_scalar, int_list, normalized,
-                      refuse, taken)
+from .helpers import (attribute, axis_length, constant_blob, counted_by_range, extreme, int64_scalar, int_list,
+                      normalized, refuse, reversed_axis, taken)
 #: ONNX writes "to the end" of a Slice as a huge int64 (torch: 2**63 - 1); past this any dimension is reached.
 _HUGE = 2 ** 31 - 1
 
@@ -73,7 +73,7 @@ def _cuts(node, data, out, bounds, fresh):
     return ops
 
 
-def _clamped_slice(node, data, out, starts, ends, axes, rank, fresh):
+def _clamped_slice(node, facts, data, out, starts, ends, axes, rank, fresh):
     """A Slice of ``data`` along ``axes`` by the full-rank int64 ONNX ``starts`` / ``ends`` blobs (step 1), clamped
     at run time as ONNX clamps them, against the lengths of ``data``: a negative bound counts from the end, then
     each is held to [0, length] and an end to at least its start, so that Caffe2's Slice reads them as they are."""
@@ -86,12 +86,12 @@ def _clamped_slice(node, data, out, starts, ends, axes, rank, fresh):
         ops += [make_op("LT", [bound, zero], [negative], node.name),
                 make_op("Cast", [negative], [shift], node.name, to=caffe2_pb2.TensorProto.INT64),
                 make_op("Mul", [shift, lengths], [offset], node.name),
-                make_op("Add", [bound, offset], [counted], node.name),  # no overflow: a length added to a negative
-                make_op("ATen", [counted], [floor], node.name, operator="clamp_min", min=0),
-                make_op("ATen", [floor, lengths], [held], node.name, operator="minimum")]
+                make_op("Add", [bound, offset], [counted], node.name)]  # no overflow: a length added to a negative
+        ops += extreme(node, facts, counted, zero, floor, fresh, larger=True) + extreme(
+            node, facts, floor, lengths, held, fresh, larger=False)
         clamped.append(held)
     first, last = clamped[0], fresh()
-    ops.append(make_op("ATen", [clamped[1], first], [last], node.name, operator="maximum"))
+    ops += extreme(node, facts, clamped[1], first, last, fresh, larger=True)
     cuts = []
     for axis in axes:  # this axis' bounds; 0 and the end (clamped by Caffe2's Slice) elsewhere
         (picked, pick), (others, fill) = (constant_blob([int(a == axis) for a in range(rank)], fresh),
@@ -104,7 +104,7 @@ def _clamped_slice(node, data, out, starts, ends, axes, rank, fresh):
     return ops + _cuts(node, data, out, cuts, fresh)
 
 
-def _strided(node, opset, data, out, axis, start_step, fresh):
+def _strided(node, opset, facts, data, out, axis, start_step, fresh):
     """Every step-th element of ``axis`` from a start to the end, the axis' length read at run time. Caffe2's Range
     computes its length in 32-bit arithmetic, so a start past the end (up to 2**63 - 1) would wrap around to a
     length of millions: the start is held to the length first, so Range counts at most the length."""
@@ -112,15 +112,14 @@ def _strided(node, opset, data, out, axis, start_step, fresh):
     shape, length, first, held, stride, indices = fresh(), fresh(), fresh(), fresh(), fresh(), fresh()
     ops += [make_op("Shape", [data], [shape], node.name, axes=[axis]),
             make_op("Squeeze", [shape], [length], node.name, dims=[0])] + counted_by_range(node, opset, length, fresh)
-    ops += [int64_scalar(node, first, start),
-            make_op("ATen", [first, length], [held], node.name, operator="minimum"),
+    ops += [int64_scalar(node, first, start)] + extreme(node, facts, first, length, held, fresh, larger=False) + [
             int64_scalar(node, stride, step),
             make_op("Range", [held, length, stride], [indices], node.name),
             make_op("Gather", [data, indices], [out], node.name, axis=axis)]
     return ops
 
 
-def _stepped(node, opset, data, out, axis, picked: range, dim: int, fresh):
+def _stepped(node, opset, facts, data, out, axis, picked: range, dim: int, fresh):
     """The elements ``picked`` of ``axis`` (its length ``dim`` known), gathered by indices that Caffe2's Range makes
     at run time: a list of them in the net would cost as many entries as the model says the axis is long. Range
     computes its length in 32-bit arithmetic and rounds it toward zero for a negative step, so it makes the indices
@@ -134,13 +133,12 @@ def _stepped(node, opset, data, out, axis, picked: range, dim: int, fresh):
            make_op("Squeeze", [shape], [length], node.name, dims=[0])] + counted_by_range(node, opset, length,
                                                                                           fresh) + [
            int64_scalar(node, first, low), int64_scalar(node, stop, low + count * step),
-           int64_scalar(node, stride, step),
-           make_op("ATen", [first, length], [held_first], node.name, operator="minimum"),
-           make_op("ATen", [stop, length], [held_stop], node.name, operator="minimum"),
-           make_op("Range", [held_first, held_stop, stride], [indices], node.name)]
+           int64_scalar(node, stride, step)] + extreme(node, facts, first, length, held_first, fresh, larger=False) + \
+        extreme(node, facts, stop, length, held_stop, fresh, larger=False) + [
+            make_op("Range", [held_first, held_stop, stride], [indices], node.name)]
     if picked.step < 0 and count > 1:
         increasing, indices = indices, fresh()
-        ops.append(make_op("ATen", [increasing], [indices], node.name, operator="flip", dims=[0]))
+        ops += reversed_axis(node, opset, facts, increasing, indices, 0, fresh)
     return ops + [make_op("Gather", [data, indices], [out], node.name, axis=axis)]
 
 
@@ -183,7 +181,7 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
                 more = [fill]
             ops += more
             bounds.append(blob)
-        return ops + _clamped_slice(node, data, out, bounds[0], bounds[1], axes, rank, fresh)
+        return ops + _clamped_slice(node, facts, data, out, bounds[0], bounds[1], axes, rank, fresh)
     starts = int_list(node, opset, facts, 1, "starts")
     ends = int_list(node, opset, facts, 2, "ends")
     if not len(starts) == len(ends) == len(axes) == len(steps):
@@ -222,7 +220,7 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
     if clamped:
         current = out if not picks else fresh()
         (first, fill_starts), (last, fill_ends) = constant_blob(onnx_starts, fresh), constant_blob(onnx_ends, fresh)
-        ops += [fill_starts, fill_ends] + _clamped_slice(node, data, current, first, last, cut, rank, fresh)
+        ops += [fill_starts, fill_ends] + _clamped_slice(node, facts, data, current, first, last, cut, rank, fresh)
     else:
         cuts = []
         for axis in cut:
@@ -237,11 +235,11 @@ def _slice(node, facts, opset, fresh) -> List[caffe2_pb2.OperatorDef]:
     for number, (axis, indices) in enumerate(picks):
         target = out if number == len(picks) - 1 else fresh()
         if indices is None:
-            ops.append(make_op("ATen", [current], [target], node.name, operator="flip", dims=[axis]))
+            ops += reversed_axis(node, opset, facts, current, target, axis, fresh)
         elif isinstance(indices, tuple):
-            ops += _strided(node, opset, current, target, axis, indices, fresh)
+            ops += _strided(node, opset, facts, current, target, axis, indices, fresh)
         else:
-            ops += _stepped(node, opset, current, target, axis, indices, dims[axis], fresh)
+            ops += _stepped(node, opset, facts, current, target, axis, indices, dims[axis], fresh)
         current = target
     if not ops:
         ops.append(make_op("Copy", [data], [out], node.name))

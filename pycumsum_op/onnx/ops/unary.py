@@ -53,8 +53,7 @@ _ELEMENTWISE = {
     "Sinh": _Torch(9, (), FLOAT, "sinh", stock="Sinh"), "Cosh": _Torch(9, (), FLOAT, "cosh", stock="Cosh"),
     "Asinh": _Torch(9, (), FLOAT, "asinh"),
     "Acosh": _Torch(9, (), FLOAT, "acosh"), "Atanh": _Torch(9, (), FLOAT, "atanh"),
-    "IsNaN": _Torch(9, (), frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16]), "isnan",
-                    stock="IsNaN"),
+    "IsNaN": _Torch(9, (), frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16]), "isnan"),
     "Elu": _Torch(6, ("alpha",), FLOAT, "elu", lambda node: {"alpha": float(attribute(node, "alpha", 1.0))},
                   stock="Elu", stock_arguments=lambda node: {"alpha": float(attribute(node, "alpha", 1.0))}),
     "Selu": _Torch(6, ("alpha", "gamma"), FLOAT, "elu", lambda node: {
