@@ -208,11 +208,11 @@ SCATTER_CASES = [  # (data dims, indices, updates dims)
 
 
 @pytest.mark.parametrize("dims, indices, update_dims", SCATTER_CASES)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
 def test_scatter_nd_assigns_rows_as_onnxruntime(dims, indices, update_dims, dtype):
     """Caffe2's ScatterAssign on the rows of the indexed dims: negative indices from the end, empty data, indices and
     rows (its kernel dies of SIGFPE on data of no row), ±inf, NaN and -0.0 moved as they are."""
-    values = EDGES if np.dtype(dtype).kind == "f" else np.array([3, -1, 0, 7])
+    values = EDGES if np.dtype(dtype).kind == "f" else np.array([3, -1, 0, 7, 0])
     feeds = {"data": np.resize(values, dims).astype(dtype), "indices": np.array(indices, np.int64),
              "updates": np.resize(values[::-1], update_dims).astype(dtype)}
     model = node_model("ScatterND", feeds)

@@ -102,8 +102,9 @@ def _scatter_nd(node, facts, opset, fresh):
     return ops
 
 
-#: the types Caffe2's ScatterAssign and ConstantFill take (the portable target's ScatterND)
-_ASSIGNED_TYPES = frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64])
+#: the types Caffe2's ScatterAssign and ConstantFill take (the portable target's ScatterND), and bool through int32
+_ASSIGNED_TYPES = frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64,
+                             TensorProto.BOOL])
 
 
 def _assigned_rows(node, opset, facts, depth: int, index_rank: int, fresh) -> list:
@@ -113,9 +114,13 @@ def _assigned_rows(node, opset, facts, depth: int, index_rank: int, fresh) -> li
     checks no bound). A row of zeros is appended first and cut after: ScatterAssign divides by the row count
     (SIGFPE on data with no row)."""
     data, indices, updates = node.input
-    elem_type = facts.elem_type(data)
+    elem_type, ops, out = facts.elem_type(data), [], node.output[0]
+    if elem_type == TensorProto.BOOL:  # ScatterAssign has no bool kernel
+        elem_type, data, updates, out = TensorProto.INT32, fresh(), fresh(), fresh()
+        ops += [make_op("Cast", [node.input[0]], [data], node.name, to=caffe2_pb2.TensorProto.INT32),
+                make_op("Cast", [node.input[2]], [updates], node.name, to=caffe2_pb2.TensorProto.INT32)]
     rows, slices, pairs, wide, zero = fresh(), fresh(), fresh(), fresh(), fresh()
-    ops = [make_op("Flatten", [data], [rows], node.name, axis=depth),
+    ops += [make_op("Flatten", [data], [rows], node.name, axis=depth),
            make_op("Flatten", [updates], [slices], node.name, axis=index_rank - 1),
            make_op("Flatten", [indices], [pairs], node.name, axis=index_rank - 1),
            make_op("Cast", [pairs], [wide], node.name, to=caffe2_pb2.TensorProto.INT64), int64_scalar(node, zero, 0)]
@@ -132,7 +137,8 @@ def _assigned_rows(node, opset, facts, depth: int, index_rank: int, fresh) -> li
                 make_op("GE", [wrapped, zero], [low], node.name), make_op("LT", [wrapped, dim], [high], node.name),
                 make_op("And", [low, high], [inside], node.name),
                 refusal(node.name, inside, "{}: an index in column {} of indices {!r} is out of range for dim {} of "
-                                           "data {!r}".format(label(node, opset), column, indices, column, data),
+                                           "data {!r}".format(label(node, opset), column, indices, column,
+                                                              node.input[0]),
                         index)]
         if number is None:
             number = wrapped
@@ -151,8 +157,9 @@ def _assigned_rows(node, opset, facts, depth: int, index_rank: int, fresh) -> li
                   make_op("Concat", [rows, pad], [grown, fresh()], node.name, axis=0),
                   make_op("ScatterAssign", [grown, number, slices], [grown], node.name),
                   make_op("Slice", [grown], [cut], node.name, starts=[0, 0], ends=[-2, -1]),
-                  make_op("Shape", [data], [dims], node.name),
-                  make_op("Reshape", [cut, dims], [node.output[0], fresh()], node.name)]
+                  make_op("Shape", [data], [dims], node.name), make_op("Reshape", [cut, dims], [out, fresh()], node.name)] + (
+        [] if out == node.output[0] else [make_op("Cast", [out], [node.output[0]], node.name,
+                                                  to=caffe2_pb2.TensorProto.BOOL)])
 
 
 #: the index types OneHot translates (onnxruntime's other one, float, it truncates to an integer first)
