@@ -13,6 +13,7 @@ processes, one per batch, each reused until a test kills it (then restarted afte
     PYTHONPATH=. python tests/onnx_node_suite.py --write      # tests/data/onnx_node_refusals.txt from today's run
     PYTHONPATH=. python tests/onnx_node_suite.py --stock      # the same through Caffe2's own backend
     PYTHONPATH=. python tests/onnx_node_suite.py --installed  # Caffe2's own backend after pycumsum_op.onnx.install()
+    PYTHONPATH=. python tests/onnx_node_suite.py --portable   # prepare(lower="portable"): no ATen op may be left
 """
 import glob
 import json
@@ -34,7 +35,8 @@ def node_tests():
 
 def _run_one(case, stock=False):
     """(kind, detail) of node test ``case`` through pycumsum_op's backend (``stock``: Caffe2's own; "installed":
-    Caffe2's own after `pycumsum_op.onnx.install`), in this process."""
+    Caffe2's own after `pycumsum_op.onnx.install`; "portable": ``prepare(lower="portable")``, whose nets holding an
+    ATen op is "wrong"), in this process."""
     import numpy as np
     import onnx
     from onnx.backend.test.runner import Runner
@@ -42,7 +44,9 @@ def _run_one(case, stock=False):
     import pycumsum_op.onnx
     from pycumsum_op.onnx.ops.contract import FormRefused
 
-    if stock:
+    if stock == "portable":
+        backend = _Portable
+    elif stock:
         from caffe2.python.onnx.backend import Caffe2Backend as backend
         if stock == "installed":
             pycumsum_op.onnx.install()
@@ -57,6 +61,8 @@ def _run_one(case, stock=False):
         return "refused", "{}: {}".format(type(error).__name__, _first_line(error))
     except Exception as error:  # a translation's bug, reported as such
         return "error", "prepare: {}: {}".format(type(error).__name__, _first_line(error))
+    if stock == "portable" and any(op.type == "ATen" for net in (rep.init_net, rep.predict_net) for op in net.op):
+        return "wrong", "the portable nets hold the ATen operator"
     loader = Runner.__new__(Runner)
     for data_set in sorted(glob.glob(os.path.join(case.model_dir, "test_data_set*"))):
         inputs, expected = [], []
@@ -74,6 +80,15 @@ def _run_one(case, stock=False):
         except AssertionError as error:
             return "wrong", " ".join(str(error).split())[:300]
     return "pass", None
+
+
+class _Portable:
+    """`pycumsum_op.onnx.prepare` for the portable target, as a backend."""
+
+    @staticmethod
+    def prepare(model, device):
+        import pycumsum_op.onnx
+        return pycumsum_op.onnx.prepare(model, device, lower="portable")
 
 
 def _first_line(error):
@@ -114,11 +129,14 @@ def outcomes(names, stock=False):
 
 
 def _mode_flags(stock):
-    return ["--installed"] if stock == "installed" else ["--stock"] if stock else []
+    return ["--" + stock] if stock in ("installed", "portable") else ["--stock"] if stock else []
 
 
 def _mode(arguments):
-    return "installed" if "--installed" in arguments else "--stock" in arguments
+    for mode in ("installed", "portable"):
+        if "--" + mode in arguments:
+            return mode
+    return "--stock" in arguments
 
 
 def op_of(name, cases=None):

@@ -45,3 +45,18 @@ def test_node_tests_pass_or_are_refused_as_listed(batch):
     tally = collections.Counter(kind for kind, _ in results.values())
     assert not problems, "{} of {} node tests ({}):\n{}".format(len(problems), len(names), dict(tally),
                                                                 "\n".join(problems))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batch", range(BATCHES))
+def test_the_portable_target_passes_or_refuses(batch):
+    """The same node tests through ``prepare(lower="portable")``, for builds without ATen: each passes or is refused
+    at prepare; none gives other numbers, fails when its net runs, kills a process or leaves an ATen op."""
+    names = NAMES[batch::BATCHES]
+    results = onnx_node_suite.outcomes(names, stock="portable")
+    problems = ["{}: {}: {}".format(name, *results[name]) for name in names
+                if results[name][0] not in ("pass", "refused")]
+    tally = collections.Counter(kind for kind, _ in results.values())
+    assert not problems, "{} of {} node tests ({}):\n{}".format(len(problems), len(names), dict(tally),
+                                                                "\n".join(problems))
+    assert tally["pass"] > len(names) // 3, dict(tally)  # 352 of 847 pass

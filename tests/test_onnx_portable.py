@@ -70,6 +70,14 @@ def test_a_form_without_stock_operators_is_refused_by_node(op_type, dtype, kerne
     prepare(model, lower="aten")  # the target with torch's kernels takes it
 
 
+def test_xor_broadcasts_as_numpy():
+    """Caffe2's Xor, broadcasting as numpy, empty dims included."""
+    for first, second in (((2, 1, 3), (4, 1)), ((0, 3), (1, 3)), ((), (2,))):
+        feeds = {"a": np.resize([True, False, True], first).astype(np.bool_),
+                 "b": np.resize([False, True], second).astype(np.bool_)}
+        _same(_portable(node_model("Xor", feeds)).run(feeds)[0], np.logical_xor(feeds["a"], feeds["b"]))
+
+
 @pytest.mark.parametrize("op_type, dtype", [("Neg", np.float64), ("Neg", np.int32), ("Neg", np.int64),
                                             ("Abs", np.int32), ("Abs", np.int64)])
 def test_negation_and_integer_magnitudes(op_type, dtype):

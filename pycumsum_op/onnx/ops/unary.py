@@ -36,8 +36,8 @@ class _Torch(NamedTuple):
     operator: str
     #: its arguments from the node's attributes
     arguments: Callable = lambda node: {}
-    #: Caffe2's operator for float32, where it is right (within 2e-6 relative of onnxruntime, ±inf, NaN and -0.0
-    #: included): the portable target's form, which builds without ATen
+    #: Caffe2's operator for float32 (bool: Xor), where it is right (within 2e-6 relative of onnxruntime, ±inf, NaN
+    #: and -0.0 included): the portable target's form, which builds without ATen
     stock: str = ""
     #: its arguments from the node's attributes
     stock_arguments: Callable = lambda node: {}
@@ -66,7 +66,7 @@ _ELEMENTWISE = {
                         stock_arguments=lambda node: {"alpha": float(attribute(node, "alpha", 0.01))}),
     "ThresholdedRelu": _Torch(10, ("alpha",), FLOAT, "threshold",
                               lambda node: {"threshold": float(attribute(node, "alpha", 1.0)), "value": 0.0}),
-    "Xor": _Torch(7, (), BOOL, "logical_xor"),  # broadcasts as numpy
+    "Xor": _Torch(7, (), BOOL, "logical_xor", stock="Xor"),  # both broadcast as numpy
     # log(exp(x) + 1): torch's is x above 20, where they agree in float32 and float64 within 1e-8 relative
     "Softplus": _Torch(1, (), FLOAT, "softplus", lambda node: {"beta": 1.0, "threshold": 20.0}),
 }
@@ -87,8 +87,9 @@ def _elementwise(node, facts, opset, fresh):
     else:
         torch_op = _ELEMENTWISE[node.op_type]
         operator, args = torch_op.operator, torch_op.arguments(node)
-        if not facts.torch_kernels and torch_op.stock and facts.elem_type(node.input[0]) == TensorProto.FLOAT:
-            return [make_op(torch_op.stock, [node.input[0]], [node.output[0]], node.name,
+        if not facts.torch_kernels and torch_op.stock and facts.elem_type(node.input[0]) in (TensorProto.FLOAT,
+                                                                                               TensorProto.BOOL):
+            return [make_op(torch_op.stock, list(node.input), [node.output[0]], node.name,
                             **torch_op.stock_arguments(node))]
     if node.op_type == "Sign" and facts.elem_type(node.input[0]) in FLOATS:
         return _nan_kept(node, "sign", {}, float("nan"), fresh)
