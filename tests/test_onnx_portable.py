@@ -236,3 +236,28 @@ def test_scatter_nd_of_an_index_out_of_range_stops_the_net(index):
     rep = _portable(node_model("ScatterND", feeds))
     with pytest.raises(RunRefused, match="ONNX ScatterND node .* out of range for dim 0 of data 'data'"):
         rep.run(feeds)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+@pytest.mark.parametrize("low, high", [(-1.0, 2.0), (3.0, -3.0), (np.nan, 0.5), (-0.0, np.nan), (None, 0.0),
+                                       (-np.inf, None)])
+def test_clip_by_input_bounds_as_onnxruntime(dtype, low, high):
+    """min(max(x, min), max) by the stock extremum form: a min above the max gives the max, a NaN x stays NaN, a NaN
+    bound is none, an absent bound of float32 is its lowest or max finite value (of float64: refused, no float64
+    argument holds it; of an integer: no bound)."""
+    floating = np.dtype(dtype).kind == "f"
+    if not floating and any(value is not None and not np.isfinite(value) for value in (low, high)):
+        return  # an integer bound is finite
+    x = (EDGES if floating else np.array([0, 5, -5, 2 ** 31 - 1, -2 ** 31, 3])).astype(dtype).reshape(1, -1)
+    feeds = {"x": x}
+    for name, value in (("low", low), ("high", high)):
+        if value is not None:
+            feeds[name] = np.array(value, dtype)
+    order = ["x", "low" if low is not None else "", "high" if high is not None else ""]
+    model = node_model("Clip", feeds, order=order)
+    if (low is None or high is None) and dtype == np.float64:
+        from pycumsum_op.onnx.ops.contract import FormRefused
+        with pytest.raises(FormRefused, match="ONNX Clip node"):
+            _portable(model)
+        return
+    _same(_portable(model).run(feeds)[0], onnxruntime_outputs(model, feeds)[0])

@@ -8,7 +8,7 @@ from ...lowering.aten_gradient import imported_form
 from ..run_checks import make_op
 from .contract import (ANY, AT_MOST_FIRST, BOOL, BROADCAST, FLOAT, MOVED, NEWEST, NUMBERS, SMALL_INTS, Form,
                        broadcast_dims, broadcast_rank, declare, given, same_dims, same_rank, stock)
-from .helpers import FLOATS, NUMPY_FLOATS, attribute, extreme, refuse, type_text
+from .helpers import CAFFE2_TYPES, FLOATS, NUMPY_FLOATS, attribute, extreme, refuse, type_text
 
 stock("Or", Form((7, NEWEST)), types=BOOL, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
 stock("And", Form((7, NEWEST)), types=BOOL, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
@@ -129,7 +129,8 @@ def _clip(node, facts, opset, fresh):
     other type, or a bound fed at run time, is min(max(x, min), max) by torch's maximum and minimum (the ATen op,
     the bounds as tensors of x's type, so no value passes through a float32 argument). As onnxruntime: a min above
     the max gives the max, a NaN x stays NaN, a NaN bound is no bound (replaced by -inf / inf), and an absent bound
-    of a float type is its lowest or max finite value (ONNX's Clip-6 defaults: ±inf become finite)."""
+    of a float type is its lowest or max finite value (ONNX's Clip-6 defaults: ±inf become finite). The portable
+    target takes `extreme`'s stock form, and Caffe2's IsNaN and Where for a NaN bound."""
     data, elem_type = node.input[0], facts.elem_type(node.input[0])
     if opset < 11:
         if elem_type != TensorProto.FLOAT:
@@ -162,8 +163,12 @@ def _clip(node, facts, opset, fresh):
     ops, current = [], data
     for number, (what, operator, infinity) in enumerate(steps):
         name, target = bounds[what], node.output[0] if number == len(steps) - 1 else fresh()
-        if name is None:  # onnxruntime's absent bound of a float type: its lowest or max finite value
-            name, extreme = fresh(), fresh()
+        if name is None and not facts.torch_kernels and elem_type == TensorProto.FLOAT:
+            name = fresh()
+            ops.append(make_op("GivenTensorFill", [], [name], node.name, shape=[],
+                               values=[float(np.finfo(np.float32).max) * (-1 if what == "min" else 1)]))
+        elif name is None:  # onnxruntime's absent bound of a float type: its lowest or max finite value
+            name, finite = fresh(), fresh()
             if elem_type == TensorProto.DOUBLE:  # the double's next to ∓inf: an op argument is float32
                 infinite, zero = fresh(), fresh()
                 ops += [make_op("ConstantFill", [], [infinite], node.name, shape=[],
@@ -174,14 +179,22 @@ def _clip(node, facts, opset, fresh):
                         make_op("ATen", [infinite, zero], [name], node.name, operator="nextafter")]
             else:  # exact in float32; torch's clamp_min has no float16 kernel, its maximum has
                 value = float(np.finfo(NUMPY_FLOATS[elem_type]).max) * (-1 if what == "min" else 1)
-                ops += [make_op("GivenTensorFill", [], [extreme], node.name, values=[value], shape=[]),
-                        make_op("ATen", [extreme, data], [name], node.name, operator="type_as")]
-        elif floating and (constants[what] is None or np.isnan(constants[what]).any()):
+                ops += [make_op("GivenTensorFill", [], [finite], node.name, values=[value], shape=[]),
+                        make_op("ATen", [finite, data], [name], node.name, operator="type_as")]
+        elif floating and (constants[what] is None or np.isnan(constants[what]).any()):  # a NaN bound: none
             nan, filled = fresh(), fresh()
-            ops += [make_op("ATen", [name], [nan], node.name, operator="isnan"),
-                    make_op("ATen", [name, nan], [filled], node.name, operator="masked_fill", value=infinity)]
+            if facts.torch_kernels or elem_type not in _STOCK_PAIR_TYPES:
+                ops += [make_op("ATen", [name], [nan], node.name, operator="isnan"),
+                        make_op("ATen", [name, nan], [filled], node.name, operator="masked_fill", value=infinity)]
+            else:
+                mask, unbounded = fresh(), fresh()
+                ops += [make_op("IsNaN", [name], [nan], node.name),  # uint8
+                        make_op("Cast", [nan], [mask], node.name, to=caffe2_pb2.TensorProto.BOOL),
+                        make_op("ConstantFill", [name], [unbounded], node.name, value=infinity,
+                                dtype=CAFFE2_TYPES[elem_type]),
+                        make_op("Where", [mask, unbounded, name], [filled], node.name)]
             name = filled
-        ops.append(make_op("ATen", [current, name], [target], node.name, operator=operator))
+        ops += extreme(node, facts, current, name, target, fresh, operator == "maximum", elem_type)
         current = target
     return ops or [make_op("Copy", [data], [node.output[0]], node.name)]
 

@@ -226,8 +226,10 @@ def extreme(node, facts, first: str, second: str, out: str, fresh, larger: bool,
     torch's maximum (minimum), or for the portable target (``facts.torch_kernels`` False) the first where it is at
     least (at most) the second or NaN, else the second, by Caffe2's GE (LE), IsNaN and Where of the operands
     broadcast (`broadcast_operands`): a NaN on either side is kept and a tie of 0.0 and -0.0 gives the first, as
-    torch's. Caffe2's Max is float32 only, broadcasts nothing and drops NaN."""
-    if facts.torch_kernels:
+    torch's (other types keep torch's kernels, which the portable target refuses). Caffe2's Max is float32 only,
+    broadcasts nothing and drops NaN."""
+    if facts.torch_kernels or elem_type not in (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32,
+                                                TensorProto.INT64):
         return [make_op("ATen", [first, second], [out], node.name, operator="maximum" if larger else "minimum")]
     ops, (wide_first, wide_second) = broadcast_operands(node, facts, [first, second], [elem_type] * 2, fresh)
     keep = fresh()
