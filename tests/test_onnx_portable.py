@@ -261,3 +261,20 @@ def test_clip_by_input_bounds_as_onnxruntime(dtype, low, high):
             _portable(model)
         return
     _same(_portable(model).run(feeds)[0], onnxruntime_outputs(model, feeds)[0])
+
+
+@pytest.mark.parametrize("dims", [(3, 4), (2, 4, 3), (0, 3), (3, 0), (1, 1)])
+@pytest.mark.parametrize("k, fed", [(0, False), (2, False), (-1, True), (-2 ** 62, True), (2 ** 63 - 1, True)])
+@pytest.mark.parametrize("upper", [0, 1])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_trilu_zeroes_as_numpy(dims, k, fed, upper, dtype):
+    """The entries whose column - row is below k (upper) or above it (lower) zeroed by Caffe2's Where, k constant or
+    fed (far diagonals included), empty and size-1 matrices, -0.0, ±inf and NaN kept where kept: numpy's triu / tril
+    (onnxruntime refuses empty inputs)."""
+    x = np.resize(EDGES if np.dtype(dtype).kind == "f" else np.array([3, -1, 0, 7]), dims).astype(dtype)
+    feeds, constants = {"x": x}, {}
+    (feeds if fed else constants)["k"] = np.array(k, np.int64)
+    model = node_model("Trilu", feeds, constants=constants, attrs={"upper": upper}, opset=14)
+    clipped = max(-2 ** 62, min(2 ** 62, k))
+    want = np.triu(x, clipped) if upper else np.tril(x, clipped)
+    _same(_portable(model).run(feeds)[0], want)

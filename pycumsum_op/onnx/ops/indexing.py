@@ -278,13 +278,17 @@ def _trilu(node, facts, opset, fresh):
     """Trilu over the last two axes: a constant k (default 0) is torch's triu or tril by the ATen op (k as its
     ``diagonal``, held to +-2**62); a k known only at run time zeroes, by torch's masked_fill, the entries whose
     column - row is below k (upper) or above it (lower), the rows' and columns' indices made by Caffe2's Range from
-    the input's dims read at run time."""
+    the input's dims read at run time. The portable target zeroes them so for any k, by Caffe2's Where of the mask
+    and the input broadcast (`broadcast_operands`) and zeros (float, double and int64)."""
     data, out = node.input[0], node.output[0]
+    elem_type = facts.elem_type(data)
     upper = bool(attribute(node, "upper", 1))
     rank = facts.rank(data)
     if rank is None or rank < 2:
         raise refuse(node, opset, "input 0 {!r} has rank {}; Trilu takes rank 2 or more".format(
             data, rank if rank is not None else "unknown"))
+    stock = not facts.torch_kernels and elem_type in (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT64)
+    ops = []
     if not given(node, 1) or facts.is_constant(node.input[1]):
         k = 0
         if given(node, 1):
@@ -293,18 +297,29 @@ def _trilu(node, facts, opset, fresh):
                 raise refuse(node, opset, "input 1 (k) must be an integer scalar")
             k = int(value.reshape(()))
         k = max(-_FAR_DIAGONAL, min(_FAR_DIAGONAL, k))
-        return [make_op("ATen", [data], [out], node.name, operator="triu" if upper else "tril", diagonal=k)]
-    k = node.input[1]
-    if facts.elem_type(k) != TensorProto.INT64:  # compared with int64 column - row
-        raise refuse(node, opset, "input 1 (k) {!r} is not int64".format(k))
-    dims = facts.dims(k)
-    if dims is None or len(dims) > 1 or (dims and dims[0] != 1):
-        raise refuse(node, opset, "input 1 (k) {!r} is declared with dims {}; a k fed at run time must be "
-                                   "declared a scalar".format(k, "unknown" if dims is None else shape_text(dims)))
-    ops, offsets = _diagonal_offsets(node, opset, data, rank, fresh)
+        if not stock:
+            return [make_op("ATen", [data], [out], node.name, operator="triu" if upper else "tril", diagonal=k)]
+        k_blob = fresh()
+        ops.append(int64_scalar(node, k_blob, k))
+    else:
+        k_blob = node.input[1]
+        if facts.elem_type(k_blob) != TensorProto.INT64:  # compared with int64 column - row
+            raise refuse(node, opset, "input 1 (k) {!r} is not int64".format(k_blob))
+        dims = facts.dims(k_blob)
+        if dims is None or len(dims) > 1 or (dims and dims[0] != 1):
+            raise refuse(node, opset, "input 1 (k) {!r} is declared with dims {}; a k fed at run time must be "
+                                       "declared a scalar".format(k_blob, "unknown" if dims is None else
+                                                                  shape_text(dims)))
+    more, offsets = _diagonal_offsets(node, opset, data, rank, fresh)
     dropped = fresh()
-    return ops + [make_op("LT" if upper else "GT", [offsets, k], [dropped], node.name),
-                  make_op("ATen", [data, dropped], [out], node.name, operator="masked_fill", value=0)]
+    ops += more + [make_op("LT" if upper else "GT", [offsets, k_blob], [dropped], node.name)]
+    if not stock:
+        return ops + [make_op("ATen", [data, dropped], [out], node.name, operator="masked_fill", value=0)]
+    more, (mask, values) = broadcast_operands(node, facts, [dropped, data], [TensorProto.BOOL, elem_type], fresh)
+    zeros = fresh()
+    return ops + more + [make_op("ConstantFill", [values], [zeros], node.name, dtype=CAFFE2_TYPES[elem_type],
+                                 value=0 if elem_type == TensorProto.INT64 else 0.0),
+                         make_op("Where", [mask, zeros, values], [out], node.name)]
 
 
 def _diagonal_offsets(node, opset, data: str, rank: int, fresh) -> tuple:
