@@ -278,3 +278,37 @@ def test_trilu_zeroes_as_numpy(dims, k, fed, upper, dtype):
     clipped = max(-2 ** 62, min(2 ** 62, k))
     want = np.triu(x, clipped) if upper else np.tril(x, clipped)
     _same(_portable(model).run(feeds)[0], want)
+
+
+GATHER_CASES = [  # (data dims, index dims, axis)
+    ((3, 4), (3, 4), 1), ((3, 4), (2, 2), 0), ((2, 3, 4), (2, 3, 5), 2), ((2, 3, 4), (1, 3, 2), -2), ((5,), (7,), 0),
+    ((3, 4), (0, 4), 1), ((3, 4), (3, 0), 0), ((1, 1), (1, 3), 1)]
+
+
+@pytest.mark.parametrize("dims, index_dims, axis", GATHER_CASES)
+@pytest.mark.parametrize("index_type", [np.int32, np.int64])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_gather_elements_from_the_flattened_data_as_numpy(dims, index_dims, axis, index_type, dynamic):
+    """Caffe2's Gather from the data flattened, by each entry's position: negative indices from the end, indices
+    smaller than the data off the axis, empty indices, -0.0, ±inf and NaN moved as they are: numpy's
+    take_along_axis (ONNX's definition)."""
+    rng = np.random.RandomState(len(index_dims) + axis)
+    data = np.resize(EDGES, dims)
+    length = dims[axis]
+    index = rng.randint(-length, length, size=index_dims).astype(index_type)
+    feeds = {"data": data, "index": index}
+    model = node_model("GatherElements", feeds, attrs={"axis": axis}, dynamic=dynamic)
+    wrapped = np.where(index < 0, index + length, index)
+    want = np.take_along_axis(data[tuple(slice(0, n) if k != axis % len(dims) else slice(None)
+                                         for k, n in enumerate(index_dims))], wrapped.astype(np.int64), axis)
+    _same(_portable(model).run(feeds)[0], want)
+
+
+@pytest.mark.parametrize("index, message", [([[3, 0]], "out of range for axis 1"), ([[-4, 0]], "out of range"),
+                                            ([[0], [0], [0], [0]], "has a dim past input 0")])
+def test_gather_elements_refuses_what_would_address_other_entries(index, message):
+    from pycumsum_op.onnx.run_checks import RunRefused
+    feeds = {"data": np.arange(9, dtype=np.float32).reshape(3, 3), "index": np.array(index, np.int64)}
+    rep = _portable(node_model("GatherElements", feeds, attrs={"axis": 1}, dynamic=True))
+    with pytest.raises(RunRefused, match="ONNX GatherElements node .*" + message):
+        rep.run(feeds)

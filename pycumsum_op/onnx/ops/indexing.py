@@ -31,7 +31,7 @@ def _gather(node, facts, opset, fresh):
 def _gather_elements(node, facts, opset, fresh):
     """torch's gather (the ATen op; int64 indices in range only): int32 indices are widened and a negative index
     counts from the end of the axis, its length read at run time (an index still out of range fails the net, as
-    onnxruntime fails it)."""
+    onnxruntime fails it). The portable target: `_flat_gathered`."""
     data, index = node.input
     rank = facts.rank(data)
     axis = int(attribute(node, "axis", 0))
@@ -46,9 +46,59 @@ def _gather_elements(node, facts, opset, fresh):
             make_op("LT", [wide, zero], [negative], node.name),
             make_op("Cast", [negative], [shift], node.name, to=caffe2_pb2.TensorProto.INT64),
             make_op("Mul", [shift, length], [offset], node.name),
-            make_op("Add", [wide, offset], [wrapped], node.name),
-            make_op("ATen", [data, wrapped], [node.output[0]], node.name, operator="gather", dim=axis)]
-    return ops
+            make_op("Add", [wide, offset], [wrapped], node.name)]
+    if facts.torch_kernels:
+        return ops + [make_op("ATen", [data, wrapped], [node.output[0]], node.name, operator="gather", dim=axis)]
+    if rank is None:
+        raise refuse(node, opset, "the rank of input 0 {!r} is unknown; the portable target gathers by indices into "
+                                   "it flattened, which need it".format(data))
+    return ops + rank_checked(node, opset, 0, data, facts, fresh, rank) + rank_checked(
+        node, opset, 1, index, facts, fresh, rank, why="input 0's, as ONNX requires") + _flat_gathered(
+        node, opset, wrapped, length, axis, rank, fresh)
+
+
+def _flat_gathered(node, opset, wrapped: str, length: str, axis: int, rank: int, fresh) -> list:
+    """GatherElements for the portable target: Caffe2's Gather from the data flattened, by the position of each
+    entry (its coordinates, the index ``wrapped`` on ``axis``, made one number by Horner's rule over the data's dims
+    read at run time). An index out of [0, ``length``) and an indices dim past the data's (torch's gather refuses
+    both; here they would address other entries) stop the net first."""
+    data, index = node.input
+    where = label(node, opset)
+    zero, low, high, inside, data_dims, index_dims, fits = (fresh() for _ in range(7))
+    kept = [position for position in range(rank) if position != axis]
+    ops = [int64_scalar(node, zero, 0), make_op("GE", [wrapped, zero], [low], node.name),
+           make_op("LT", [wrapped, length], [high], node.name), make_op("And", [low, high], [inside], node.name),
+           refusal(node.name, inside, "{}: an index of input 1 {!r} is out of range for axis {} of input 0 {!r}".format(
+               where, index, axis, data), index)]
+    if kept:
+        ops += [make_op("Shape", [data], [data_dims], node.name, axes=kept),
+                make_op("Shape", [index], [index_dims], node.name, axes=kept),
+                make_op("LE", [index_dims, data_dims], [fits], node.name),
+                refusal(node.name, fits, "{}: input 1 {!r} has a dim past input 0 {!r}'s off axis {}".format(
+                    where, index, data, axis), index_dims)]
+    position = None
+    for dim in range(rank):
+        if dim == axis:
+            coordinate = wrapped
+        else:  # 0 .. n - 1 along this dim of the indices, laid so that it broadcasts against them
+            count, length_here, counted, coordinate = fresh(), fresh(), fresh(), fresh()
+            ops += [make_op("Shape", [index], [count], node.name, axes=[dim]),
+                    make_op("Squeeze", [count], [length_here], node.name, dims=[0])] + counted_by_range(
+                node, opset, length_here, fresh) + [
+                    make_op("Range", [length_here], [counted], node.name),
+                    make_op("ExpandDims", [counted], [coordinate], node.name,
+                            dims=[other for other in range(rank) if other != dim])]
+        if position is None:
+            position = coordinate
+            continue
+        extent, scaled, summed = fresh(), fresh(), fresh()
+        ops += [make_op("Shape", [data], [extent], node.name, axes=[dim]),
+                make_op("Mul", [position, extent], [scaled], node.name),
+                make_op("Add", [scaled, coordinate], [summed], node.name)]
+        position = summed
+    flat = fresh()
+    return ops + [make_op("FlattenToVec", [data], [flat], node.name),
+                  make_op("Gather", [flat, position], [node.output[0]], node.name)]
 
 
 def _last_dim(facts, opset, name: str):
