@@ -312,3 +312,44 @@ def test_gather_elements_refuses_what_would_address_other_entries(index, message
     rep = _portable(node_model("GatherElements", feeds, attrs={"axis": 1}, dynamic=True))
     with pytest.raises(RunRefused, match="ONNX GatherElements node .*" + message):
         rep.run(feeds)
+
+
+PAD_CASES = [[0, 1, 0, 2], [2, 0, 1, 0], [-1, 0, 0, -1], [-1, 2, 1, -2], [0, -3, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]]
+
+
+@pytest.mark.parametrize("pads", PAD_CASES)
+@pytest.mark.parametrize("dims", [(3, 4), (0, 4), (3, 0)])
+@pytest.mark.parametrize("dtype, value", [(np.float32, 0.0), (np.float32, -np.inf), (np.float32, np.nan),
+                                          (np.float64, 2.5), (np.int32, 7), (np.int64, -1)])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_constant_pad_by_concatenated_slabs_as_the_definition(pads, dims, dtype, value, dynamic):
+    """Negative pads crop first, then slabs of the value are concatenated on each side (Caffe2's Slice,
+    ConstantFill and Concat), empty inputs and outputs included: ONNX's definition (`pad_reference`)."""
+    from onnx_forms_support import pad_reference
+    x = np.resize(EDGES if np.dtype(dtype).kind == "f" else np.array([3, -1, 0, 7]), dims).astype(dtype)
+    cropped_past = any(dims[axis] + min(0, pads[axis]) + min(0, pads[axis + 2]) < 0 for axis in range(2))
+    if cropped_past and not dynamic:
+        return  # onnx's inference refuses the model (a negative dim)
+    model = node_model("Pad", {"x": x}, constants={"pads": np.array(pads, np.int64),
+                                                   "value": np.array(value, dtype)}, dynamic=dynamic)
+    if cropped_past:
+        from pycumsum_op.onnx.run_checks import RunRefused
+        with pytest.raises(RunRefused, match="ONNX Pad node .* crop input 0 'x' past its dims"):
+            _portable(model).run({"x": x})
+        return
+    _same(_portable(model).run({"x": x})[0], pad_reference(x, pads, value).astype(dtype))
+
+
+@pytest.mark.parametrize("pads", PAD_CASES[:-1])
+@pytest.mark.parametrize("dims", [(3, 4), (0, 4)])
+@pytest.mark.parametrize("dtype, value", [(np.float32, np.nan), (np.int64, -1)])
+def test_constant_pad_by_fed_pads_gathers_from_a_bordered_input(pads, dims, dtype, value):
+    """Pads fed at run time: one Gather per axis from the input with one value on each side (Caffe2's slabs), the
+    indices clamped by the stock extremum form: ONNX's definition."""
+    from onnx_forms_support import pad_reference
+    x = np.resize(EDGES if np.dtype(dtype).kind == "f" else np.array([3, -1, 0, 7]), dims).astype(dtype)
+    feeds = {"x": x, "pads": np.array(pads, np.int64)}
+    model = node_model("Pad", feeds, constants={"value": np.array(value, dtype)})
+    if any(dims[axis] + min(0, pads[axis]) + min(0, pads[axis + 2]) < 0 for axis in range(2)):
+        return  # cropped past the dims: the definition has no value
+    _same(_portable(model).run(feeds)[0], pad_reference(x, pads, value).astype(dtype))

@@ -31,7 +31,7 @@ from caffe2.proto import caffe2_pb2
 from caffe2.python import utils
 from caffe2.python.onnx.backend_rep import Caffe2Rep
 
-from ..input_limits import limit
+from ..input_limits import MAX_RANK, limit
 
 #: Caffe2's Range counts its length in a 32-bit int (OneHot's positions come from it): a count is held below this.
 COUNTER_LIMIT = 2 ** 31 - 1
@@ -103,19 +103,29 @@ def as_double(name: str, blob: str, fresh) -> Tuple[list, str]:
     return [make_op("Cast", [blob], [out], name, to=_DOUBLE)], out
 
 
-def product(name: str, values: str, length, fresh) -> Tuple[list, str]:
-    """(ops, blob): the product of the entries of float64 vector ``values``: where ``length`` is known when importing, a
-    Reshape to it (which stops the net if the vector has another length: the product is never of part of it), one
-    Split into its entries and a Mul per entry (stock operators, every build has them); else torch's ``prod`` (the ATen
-    op, which the portable target refuses: `importer`)."""
-    out = fresh()
+def product(name: str, values: str, length, fresh, message: str) -> Tuple[list, str]:
+    """(ops, blob): the product of the entries of float64 vector ``values`` by stock operators (every build has them):
+    a Reshape to its ``length`` entries (which stops the net if the vector has another length: the product is never
+    of part of it), or where the import does not know the length, 1s put before it up to `MAX_RANK` entries (a
+    longer vector stops the net with ``message``); then one Split into its entries and a Mul per entry."""
+    held = fresh()
     if length is None:
-        return [make_op("ATen", [values], [out], name, operator="prod", dim=0, keepdim=False)], out
-    if length == 0:
-        return [make_op("ConstantFill", [], [out], name, shape=[1], dtype=_DOUBLE, value=1.0)], out
-    held, entries = fresh(), [fresh() for _ in range(length)]
-    ops = [make_op("Reshape", [values], [held, fresh()], name, shape=[length]),
-           make_op("Split", [held], entries, name, axis=0)]
+        count, most, fits, ones, joined = fresh(), fresh(), fresh(), fresh(), fresh()
+        ops = [make_op("Size", [values], [count], name),
+               make_op("ConstantFill", [], [most], name, shape=[], dtype=_INT64, value=MAX_RANK),
+               make_op("LE", [count, most], [fits], name),
+               refusal(name, fits, "{} ({} dims at most: MAX_RANK)".format(message, MAX_RANK), count),
+               make_op("ConstantFill", [], [ones], name, shape=[MAX_RANK], dtype=_DOUBLE, value=1.0),
+               make_op("Concat", [ones, values], [joined, fresh()], name, axis=0),
+               # Caffe2's Slice: the start -k is the length + 1 - k
+               make_op("Slice", [joined], [held], name, starts=[-MAX_RANK - 1], ends=[-1])]
+        length = MAX_RANK
+    elif length == 0:
+        return [make_op("ConstantFill", [], [held], name, shape=[1], dtype=_DOUBLE, value=1.0)], held
+    else:
+        ops = [make_op("Reshape", [values], [held, fresh()], name, shape=[length])]
+    entries = [fresh() for _ in range(length)]
+    ops.append(make_op("Split", [held], entries, name, axis=0))
     out = entries[0]
     for entry in entries[1:]:
         out, former = fresh(), out
@@ -144,7 +154,7 @@ def capped_dims(name: str, dims: str, cap: int, message: str, fresh, lowest: int
     if lowest < 0:  # Reshape's -1: the other dims' product bounds the count
         more, magnitude = magnitudes(name, dims, fresh)
         ops += more
-    more, total = product(name, magnitude, length, fresh)
+    more, total = product(name, magnitude, length, fresh, message)
     ops += more
     if factor:
         scaled = fresh()

@@ -8,7 +8,7 @@ from ...input_limits import InputTooLarge, check_tensor, shape_text
 from ..run_checks import (as_double, capped_dims, capped_scalar, declared, element_cap, itemsize, make_op, refusal,
                           size_message, whole_double)
 from .contract import ANY, FLOAT, NEWEST, ZERO_ONE, Form, declare, given, label, same_rank
-from .helpers import attribute, constant_blob, constant_or, int64_scalar, int_list, rank_checked, refuse
+from .helpers import attribute, constant_blob, constant_or, extreme, int64_scalar, int_list, rank_checked, refuse
 
 #: Conv's and the pools' window; dilations other than 1 are refused for the pools by the translation
 _WINDOW = {"auto_pad": frozenset(["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"]), "dilations": ANY,
@@ -321,6 +321,9 @@ def _pad(node, facts, opset, fresh):
     if pads is not None and max(abs(pad) for pad in pads) > element_cap(size):  # a dim plus its pads stays in int64
         raise InputTooLarge("{}: pads {} reach past the {} elements a tensor may have (PYCUMSUM_OP_MAX_TENSOR_BYTES)"
                             .format(label(node, opset), shape_text(pads), element_cap(size)))
+    if mode == "constant" and pads is not None and not fed_value and not facts.torch_kernels and \
+            facts.elem_type(data) in _CONCATENATED_TYPES:
+        return _concatenated_pad(node, opset, facts, rank, pads, value, fresh)
     if mode == "constant" and pads is not None and not fed_value:
         return _constant_pad(node, opset, facts, rank, pads, value, fresh)
     return _gathered_pad(node, opset, facts, rank, mode, pads, value, fresh)
@@ -353,6 +356,89 @@ def _constant_pad(node, opset, facts, rank: int, pads, value, fresh) -> list:
                 checked=grown_all, length=rank)
     return ops + [make_op("ATen", [data], [node.output[0]], node.name, operator="constant_pad_nd", pad=torch_pads,
                       value=float(value))]
+
+
+#: the types Caffe2's ConstantFill and Concat take (the portable target's constant Pad)
+_CONCATENATED_TYPES = {TensorProto.FLOAT: caffe2_pb2.TensorProto.FLOAT, TensorProto.DOUBLE: caffe2_pb2.TensorProto.DOUBLE,
+                       TensorProto.INT32: caffe2_pb2.TensorProto.INT32, TensorProto.INT64: caffe2_pb2.TensorProto.INT64}
+
+
+def _concatenated_pad(node, opset, facts, rank: int, pads, value, fresh) -> list:
+    """Constant padding by constant pads for the portable target, in ONNX's order: the negative pads crop first (one
+    Slice, after a check that no axis is cropped past its length), then along each axis with positive pads slabs of
+    ``value`` (Caffe2's ConstantFill, of the dims read at run time with that axis' pad) are concatenated before and
+    after; the output's dims are held to the cap before anything is allocated."""
+    data, where = node.input[0], label(node, opset)
+    elem_type = facts.elem_type(data)
+    size = itemsize(elem_type)
+    whole, current = fresh(), data
+    ops = [make_op("Shape", [data], [whole], node.name)]
+    crops = [max(0, -pads[axis]) for axis in range(rank)], [max(0, -pads[axis + rank]) for axis in range(rank)]
+    if any(crops[0]) or any(crops[1]):
+        cropped, fill_cropped, kept, zero, fits = constant_blob(
+            [begin + end for begin, end in zip(*crops)], fresh) + (fresh(), fresh(), fresh())
+        ops += [fill_cropped, make_op("Sub", [whole, cropped], [kept], node.name), int64_scalar(node, zero, 0),
+                make_op("GE", [kept, zero], [fits], node.name),
+                refusal(node.name, fits, "{}: pads {} crop input 0 {!r} past its dims".format(
+                    where, shape_text(pads), data), whole)]
+    growth, fill_growth = constant_blob([pads[axis] + pads[axis + rank] for axis in range(rank)], fresh)
+    grown = fresh()
+    more, dims_double = as_double(node.name, grown, fresh)
+    ops += [fill_growth, make_op("Add", [whole, growth], [grown], node.name)] + more + capped_dims(
+        node.name, dims_double, element_cap(size), size_message(where, "its output (input 0 {!r} and the pads)".format(
+            data), size), fresh, checked=grown, length=rank)
+    if any(crops[0]) or any(crops[1]):
+        for axis in range(rank):  # Caffe2's Slice cuts one axis at a time; an end of -1 - k drops k entries
+            if crops[0][axis] or crops[1][axis]:
+                cut = fresh()
+                ops.append(make_op("Slice", [current], [cut], node.name,
+                                   starts=[crops[0][axis] if other == axis else 0 for other in range(rank)],
+                                   ends=[-1 - crops[1][axis] if other == axis else -1 for other in range(rank)]))
+                current = cut
+    return ops + _slabs(node, rank, elem_type, current, [(max(0, pads[axis]), max(0, pads[axis + rank]))
+                                                         for axis in range(rank)], _slab_fill(node, opset, elem_type,
+                                                                                              value),
+                        node.output[0], fresh)
+
+
+def _slab_fill(node, opset, elem_type, value):
+    """Pad's constant ``value`` as ConstantFill's argument for ``elem_type``: a float, or a whole number for
+    integers (refused otherwise)."""
+    if elem_type in (TensorProto.FLOAT, TensorProto.DOUBLE):
+        return float(value)
+    if float(value).is_integer():
+        return int(value)
+    raise refuse(node, opset, "constant_value {!r} is not a whole number for input 0 {!r} of integers".format(
+        value, node.input[0]))
+
+
+def _slabs(node, rank: int, elem_type, source: str, pads, fill, out: str, fresh) -> list:
+    """Ops writing ``source`` with slabs of ``fill`` concatenated before and after each axis (``pads``: (begin, end)
+    per axis, none negative) to ``out``: Caffe2's ConstantFill of the dims read at run time with that axis' pad, and
+    Concat."""
+    ops, current = [], source
+    padded = [axis for axis, (begin, end) in enumerate(pads) if begin or end]
+    for axis in padded:
+        dims, parts = fresh(), [current]
+        ops.append(make_op("Shape", [current], [dims], node.name))
+        for pad, first in zip(pads[axis], (True, False)):
+            if not pad:
+                continue
+            (others, fill_others), (own, fill_own) = (
+                constant_blob([int(other != axis) for other in range(rank)], fresh),
+                constant_blob([pad if other == axis else 0 for other in range(rank)], fresh))
+            kept, slab_dims, slab = fresh(), fresh(), fresh()
+            ops += [fill_others, fill_own, make_op("Mul", [dims, others], [kept], node.name),
+                    make_op("Add", [kept, own], [slab_dims], node.name),
+                    make_op("ConstantFill", [slab_dims], [slab], node.name, input_as_shape=1,
+                            dtype=_CONCATENATED_TYPES[elem_type], value=fill)]
+            parts.insert(0 if first else len(parts), slab)
+        target = out if axis == padded[-1] else fresh()
+        ops.append(make_op("Concat", parts, [target, fresh()], node.name, axis=axis))
+        current = target
+    if current != out:  # nothing padded
+        ops.append(make_op("Copy", [current], [out], node.name))
+    return ops
 
 
 def _gathered_pad(node, opset, facts, rank: int, mode: str, pads, value, fresh) -> list:
@@ -404,7 +490,7 @@ def _gathered_pad(node, opset, facts, rank: int, mode: str, pads, value, fresh) 
             for blob, number in ((zero, 0), (one, 1), (minus_one, -1))]
     source = data
     if mode == "constant":
-        more, source = _bordered(node, opset, rank, value, fresh)
+        more, source = _bordered(node, opset, facts, rank, value, fresh)
         ops += more
     if not axes:  # rank 0: no pads
         return ops + [make_op("Copy", [data], [out], node.name)]
@@ -418,12 +504,13 @@ def _gathered_pad(node, opset, facts, rank: int, mode: str, pads, value, fresh) 
                 make_op("Range", [count], [positions], node.name),
                 make_op("Sub", [positions, begin], [read], node.name)]
         if mode == "constant":
-            more, indices = _clamped(node, read, minus_one, length, fresh)
+            more, indices = _clamped(node, facts, read, minus_one, length, fresh)
             shifted = fresh()
             ops += more + [make_op("Add", [indices, one], [shifted], node.name)]
             indices = shifted
         else:
-            more, indices = _edge_or_reflect(node, opset, mode, axis, read, length, begin, end, zero, one, fresh)
+            more, indices = _edge_or_reflect(node, opset, facts, mode, axis, read, length, begin, end, zero, one,
+                                             fresh)
             ops += more
         target = out if number == len(axes) - 1 else fresh()
         ops.append(make_op("Gather", [source, indices], [target], node.name, axis=axis))
@@ -431,11 +518,16 @@ def _gathered_pad(node, opset, facts, rank: int, mode: str, pads, value, fresh) 
     return ops
 
 
-def _bordered(node, opset, rank: int, value, fresh) -> tuple:
+def _bordered(node, opset, facts, rank: int, value, fresh) -> tuple:
     """(ops, blob): input 0 with one ``value`` (a number, or a blob holding one) on each side of every axis, by
-    torch's constant_pad_nd (no dim comes out empty); a value blob is written where a border of ones, padded
-    around zeros of the input's shape, is true, after the check that it holds one element."""
+    torch's constant_pad_nd (no dim comes out empty), or for the portable target by slabs (`_slabs`); a value blob
+    is written where a border of ones, padded around zeros of the input's shape, is true, after the check that it
+    holds one element."""
     data, bordered = node.input[0], fresh()
+    elem_type = facts.elem_type(data)
+    if not isinstance(value, str) and not facts.torch_kernels and elem_type in _CONCATENATED_TYPES:
+        fill = _slab_fill(node, opset, elem_type, value)
+        return _slabs(node, rank, elem_type, data, [(1, 1)] * rank, fill, bordered, fresh), bordered
     if not isinstance(value, str):
         return [make_op("ATen", [data], [bordered], node.name, operator="constant_pad_nd", pad=[1] * 2 * rank,
                         value=float(value))], bordered
@@ -451,14 +543,14 @@ def _bordered(node, opset, rank: int, value, fresh) -> tuple:
             make_op("ATen", [border, value, padded], [bordered], node.name, operator="where")], bordered
 
 
-def _clamped(node, values: str, low: str, high: str, fresh) -> tuple:
-    """(ops, blob): int64 ``values`` held to [``low``, ``high``] ((1,) blobs)."""
+def _clamped(node, facts, values: str, low: str, high: str, fresh) -> tuple:
+    """(ops, blob): int64 ``values`` held to [``low``, ``high``] ((1,) blobs), by `extreme`."""
     above, clamped = fresh(), fresh()
-    return [make_op("ATen", [values, low], [above], node.name, operator="maximum"),
-            make_op("ATen", [above, high], [clamped], node.name, operator="minimum")], clamped
+    return extreme(node, facts, values, low, above, fresh, larger=True) + extreme(
+        node, facts, above, high, clamped, fresh, larger=False), clamped
 
 
-def _edge_or_reflect(node, opset, mode: str, axis: int, read: str, length: str, begin: str, end: str, zero: str,
+def _edge_or_reflect(node, opset, facts, mode: str, axis: int, read: str, length: str, begin: str, end: str, zero: str,
                      one: str, fresh) -> tuple:
     """(ops, blob): the indices of input 0 along ``axis`` that positions ``read`` (j - b) take in ``mode`` edge or
     reflect (see `_gathered_pad`), after the check that the cropped axis allows the pads."""
@@ -484,7 +576,7 @@ def _edge_or_reflect(node, opset, mode: str, axis: int, read: str, length: str, 
                                                     mode), length)]
     if mode == "edge":
         last = fresh()
-        more, indices = _clamped(node, read, zero, last, fresh)
+        more, indices = _clamped(node, facts, read, zero, last, fresh)
         return ops + [make_op("Sub", [length, one], [last], node.name)] + more, indices
     inside, last, magnitude, back, distance, reflected, indices = (fresh() for _ in range(7))
     return ops + [make_op("Sub", [read, crops[0]], [inside], node.name),  # within the cropped axis

@@ -151,7 +151,7 @@ def _count_agrees(node, opset, data: str, new_shape: str, shape: str, length, fr
     is not 0."""
     more, dims = as_double(node.name, new_shape, fresh)
     more_magnitudes, magnitude = magnitudes(node.name, dims, fresh)
-    more_product, total = product(node.name, magnitude, length, fresh)
+    more_product, total = product(node.name, magnitude, length, fresh, _count_refused(node, opset, data, shape))
     minus, free, frees, count, size, whole = (fresh() for _ in range(6))
     zero, with_free, nonzero, fits_free, without, equal, fits, agrees = (fresh() for _ in range(8))
     double = caffe2_pb2.TensorProto.DOUBLE
