@@ -59,4 +59,4 @@ def test_the_portable_target_passes_or_refuses(batch):
     tally = collections.Counter(kind for kind, _ in results.values())
     assert not problems, "{} of {} node tests ({}):\n{}".format(len(problems), len(names), dict(tally),
                                                                 "\n".join(problems))
-    assert tally["pass"] > len(names) // 3, dict(tally)  # 359 of 847 pass
+    assert tally["pass"] > len(names) // 3, dict(tally)  # 398 of 847 pass
