@@ -150,3 +150,17 @@ def test_a_length_no_bound_holds_is_checked_on_a_valid_probe(inferences):
     with pytest.raises(FormRefused, match="^ONNX ScatterElements node 'y' [^\n]*$"):
         prepare(_zeros_read_by("ScatterElements"))  # inferred whole, then refused in one line
     assert len(inferences) == 4
+
+
+@pytest.mark.slow
+def test_bert_base_shape_imports_portable_and_matches_onnxruntime():
+    """The same encoder exported with static axes, through the portable target: no ATen op in 12 layers of width 768,
+    equal to onnxruntime."""
+    from pycumsum_op.onnx import prepare
+    module, (ids, mask) = deep_encoder(12, hidden=768, heads=12, sequence=128)
+    model = export(module, (ids, mask), opset=13, dynamic=False)
+    rep = prepare(model, lower="portable")
+    assert [op.type for net in (rep.init_net, rep.predict_net) for op in net.op if op.type in ("ATen", "Python")] == []
+    feeds = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
+    got, (expected,) = rep.run(feeds)[0], onnxruntime_outputs(model, feeds)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)

@@ -353,3 +353,20 @@ def test_constant_pad_by_fed_pads_gathers_from_a_bordered_input(pads, dims, dtyp
     if any(dims[axis] + min(0, pads[axis]) + min(0, pads[axis + 2]) < 0 for axis in range(2)):
         return  # cropped past the dims: the definition has no value
     _same(_portable(model).run(feeds)[0], pad_reference(x, pads, value).astype(dtype))
+
+
+@pytest.mark.parametrize("op_type, feeds", [
+    ("Expand", {"x": np.ones((1, 3), np.float32), "shape": np.array([2 ** 40, 2 ** 40, 3], np.int64)}),
+    ("Expand", {"x": np.ones((1, 3), np.float32), "shape": np.array([2 ** 62 + 1, 4], np.int64)}),
+    ("Tile", {"x": np.ones((2, 3), np.float32), "repeats": np.array([2 ** 31, 2 ** 31], np.int64)}),
+    ("Pad", {"x": np.ones((2, 3), np.float32), "pads": np.array([0, 2 ** 62, 0, 2 ** 62], np.int64)}),
+    ("Reshape", {"x": np.ones((2, 3), np.float32), "shape": np.array([-1, 2 ** 62, 4], np.int64)}),
+    ("ConstantOfShape", {"shape": np.array([2 ** 31, 2 ** 31, 2 ** 31], np.int64)})])
+def test_fed_sizes_past_the_cap_stop_the_net(op_type, feeds):
+    """Sizes read at run time are held to PYCUMSUM_OP_MAX_TENSOR_BYTES by stock operators (products of dims by Mul):
+    a shape past 2**62, whose product overflows int64, stops the net in one line naming the node."""
+    from pycumsum_op.onnx.run_checks import RunRefused
+    rank = 3 if op_type in ("ConstantOfShape", "Reshape") and len(feeds.get("shape", ())) == 3 else 2
+    model = node_model(op_type, feeds, out_rank=rank)
+    with pytest.raises(RunRefused, match="ONNX {} node".format(op_type)):
+        _portable(model).run(feeds)
