@@ -55,8 +55,8 @@ def test_unary_forms_take_caffe2s_kernels_within_two_ulps(op_type, attrs):
     ("Sign", np.float32, "sign"),  # Caffe2's Sign of NaN is 0, ONNX's NaN
     ("Sin", np.float64, "sin"),  # Caffe2's Sin is float32 only
     ("Softplus", np.float32, "softplus"),  # Caffe2's overflows to inf from 89
-    ("Abs", np.float64, "abs"),
-    ("IsNaN", np.float32, "isnan")])  # Caffe2's IsNaN writes uint8  # Caffe2's Abs is float32 only; a sign product would make -0.0 of -0.0
+    ("Abs", np.float64, "abs"),  # Caffe2's Abs is float32 only; a sign product would make -0.0 of -0.0
+    ("IsNaN", np.float32, "isnan")])  # Caffe2's IsNaN writes uint8
 def test_a_form_without_stock_operators_is_refused_by_node(op_type, dtype, kernel):
     from pycumsum_op.onnx import prepare
     from pycumsum_op.onnx.ops.contract import FormRefused

@@ -8,7 +8,7 @@ from ...lowering.aten_gradient import imported_form
 from ..run_checks import make_op
 from .contract import (ANY, AT_MOST_FIRST, BOOL, BROADCAST, FLOAT, MOVED, NEWEST, NUMBERS, SMALL_INTS, Form,
                        broadcast_dims, broadcast_rank, declare, given, same_dims, same_rank, stock)
-from .helpers import CAFFE2_TYPES, FLOATS, NUMPY_FLOATS, attribute, extreme, refuse, type_text
+from .helpers import CAFFE2_NUMBERS, CAFFE2_TYPES, FLOATS, NUMPY_FLOATS, attribute, extreme, refuse, type_text
 
 stock("Or", Form((7, NEWEST)), types=BOOL, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
 stock("And", Form((7, NEWEST)), types=BOOL, rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
@@ -108,13 +108,13 @@ def _sign_op(node, facts, opset, fresh):
     elem_type, data, out = facts.elem_type(node.input[0]), node.input[0], node.output[0]
     if elem_type == TensorProto.FLOAT:
         return [make_op({"Abs": "Abs", "Neg": "Negative"}[node.op_type], [data], [out], node.name)]
-    if not facts.torch_kernels and elem_type in (TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64):
-        if node.op_type == "Neg":
-            return [make_op("Negative", [data], [out], node.name)]
-    if not facts.torch_kernels and elem_type in (TensorProto.INT32, TensorProto.INT64):
-        sign = fresh()
-        return [make_op("Sign", [data], [sign], node.name), make_op("Mul", [data, sign], [out], node.name)]
-    return [make_op("ATen", [node.input[0]], [node.output[0]], node.name, operator=node.op_type.lower())]
+    if facts.torch_kernels or elem_type not in CAFFE2_NUMBERS or (node.op_type, elem_type) == ("Abs",
+                                                                                           TensorProto.DOUBLE):
+        return [make_op("ATen", [data], [out], node.name, operator=node.op_type.lower())]
+    if node.op_type == "Neg":
+        return [make_op("Negative", [data], [out], node.name)]
+    sign = fresh()
+    return [make_op("Sign", [data], [sign], node.name), make_op("Mul", [data, sign], [out], node.name)]
 
 
 # Caffe2's Clip (float) before opset 11; then torch's maximum/minimum, bounds constant or fed. ONNX's Clip-11 is
@@ -183,7 +183,7 @@ def _clip(node, facts, opset, fresh):
                         make_op("ATen", [finite, data], [name], node.name, operator="type_as")]
         elif floating and (constants[what] is None or np.isnan(constants[what]).any()):  # a NaN bound: none
             nan, filled = fresh(), fresh()
-            if facts.torch_kernels or elem_type not in _STOCK_PAIR_TYPES:
+            if facts.torch_kernels or elem_type not in CAFFE2_NUMBERS:
                 ops += [make_op("ATen", [name], [nan], node.name, operator="isnan"),
                         make_op("ATen", [name, nan], [filled], node.name, operator="masked_fill", value=infinity)]
             else:
@@ -222,7 +222,7 @@ def _extremum(node, facts, opset, fresh):
     ops, current = [], inputs[0]
     for number, other in enumerate(inputs[1:]):
         target = node.output[0] if number == len(inputs) - 2 and not mean else fresh()
-        if facts.torch_kernels or facts.elem_type(inputs[0]) not in _STOCK_PAIR_TYPES:
+        if facts.torch_kernels or facts.elem_type(inputs[0]) not in CAFFE2_NUMBERS:
             ops.append(make_op("ATen", [current, other], [target], node.name, operator=operator))
         else:
             ops += _stock_pair(node, facts, facts.elem_type(inputs[0]), current, other, target, fresh)
@@ -236,17 +236,12 @@ def _extremum(node, facts, opset, fresh):
     return ops
 
 
-#: the types Caffe2's Add, GE, LE and Where take
-_STOCK_PAIR_TYPES = frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64])
-
-
 def _stock_pair(node, facts, elem_type, first: str, second: str, out: str, fresh) -> list:
     """Ops writing ``out``: the sum of ``first`` and ``second`` by Caffe2's Add, or their larger (smaller) by
     `extreme`."""
     if node.op_type in ("Sum", "Mean"):
         return [make_op("Add", [first, second], [out], node.name)]
     return extreme(node, facts, first, second, out, fresh, node.op_type == "Max", elem_type)
-
 
 
 # Caffe2's GE and LE (its stock converter maps neither GreaterOrEqual nor LessOrEqual)

@@ -8,7 +8,8 @@ from ...input_limits import InputTooLarge, check_tensor, shape_text
 from ..run_checks import (as_double, capped_dims, capped_scalar, declared, element_cap, itemsize, make_op, refusal,
                           size_message, whole_double)
 from .contract import ANY, FLOAT, NEWEST, ZERO_ONE, Form, declare, given, label, same_rank
-from .helpers import attribute, constant_blob, constant_or, extreme, int64_scalar, int_list, rank_checked, refuse
+from .helpers import (CAFFE2_NUMBERS, CAFFE2_TYPES, attribute, constant_blob, constant_or, extreme, int64_scalar,
+                      int_list, rank_checked, refuse)
 
 #: Conv's and the pools' window; dilations other than 1 are refused for the pools by the translation
 _WINDOW = {"auto_pad": frozenset(["NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"]), "dilations": ANY,
@@ -322,7 +323,7 @@ def _pad(node, facts, opset, fresh):
         raise InputTooLarge("{}: pads {} reach past the {} elements a tensor may have (PYCUMSUM_OP_MAX_TENSOR_BYTES)"
                             .format(label(node, opset), shape_text(pads), element_cap(size)))
     if mode == "constant" and pads is not None and not fed_value and not facts.torch_kernels and \
-            facts.elem_type(data) in _CONCATENATED_TYPES:
+            facts.elem_type(data) in CAFFE2_NUMBERS:
         return _concatenated_pad(node, opset, facts, rank, pads, value, fresh)
     if mode == "constant" and pads is not None and not fed_value:
         return _constant_pad(node, opset, facts, rank, pads, value, fresh)
@@ -356,11 +357,6 @@ def _constant_pad(node, opset, facts, rank: int, pads, value, fresh) -> list:
                 checked=grown_all, length=rank)
     return ops + [make_op("ATen", [data], [node.output[0]], node.name, operator="constant_pad_nd", pad=torch_pads,
                       value=float(value))]
-
-
-#: the types Caffe2's ConstantFill and Concat take (the portable target's constant Pad)
-_CONCATENATED_TYPES = {TensorProto.FLOAT: caffe2_pb2.TensorProto.FLOAT, TensorProto.DOUBLE: caffe2_pb2.TensorProto.DOUBLE,
-                       TensorProto.INT32: caffe2_pb2.TensorProto.INT32, TensorProto.INT64: caffe2_pb2.TensorProto.INT64}
 
 
 def _concatenated_pad(node, opset, facts, rank: int, pads, value, fresh) -> list:
@@ -431,7 +427,7 @@ def _slabs(node, rank: int, elem_type, source: str, pads, fill, out: str, fresh)
             ops += [fill_others, fill_own, make_op("Mul", [dims, others], [kept], node.name),
                     make_op("Add", [kept, own], [slab_dims], node.name),
                     make_op("ConstantFill", [slab_dims], [slab], node.name, input_as_shape=1,
-                            dtype=_CONCATENATED_TYPES[elem_type], value=fill)]
+                            dtype=CAFFE2_TYPES[elem_type], value=fill)]
             parts.insert(0 if first else len(parts), slab)
         target = out if axis == padded[-1] else fresh()
         ops.append(make_op("Concat", parts, [target, fresh()], node.name, axis=axis))
@@ -525,7 +521,7 @@ def _bordered(node, opset, facts, rank: int, value, fresh) -> tuple:
     holds one element."""
     data, bordered = node.input[0], fresh()
     elem_type = facts.elem_type(data)
-    if not isinstance(value, str) and not facts.torch_kernels and elem_type in _CONCATENATED_TYPES:
+    if not isinstance(value, str) and not facts.torch_kernels and elem_type in CAFFE2_NUMBERS:
         fill = _slab_fill(node, opset, elem_type, value)
         return _slabs(node, rank, elem_type, data, [(1, 1)] * rank, fill, bordered, fresh), bordered
     if not isinstance(value, str):

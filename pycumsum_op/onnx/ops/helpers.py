@@ -118,6 +118,9 @@ def filled_blob(node, shape: str, out: str, dtype: int, value, fresh) -> list:
 CAFFE2_TYPES = {TensorProto.INT32: caffe2_pb2.TensorProto.INT32, TensorProto.INT64: caffe2_pb2.TensorProto.INT64,
                 TensorProto.FLOAT: caffe2_pb2.TensorProto.FLOAT, TensorProto.DOUBLE: caffe2_pb2.TensorProto.DOUBLE,
                 TensorProto.BOOL: caffe2_pb2.TensorProto.BOOL}
+#: the types Caffe2's numeric kernels take (Add, Mul, Div, GE, LE, Where, ScatterAssign, ConstantFill, Concat): those of
+#: the stock forms the portable target takes where the other targets run torch's kernels
+CAFFE2_NUMBERS = frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64])
 
 
 def counted_by_range(node, opset, length: str, fresh) -> list:
@@ -186,11 +189,11 @@ def constant_or(facts, name: str, default):
 
 
 def broadcast_operands(node, facts, names, elem_types, fresh) -> tuple:
-    """(ops, blobs): ``names`` (of ONNX ``elem_types``) broadcast to their common shape, for Caffe2's elementwise kernels that do not broadcast
-    (the portable target's stock operators): each multiplied by ones of that shape with Caffe2's Mul, whose
-    broadcasting is numpy's, empty dims included (its Expand reads a 0 as a 1), and x * 1 keeps -0.0, NaN and the
-    infinities. The ones are the product of ones like each operand; bool goes through int32 (Mul has no bool kernel).
-    Operands the model proves to be of one shape are kept."""
+    """(ops, blobs): ``names`` (of ONNX ``elem_types``) broadcast to their common shape, for Caffe2's kernels that do
+    not broadcast (Where: the portable target's stock operators): each multiplied by ones of that shape with
+    Caffe2's Mul, whose broadcasting is numpy's, empty dims included (its Expand reads a 0 as a 1), and x * 1 keeps
+    -0.0, NaN and the infinities. The ones are the product of ones like each operand; bool goes through int32 (Mul
+    has no bool kernel). Operands the model proves to be of one shape are kept."""
     dims = [facts.known_dims(name) for name in names]
     if dims[0] is not None and None not in dims[0] and all(dim == dims[0] for dim in dims):
         return [], list(names)
@@ -228,8 +231,7 @@ def extreme(node, facts, first: str, second: str, out: str, fresh, larger: bool,
     broadcast (`broadcast_operands`): a NaN on either side is kept and a tie of 0.0 and -0.0 gives the first, as
     torch's (other types keep torch's kernels, which the portable target refuses). Caffe2's Max is float32 only,
     broadcasts nothing and drops NaN."""
-    if facts.torch_kernels or elem_type not in (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32,
-                                                TensorProto.INT64):
+    if facts.torch_kernels or elem_type not in CAFFE2_NUMBERS:
         return [make_op("ATen", [first, second], [out], node.name, operator="maximum" if larger else "minimum")]
     ops, (wide_first, wide_second) = broadcast_operands(node, facts, [first, second], [elem_type] * 2, fresh)
     keep = fresh()

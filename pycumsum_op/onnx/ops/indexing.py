@@ -9,8 +9,8 @@ from ..run_checks import (COUNTER_LIMIT, as_double, capped_dims, capped_scalar, 
                           make_op, refusal, size_message, whole_double)
 from .contract import (ANY, AT_MOST_FIRST, BROADCAST, MOVED, NEWEST, NUMBERS, ZERO_ONE, Form, broadcast_dims,
                        broadcast_rank, declare, fixed_rank, given, label, same_rank)
-from .helpers import (CAFFE2_TYPES, attribute, axis_length, broadcast_operands, checked_type, counted_by_range,
-                      int64_scalar, normalized, rank_checked, refuse, type_text, within_rank)
+from .helpers import (CAFFE2_NUMBERS, CAFFE2_TYPES, attribute, axis_length, broadcast_operands, checked_type,
+                      counted_by_range, int64_scalar, normalized, rank_checked, refuse, type_text, within_rank)
 
 
 def _gather_rank(node, known, facts):
@@ -137,7 +137,7 @@ def _scatter_nd(node, facts, opset, fresh):
         if facts.rank(updates) is None or facts.rank(data) is None:
             raise refuse(node, opset, "the rank of indices {!r} is unknown".format(indices))
         index_rank = facts.rank(updates) - (facts.rank(data) - depth) + 1
-    if not facts.torch_kernels and facts.elem_type(data) in _ASSIGNED_TYPES:
+    if not facts.torch_kernels and facts.elem_type(data) in CAFFE2_NUMBERS | {TensorProto.BOOL}:
         return _assigned_rows(node, opset, facts, depth, index_rank, fresh)
     ops, columns = [], []
     for column in range(depth):  # index_put takes one index tensor per indexed dimension
@@ -150,11 +150,6 @@ def _scatter_nd(node, facts, opset, fresh):
     ops.append(make_op("ATen", [data] + columns + [updates], [node.output[0]], node.name, operator="index_put",
                    accumulate=0))
     return ops
-
-
-#: the types Caffe2's ScatterAssign and ConstantFill take (the portable target's ScatterND), and bool through int32
-_ASSIGNED_TYPES = frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64,
-                             TensorProto.BOOL])
 
 
 def _assigned_rows(node, opset, facts, depth: int, index_rank: int, fresh) -> list:
@@ -202,12 +197,14 @@ def _assigned_rows(node, opset, facts, depth: int, index_rank: int, fresh) -> li
                                                                        starts=[1], ends=[2]),
                   make_op("GivenTensorInt64Fill", [], [one], node.name, values=[1], shape=[1]),
                   make_op("Concat", [one, width], [pad_shape, fresh()], node.name, axis=0),
-                  make_op("ConstantFill", [pad_shape], [pad], node.name, input_as_shape=1, dtype=CAFFE2_TYPES[elem_type],
+                  make_op("ConstantFill", [pad_shape], [pad], node.name, input_as_shape=1,
+                          dtype=CAFFE2_TYPES[elem_type],
                           value=0.0 if elem_type in (TensorProto.FLOAT, TensorProto.DOUBLE) else 0),
                   make_op("Concat", [rows, pad], [grown, fresh()], node.name, axis=0),
                   make_op("ScatterAssign", [grown, number, slices], [grown], node.name),
                   make_op("Slice", [grown], [cut], node.name, starts=[0, 0], ends=[-2, -1]),
-                  make_op("Shape", [data], [dims], node.name), make_op("Reshape", [cut, dims], [out, fresh()], node.name)] + (
+                  make_op("Shape", [data], [dims], node.name),
+                  make_op("Reshape", [cut, dims], [out, fresh()], node.name)] + (
         [] if out == node.output[0] else [make_op("Cast", [out], [node.output[0]], node.name,
                                                   to=caffe2_pb2.TensorProto.BOOL)])
 
@@ -337,7 +334,7 @@ def _trilu(node, facts, opset, fresh):
     if rank is None or rank < 2:
         raise refuse(node, opset, "input 0 {!r} has rank {}; Trilu takes rank 2 or more".format(
             data, rank if rank is not None else "unknown"))
-    stock = not facts.torch_kernels and elem_type in (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT64)
+    stock = not facts.torch_kernels and elem_type in CAFFE2_NUMBERS
     ops = []
     if not given(node, 1) or facts.is_constant(node.input[1]):
         k = 0
@@ -419,10 +416,6 @@ def _eye_like(node, facts, opset, fresh):
                          make_op("Cast", [diagonal], [out], node.name, to=_EYE_TYPES[elem_type])]
 
 
-#: the types Caffe2's Where kernel takes
-_WHERE_TYPES = frozenset([TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64])
-
-
 @declare("Where", Form((9, NEWEST)), types=NUMBERS | {TensorProto.FLOAT16, TensorProto.UINT8}, typed=("input", 1),
          rank=broadcast_rank, dims=broadcast_dims, elements=BROADCAST)
 def _where(node, facts, opset, fresh):
@@ -430,7 +423,7 @@ def _where(node, facts, opset, fresh):
     (`broadcast_operands`: its kernel takes one shape) where its kernel has the type."""
     if facts.torch_kernels:
         return [make_op("ATen", list(node.input), [node.output[0]], node.name, operator="where")]
-    checked_type(node, opset, facts, node.input[1], "input 1 (X)", _WHERE_TYPES,
+    checked_type(node, opset, facts, node.input[1], "input 1 (X)", CAFFE2_NUMBERS,
                  "Caffe2's Where (the portable target's) takes float, double, int32 and int64")
     types = [TensorProto.BOOL] + [facts.elem_type(node.input[1])] * 2
     ops, operands = broadcast_operands(node, facts, list(node.input), types, fresh)

@@ -252,8 +252,8 @@ def _expand(node, facts, opset, fresh):
     """Caffe2's Expand broadcasts as ONNX's does, over int32, int64, float and double, but reads a 0 in the shape as
     a 1 and enforces (math_cpu.cc) on an empty input dim that the shape broadcasts: unless the model proves that
     neither happens, x is multiplied by ones of the shape with the ATen op, or Caffe2's Mul for the portable target
-    (both broadcast empty dims as ONNX does, and x * 1 keeps -0.0, NaN and the infinities). Bool goes through int32 (Caffe2's Expand has no bool
-    kernel)."""
+    (both broadcast empty dims as ONNX does, and x * 1 keeps -0.0, NaN and the infinities). Bool goes through int32
+    (Caffe2's Expand has no bool kernel)."""
     data, shape = node.input
     elem_type = facts.elem_type(data)
     if elem_type not in CAFFE2_TYPES:
