@@ -305,6 +305,7 @@ def test_gather_elements_from_the_flattened_data_as_numpy(dims, index_dims, axis
 
 
 @pytest.mark.parametrize("index, message", [([[3, 0]], "out of range for axis 1"), ([[-4, 0]], "out of range"),
+                                            ([[2 ** 62, 0]], "out of range"), ([[-2 ** 63, 0]], "out of range"),
                                             ([[0], [0], [0], [0]], "has a dim past input 0")])
 def test_gather_elements_refuses_what_would_address_other_entries(index, message):
     from pycumsum_op.onnx.run_checks import RunRefused

@@ -257,3 +257,34 @@ def reversed_axis(node, opset, facts, data: str, out: str, axis: int, fresh) -> 
         int64_scalar(node, one, 1), make_op("Sub", [length, one], [last], node.name),
         make_op("Range", [length], [counted], node.name), make_op("Sub", [last, counted], [backwards], node.name),
         make_op("Gather", [data, backwards], [out], node.name, axis=axis)]
+
+
+def counted_from_end(node, index: str, length: str, zero: str, fresh) -> tuple:
+    """(ops, blob): int64 ``index`` with ``length`` added where it is below ``zero`` (an int64 0): ONNX's indices
+    counting from the end. No overflow: a length is added to negatives only."""
+    negative, shift, offset, counted = fresh(), fresh(), fresh(), fresh()
+    return [make_op("LT", [index, zero], [negative], node.name),
+            make_op("Cast", [negative], [shift], node.name, to=caffe2_pb2.TensorProto.INT64),
+            make_op("Mul", [shift, length], [offset], node.name),
+            make_op("Add", [index, offset], [counted], node.name)], counted
+
+
+def within_length(node, index: str, length: str, zero: str, message: str, fresh) -> list:
+    """Ops stopping the net with ``message`` unless every entry of int64 ``index`` lies in [0, ``length``)."""
+    low, high, inside = fresh(), fresh(), fresh()
+    return [make_op("GE", [index, zero], [low], node.name), make_op("LT", [index, length], [high], node.name),
+            make_op("And", [low, high], [inside], node.name), refusal(node.name, inside, message, index)]
+
+
+def row_major_position(node, data: str, coordinates, fresh) -> tuple:
+    """(ops, blob): the row-major position in ``data`` of the entries whose coordinates along its leading dims are
+    ``coordinates`` (int64 blobs that broadcast against each other), by Horner's rule over its dims read at run
+    time."""
+    ops, position = [], coordinates[0]
+    for dim, coordinate in enumerate(coordinates[1:], 1):
+        extent, scaled, summed = fresh(), fresh(), fresh()
+        ops += [make_op("Shape", [data], [extent], node.name, axes=[dim]),
+                make_op("Mul", [position, extent], [scaled], node.name),
+                make_op("Add", [scaled, coordinate], [summed], node.name)]
+        position = summed
+    return ops, position

@@ -10,7 +10,8 @@ from ..run_checks import (COUNTER_LIMIT, as_double, capped_dims, capped_scalar, 
 from .contract import (ANY, AT_MOST_FIRST, BROADCAST, MOVED, NEWEST, NUMBERS, ZERO_ONE, Form, broadcast_dims,
                        broadcast_rank, declare, fixed_rank, given, label, same_rank)
 from .helpers import (CAFFE2_NUMBERS, CAFFE2_TYPES, attribute, axis_length, broadcast_operands, checked_type,
-                      counted_by_range, int64_scalar, normalized, rank_checked, refuse, type_text, within_rank)
+                      counted_by_range, counted_from_end, int64_scalar, normalized, rank_checked, refuse,
+                      row_major_position, type_text, within_length, within_rank)
 
 
 def _gather_rank(node, known, facts):
@@ -40,13 +41,10 @@ def _gather_elements(node, facts, opset, fresh):
     if facts.elem_type(index) not in (TensorProto.INT32, TensorProto.INT64):
         raise refuse(node, opset, "input 1 (indices) {!r} is not int32 or int64".format(index))
     ops, length = axis_length(node, data, axis, fresh)
-    wide, zero, negative, shift, offset, wrapped = (fresh() for _ in range(6))
-    ops += [make_op("Cast", [index], [wide], node.name, to=caffe2_pb2.TensorProto.INT64),
-            int64_scalar(node, zero, 0),
-            make_op("LT", [wide, zero], [negative], node.name),
-            make_op("Cast", [negative], [shift], node.name, to=caffe2_pb2.TensorProto.INT64),
-            make_op("Mul", [shift, length], [offset], node.name),
-            make_op("Add", [wide, offset], [wrapped], node.name)]
+    wide, zero = fresh(), fresh()
+    ops += [make_op("Cast", [index], [wide], node.name, to=caffe2_pb2.TensorProto.INT64), int64_scalar(node, zero, 0)]
+    more, wrapped = counted_from_end(node, wide, length, zero, fresh)
+    ops += more
     if facts.torch_kernels:
         return ops + [make_op("ATen", [data, wrapped], [node.output[0]], node.name, operator="gather", dim=axis)]
     if rank is None:
@@ -54,50 +52,43 @@ def _gather_elements(node, facts, opset, fresh):
                                    "it flattened, which need it".format(data))
     return ops + rank_checked(node, opset, 0, data, facts, fresh, rank) + rank_checked(
         node, opset, 1, index, facts, fresh, rank, why="input 0's, as ONNX requires") + _flat_gathered(
-        node, opset, wrapped, length, axis, rank, fresh)
+        node, opset, wrapped, length, zero, axis, rank, fresh)
 
 
-def _flat_gathered(node, opset, wrapped: str, length: str, axis: int, rank: int, fresh) -> list:
+def _flat_gathered(node, opset, wrapped: str, length: str, zero: str, axis: int, rank: int, fresh) -> list:
     """GatherElements for the portable target: Caffe2's Gather from the data flattened, by the position of each
     entry (its coordinates, the index ``wrapped`` on ``axis``, made one number by Horner's rule over the data's dims
     read at run time). An index out of [0, ``length``) and an indices dim past the data's (torch's gather refuses
     both; here they would address other entries) stop the net first."""
     data, index = node.input
     where = label(node, opset)
-    zero, low, high, inside, data_dims, index_dims, fits = (fresh() for _ in range(7))
+    data_dims, index_dims, fits = fresh(), fresh(), fresh()
     kept = [position for position in range(rank) if position != axis]
-    ops = [int64_scalar(node, zero, 0), make_op("GE", [wrapped, zero], [low], node.name),
-           make_op("LT", [wrapped, length], [high], node.name), make_op("And", [low, high], [inside], node.name),
-           refusal(node.name, inside, "{}: an index of input 1 {!r} is out of range for axis {} of input 0 {!r}".format(
-               where, index, axis, data), index)]
+    ops = within_length(node, wrapped, length, zero, "{}: an index of input 1 {!r} is out of range for axis {} of "
+                                                     "input 0 {!r}".format(where, index, axis, data), fresh)
     if kept:
         ops += [make_op("Shape", [data], [data_dims], node.name, axes=kept),
                 make_op("Shape", [index], [index_dims], node.name, axes=kept),
                 make_op("LE", [index_dims, data_dims], [fits], node.name),
                 refusal(node.name, fits, "{}: input 1 {!r} has a dim past input 0 {!r}'s off axis {}".format(
                     where, index, data, axis), index_dims)]
-    position = None
+    coordinates = []
     for dim in range(rank):
         if dim == axis:
-            coordinate = wrapped
-        else:  # 0 .. n - 1 along this dim of the indices, laid so that it broadcasts against them
-            count, length_here, counted, coordinate = fresh(), fresh(), fresh(), fresh()
-            ops += [make_op("Shape", [index], [count], node.name, axes=[dim]),
-                    make_op("Squeeze", [count], [length_here], node.name, dims=[0])] + counted_by_range(
-                node, opset, length_here, fresh) + [
-                    make_op("Range", [length_here], [counted], node.name),
-                    make_op("ExpandDims", [counted], [coordinate], node.name,
-                            dims=[other for other in range(rank) if other != dim])]
-        if position is None:
-            position = coordinate
+            coordinates.append(wrapped)
             continue
-        extent, scaled, summed = fresh(), fresh(), fresh()
-        ops += [make_op("Shape", [data], [extent], node.name, axes=[dim]),
-                make_op("Mul", [position, extent], [scaled], node.name),
-                make_op("Add", [scaled, coordinate], [summed], node.name)]
-        position = summed
+        # 0 .. n - 1 along this dim of the indices, laid so that it broadcasts against them
+        count, length_here, counted, coordinate = fresh(), fresh(), fresh(), fresh()
+        ops += [make_op("Shape", [index], [count], node.name, axes=[dim]),
+                make_op("Squeeze", [count], [length_here], node.name, dims=[0])] + counted_by_range(
+            node, opset, length_here, fresh) + [
+                make_op("Range", [length_here], [counted], node.name),
+                make_op("ExpandDims", [counted], [coordinate], node.name,
+                        dims=[other for other in range(rank) if other != dim])]
+        coordinates.append(coordinate)
+    more, position = row_major_position(node, data, coordinates, fresh)
     flat = fresh()
-    return ops + [make_op("FlattenToVec", [data], [flat], node.name),
+    return ops + more + [make_op("FlattenToVec", [data], [flat], node.name),
                   make_op("Gather", [flat, position], [node.output[0]], node.name)]
 
 
@@ -169,29 +160,19 @@ def _assigned_rows(node, opset, facts, depth: int, index_rank: int, fresh) -> li
            make_op("Flatten", [updates], [slices], node.name, axis=index_rank - 1),
            make_op("Flatten", [indices], [pairs], node.name, axis=index_rank - 1),
            make_op("Cast", [pairs], [wide], node.name, to=caffe2_pb2.TensorProto.INT64), int64_scalar(node, zero, 0)]
-    number = None
+    coordinates = []
     for column in range(depth):
-        picked, index, dim, negative, shift, offset, wrapped, low, high, inside = (fresh() for _ in range(10))
+        picked, index, dim = fresh(), fresh(), fresh()
         ops += [make_op("Slice", [wide], [picked], node.name, starts=[0, column], ends=[-1, column + 1]),
                 make_op("Squeeze", [picked], [index], node.name, dims=[1]),
-                make_op("Shape", [data], [dim], node.name, axes=[column]),
-                make_op("LT", [index, zero], [negative], node.name),
-                make_op("Cast", [negative], [shift], node.name, to=caffe2_pb2.TensorProto.INT64),
-                make_op("Mul", [shift, dim], [offset], node.name),
-                make_op("Add", [index, offset], [wrapped], node.name),
-                make_op("GE", [wrapped, zero], [low], node.name), make_op("LT", [wrapped, dim], [high], node.name),
-                make_op("And", [low, high], [inside], node.name),
-                refusal(node.name, inside, "{}: an index in column {} of indices {!r} is out of range for dim {} of "
-                                           "data {!r}".format(label(node, opset), column, indices, column,
-                                                              node.input[0]),
-                        index)]
-        if number is None:
-            number = wrapped
-        else:
-            scaled, summed = fresh(), fresh()
-            ops += [make_op("Mul", [number, dim], [scaled], node.name),
-                    make_op("Add", [scaled, wrapped], [summed], node.name)]
-            number = summed
+                make_op("Shape", [data], [dim], node.name, axes=[column])]
+        more, wrapped = counted_from_end(node, index, dim, zero, fresh)
+        ops += more + within_length(node, wrapped, dim, zero, "{}: an index in column {} of indices {!r} is out of "
+                                                              "range for dim {} of data {!r}".format(
+            label(node, opset), column, indices, column, node.input[0]), fresh)
+        coordinates.append(wrapped)
+    more, number = row_major_position(node, data, coordinates, fresh)
+    ops += more
     shape, width, one, pad_shape, pad, grown, cut, dims = (fresh() for _ in range(8))
     return ops + [make_op("Shape", [rows], [shape], node.name), make_op("Slice", [shape], [width], node.name,
                                                                        starts=[1], ends=[2]),

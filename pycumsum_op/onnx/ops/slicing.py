@@ -8,8 +8,8 @@ from onnx import TensorProto
 from ...input_limits import shape_text
 from ..run_checks import COUNTER_LIMIT, make_op
 from .contract import ANY, AT_MOST_FIRST, MOVED, NEWEST, Form, declare, same_rank
-from .helpers import (attribute, axis_length, constant_blob, counted_by_range, extreme, int64_scalar, int_list,
-                      normalized, refuse, reversed_axis, taken)
+from .helpers import (attribute, axis_length, constant_blob, counted_by_range, counted_from_end, extreme, int64_scalar,
+                      int_list, normalized, refuse, reversed_axis, taken)
 #: ONNX writes "to the end" of a Slice as a huge int64 (torch: 2**63 - 1); past this any dimension is reached.
 _HUGE = 2 ** 31 - 1
 
@@ -82,12 +82,9 @@ def _clamped_slice(node, facts, data, out, starts, ends, axes, rank, fresh):
             int64_scalar(node, zero, 0)]
     clamped = []
     for bound in (starts, ends):
-        negative, shift, offset, counted, floor, held = (fresh() for _ in range(6))
-        ops += [make_op("LT", [bound, zero], [negative], node.name),
-                make_op("Cast", [negative], [shift], node.name, to=caffe2_pb2.TensorProto.INT64),
-                make_op("Mul", [shift, lengths], [offset], node.name),
-                make_op("Add", [bound, offset], [counted], node.name)]  # no overflow: a length added to a negative
-        ops += extreme(node, facts, counted, zero, floor, fresh, larger=True) + extreme(
+        floor, held = fresh(), fresh()
+        more, counted = counted_from_end(node, bound, lengths, zero, fresh)
+        ops += more + extreme(node, facts, counted, zero, floor, fresh, larger=True) + extreme(
             node, facts, floor, lengths, held, fresh, larger=False)
         clamped.append(held)
     first, last = clamped[0], fresh()
@@ -291,12 +288,9 @@ def _slice_any_rank(node, facts, opset, fresh):
         high = length if step > 0 else last
         held = []
         for bound, floor in ((bounds[0], zero), (bounds[1], zero if step > 0 else minus_one)):
-            picked, negative, shift, offset, counted, floored, ceiled = (fresh() for _ in range(7))
-            ops += [make_op("Slice", [bound], [picked], node.name, starts=[number], ends=[number + 1]),
-                    make_op("LT", [picked, zero], [negative], node.name),
-                    make_op("Cast", [negative], [shift], node.name, to=caffe2_pb2.TensorProto.INT64),
-                    make_op("Mul", [shift, length], [offset], node.name),
-                    make_op("Add", [picked, offset], [counted], node.name),  # no overflow: a length added to a negative
+            picked, floored, ceiled = fresh(), fresh(), fresh()
+            more, counted = counted_from_end(node, picked, length, zero, fresh)
+            ops += [make_op("Slice", [bound], [picked], node.name, starts=[number], ends=[number + 1])] + more + [
                     make_op("ATen", [counted, floor], [floored], node.name, operator="maximum"),
                     make_op("ATen", [floored, high], [ceiled], node.name, operator="minimum")]
             held.append(ceiled)
